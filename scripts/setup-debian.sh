@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Install everything hap needs to build, test and lint on Debian 12 (bookworm).
+# Non-interactive; uses sudo only when not run as root. The CUDA toolkit is optional and not
+# installed here: when /usr/local/cuda (or nvcc on PATH) exists, the build uses it.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libjansson-dev libcriterion-dev
+  libhdf5-dev hdf5-tools
+  libglpk-dev
+  libopenmpi-dev openmpi-bin
+  libopenblas-dev
+  python3 python3-h5py
+  clang-format clang-tidy
+)
+
+if [ "$(id -u)" -eq 0 ]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo -n) # -n: fail instead of prompting; CI has no stdin
+else
+  echo "setup-debian.sh: not root and no sudo; run as root or install: ${packages[*]}" >&2
+  exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+  "${packages[@]}" </dev/null
+
+echo "setup-debian.sh: installed ${#packages[@]} packages"
+for tool in cmake gcc clang-format clang-tidy mpiexec h5dump; do
+  printf '  %-13s %s\n' "$tool" "$(command -v "$tool" || echo MISSING)"
+done
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "  CUDA toolkit  found (GPU code will be compiled)"
+else
+  echo "  CUDA toolkit  not found (GPU code is skipped; GPU tests report Skipped)"
+fi
