@@ -2,6 +2,10 @@
 # tools must start on machines without a GPU driver.
 set(HAP_HAVE_CUDA OFF)
 if(HAP_WITH_CUDA)
+  # The toolkit is often installed without nvcc on PATH.
+  if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)

@@ -1605,3 +1605,61 @@ void hap_op_cost_of(hap_op op, const hap_op_io *io, hap_op_cost *cost) {
   if (d != NULL)
     d->cost(io, cost);
 }
+
+bool hap_op_gemm_dims(hap_op op, const hap_op_io *io, double *m, double *n, double *k) {
+  const hap_shape *a = &io->in[0];
+  switch (op) {
+  case HAP_OP_LINEAR:
+    *k = (double)a->dims[a->rank - 1];
+    *m = numel(a) / *k;
+    *n = (double)io->in[1].dims[0];
+    return true;
+  case HAP_OP_MATMUL:
+  case HAP_OP_BMM: {
+    const hap_shape *o = &io->out[0];
+    *k = (double)a->dims[a->rank - 1];
+    *n = (double)o->dims[o->rank - 1];
+    *m = numel(o) / *n;
+    return true;
+  }
+  case HAP_OP_CONV2D: {
+    const hap_shape *w = &io->in[1], *o = &io->out[0];
+    *n = (double)w->dims[0];
+    *k = (double)w->dims[1] * (double)w->dims[2] * (double)w->dims[3];
+    *m = numel(o) / *n;
+    return true;
+  }
+  case HAP_OP_MULTI_HEAD_ATTENTION:
+    *m = (double)a->dims[0] * (double)a->dims[1];
+    *n = *k = (double)a->dims[2];
+    return true;
+  case HAP_OP_TOP2_GATING:
+    *m = (double)a->dims[0] * (double)a->dims[1];
+    *k = (double)a->dims[2];
+    *n = (double)io->in[1].dims[1];
+    return true;
+  case HAP_OP_EINSUM: {
+    einsum_spec e;
+    char why[8];
+    if (parse_einsum(io, &e, why, sizeof why) != HAP_OK)
+      return false;
+    /* k: contracted indices; n: output indices only in operand b; m: the other output indices */
+    *m = *n = *k = 1;
+    for (int c = 0; c < 26; c++) {
+      if (!e.extent[c])
+        continue;
+      char ch = (char)('a' + c);
+      bool in_out = strchr(e.out, ch) != NULL, in_a = strchr(e.op[0], ch) != NULL;
+      double x = (double)e.extent[c];
+      if (!in_out)
+        *k *= x;
+      else if (!in_a)
+        *n *= x;
+      else
+        *m *= x;
+    }
+    return true;
+  }
+  default: return false;
+  }
+}

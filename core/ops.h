@@ -10,7 +10,8 @@
  *  - Backward FLOPs cover only the gradients that are needed: an input whose `in_grad` is false
  *    (a data input, an index tensor) gets no gradient kernel.
  *  - Bytes are those a fused kernel must move: forward reads every input and writes every output;
- *    backward reads the output gradients and the saved inputs and writes the needed input gradients. */
+ *    backward reads the output gradients and the saved inputs and writes the needed input
+ * gradients. */
 #ifndef HAP_OPS_H
 #define HAP_OPS_H
 
@@ -19,11 +20,11 @@
 
 #include "status.h"
 
-#define HAP_MAX_DIMS 8
-#define HAP_MAX_OP_INPUTS 8
+#define HAP_MAX_DIMS       8
+#define HAP_MAX_OP_INPUTS  8
 #define HAP_MAX_OP_OUTPUTS 2
-#define HAP_MAX_ATTRS 6
-#define HAP_ATTR_STR_MAX 32
+#define HAP_MAX_ATTRS      6
+#define HAP_ATTR_STR_MAX   32
 
 typedef enum hap_dtype {
   HAP_F32 = 0,
@@ -36,8 +37,8 @@ typedef enum hap_dtype {
   HAP_DTYPE_COUNT
 } hap_dtype;
 
-const char *hap_dtype_name(hap_dtype d);              /* "float32", ... */
-int hap_dtype_size(hap_dtype d);                      /* bytes per element */
+const char *hap_dtype_name(hap_dtype d); /* "float32", ... */
+int hap_dtype_size(hap_dtype d);         /* bytes per element */
 bool hap_dtype_is_float(hap_dtype d);
 hap_status hap_dtype_parse(const char *s, hap_dtype *out); /* HAP_ENOTFOUND if unknown */
 
@@ -109,12 +110,12 @@ typedef enum hap_attr_type {
 typedef struct hap_attr_spec {
   const char *name;
   hap_attr_type type;
-  bool required;      /* no default: the graph must give it */
-  int64_t def_i;      /* default for INT and BOOL */
-  double def_f;       /* default for FLOAT */
-  const char *def_s;  /* default for STR (NULL: required) */
-  int32_t def_n;      /* default length for INTS */
-  int64_t def_v[4];   /* default values for INTS */
+  bool required;     /* no default: the graph must give it */
+  int64_t def_i;     /* default for INT and BOOL */
+  double def_f;      /* default for FLOAT */
+  const char *def_s; /* default for STR (NULL: required) */
+  int32_t def_n;     /* default length for INTS */
+  int64_t def_v[4];  /* default values for INTS */
   const char *doc;
 } hap_attr_spec;
 
@@ -186,9 +187,10 @@ void hap_attrs_init(hap_attrs *a, hap_op op);
 /* Set by name; HAP_ENOTFOUND for an unknown name, HAP_EINVAL for a type mismatch or bad value. */
 hap_status hap_attrs_set_int(hap_attrs *a, hap_op op, const char *name, int64_t v, hap_err *err);
 hap_status hap_attrs_set_float(hap_attrs *a, hap_op op, const char *name, double v, hap_err *err);
-hap_status hap_attrs_set_ints(hap_attrs *a, hap_op op, const char *name, const int64_t *v, int32_t n,
-                              hap_err *err);
-hap_status hap_attrs_set_str(hap_attrs *a, hap_op op, const char *name, const char *v, hap_err *err);
+hap_status hap_attrs_set_ints(hap_attrs *a, hap_op op, const char *name, const int64_t *v,
+                              int32_t n, hap_err *err);
+hap_status hap_attrs_set_str(hap_attrs *a, hap_op op, const char *name, const char *v,
+                             hap_err *err);
 /* Check every required attribute is given. */
 hap_status hap_attrs_check(const hap_attrs *a, hap_op op, hap_err *err);
 bool hap_attrs_eq(const hap_attrs *a, const hap_attrs *b, hap_op op);
@@ -201,6 +203,10 @@ static inline const char *hap_attr_s(const hap_attrs *a, int idx) { return a->v[
 /* Check arity and attributes, then infer output shapes/dtypes into io. Errors name the op and say
  * what was expected. */
 hap_status hap_op_infer(hap_op op, hap_op_io *io, hap_err *err);
+/* For GEMM-like ops (linear, matmul, bmm, einsum, conv2d, multi_head_attention, top2_gating): the
+ * dims of the one GEMM (m x k times k x n) whose sustained rate prices the op; false for others. */
+bool hap_op_gemm_dims(hap_op op, const hap_op_io *io, double *m, double *n, double *k);
+
 /* Forward/backward FLOPs and bytes of one application (io must have passed hap_op_infer). */
 void hap_op_cost_of(hap_op op, const hap_op_io *io, hap_op_cost *cost);
 

@@ -26,7 +26,7 @@ const char *hap_status_str(hap_status st) {
   return "unknown status";
 }
 
-hap_status hap_err_set(hap_err *err, hap_status st, const char *fmt, ...) {
+hap_status(hap_err_set)(hap_err *err, hap_status st, const char *fmt, ...) {
   if (err == NULL || err->status != HAP_OK)
     return st;
   err->status = st;

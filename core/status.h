@@ -40,6 +40,11 @@ typedef struct hap_err {
 hap_status hap_err_set(hap_err *err, hap_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+#ifdef __clang_analyzer__
+/* Let the static analyzer see that the status passed in is the one returned. */
+#define hap_err_set(err, st, ...) (hap_err_set((err), (st), __VA_ARGS__), (st))
+#endif
+
 /* Prefix the message already in `err` with "prefix: " (e.g. a file name). No-op when err is NULL.
  */
 void hap_err_prefix(hap_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -18,10 +18,10 @@ extern "C" { /* status.h has no C++ guard of its own; the CUDA implementation is
 #include "status.h"
 
 typedef struct hap_gpu_info {
-  int index;      /* device ordinal as the CUDA runtime numbers it (after CUDA_VISIBLE_DEVICES) */
-  char name[256]; /* marketing name, e.g. "NVIDIA H100 80GB HBM3" */
-  int cc_major;   /* compute capability, e.g. 9 */
-  int cc_minor;   /* e.g. 0 */
+  int index;            /* CUDA runtime ordinal (after CUDA_VISIBLE_DEVICES) */
+  char name[256];       /* marketing name, e.g. "NVIDIA H100 80GB HBM3" */
+  int cc_major;         /* compute capability, e.g. 9 */
+  int cc_minor;         /* e.g. 0 */
   int64_t memory_bytes; /* total global memory, bytes */
   int sm_count;         /* streaming multiprocessors */
   char pci_bus_id[32];  /* "0000:3b:00.0"; empty if unknown */

@@ -1,6 +1,5 @@
-/* main_hap_devices.c — hap-devices: list the GPUs this process can use and the GPU library versions
- * of this build. Exit 0 with at least one GPU, 1 with none (or on a CUDA error), 2 on usage errors.
- */
+/* main_hap_devices.c — hap-devices: list the GPUs this process can use and the GPU library
+ * versions of this build. Exit 0 with a GPU, 1 without one or on CUDA errors, 2 on usage errors. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,7 +102,8 @@ int main(int argc, char **argv) {
   static const struct option opts[] = {
       {"format", required_argument, NULL, 'f'}, {"selftest", no_argument, NULL, 's'},
       {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
-      {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0}};
+      {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0},
+  };
   out_format fmt = FMT_TABLE;
   int quiet = 0, selftest = 0, c;
   opterr = 0; /* we print our own one-line usage errors */

@@ -29,6 +29,13 @@ while [ $# -gt 0 ]; do
   shift
 done
 
+# CMake looks for nvcc on PATH only: point it at the default toolkit when PATH lacks it, so the
+# CUDA code is compiled wherever the toolkit is installed (it only matters on the first configure).
+if [ -z "${CUDACXX:-}" ] && ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export CUDACXX=/usr/local/cuda/bin/nvcc
+  echo "test.sh: nvcc is not on PATH; using CUDACXX=$CUDACXX"
+fi
+
 cmake_args=(-DHAP_WERROR=ON)
 if [ "$sanitize" -eq 1 ]; then
   build_dir="${build_dir:-build-asan}"

@@ -1,8 +1,7 @@
-/* libversions.c — versions of the CUDA runtime, driver, NCCL, CUPTI and cuBLAS this binary carries.
+/* libversions.c — versions of the CUDA runtime, driver, NCCL, CUPTI and cuBLAS in this binary.
  * Plain C against the libraries' C APIs; none of these calls needs a GPU or a driver, so it doubles
  * as a link check that the tools start without libcuda.so.1. NCCL, CUPTI and cuBLAS are optional:
- * exec/CMakeLists.txt defines HAP_HAVE_NCCL / HAP_HAVE_CUPTI / HAP_HAVE_CUBLAS when it found them.
- */
+ * exec/CMakeLists.txt defines HAP_HAVE_NCCL / _CUPTI / _CUBLAS when it found them. */
 #include <cuda_runtime_api.h>
 
 #include <string.h>

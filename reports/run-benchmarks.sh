@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Build hap in Release (build-bench/) and run the benchmark programs whose results are recorded in
+# reports/BENCHMARKS.md. Usage: reports/run-benchmarks.sh [graph-load|cost|all]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-all}
+build=build-bench
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build" -j"$(nproc)" >/dev/null
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(uname -sr)"
+echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [ "$what" = graph-load ] || [ "$what" = all ]; then
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  "$build/bin/hap-model" export 'gpt:preset=gpt3-175b,granularity=fine,batch=1' -o "$tmp/gpt.json"
+  "$build/bin/bench_graph_load" "$tmp/gpt.json" 21
+fi
+if [ "$what" = cost ] || [ "$what" = all ]; then
+  "$build/bin/bench_cost" 1024 10000000
+fi

@@ -1,0 +1,94 @@
+/* bench_cost — collective cost queries per second on a large cluster.
+ * Usage: bench_cost [DEVICES] [QUERIES]  (defaults 1024 devices as 128 hosts x 8, 10,000,000
+ * queries). Groups (whole cluster, one host, one rank per host) are summarised once, then the
+ * queries cycle through every collective kind, implementation and 64 message sizes. Prints the
+ * median over 5 runs of the wall time (CLOCK_MONOTONIC). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "cluster.h"
+#include "cost.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+  int devices = argc > 1 ? atoi(argv[1]) : 1024;
+  long queries = argc > 2 ? atol(argv[2]) : 10000000L;
+  int per_host = 8;
+  if (devices < per_host || devices % per_host != 0 || queries < 1) {
+    fprintf(stderr, "usage: bench_cost [DEVICES (multiple of 8)] [QUERIES]\n");
+    return 2;
+  }
+  int hosts = devices / per_host;
+  hap_cluster *c = hap_cluster_create("bench");
+  hap_device proto = {0};
+  proto.model = "bench-gpu";
+  proto.sustained_flops[HAP_F32] = 1e13;
+  proto.memory_bytes = 16e9;
+  proto.memory_bw_Bps = 1e12;
+  for (int h = 0; h < hosts; h++) {
+    char name[32];
+    snprintf(name, sizeof name, "h%d", h);
+    hap_cluster_add_host(c, name, (hap_link){2e-6, 1e11}, (hap_link){5e-6, 1.25e10}, NULL, NULL);
+    for (int d = 0; d < per_host; d++) {
+      char dn[48];
+      snprintf(dn, sizeof dn, "h%d:%d", h, d);
+      hap_cluster_add_device(c, dn, &proto, NULL, NULL);
+    }
+  }
+  int32_t *all = malloc((size_t)devices * sizeof *all);
+  int32_t *cross = malloc((size_t)hosts * sizeof *cross);
+  for (int i = 0; i < devices; i++)
+    all[i] = i;
+  for (int h = 0; h < hosts; h++)
+    cross[h] = h * per_host;
+  hap_group groups[3];
+  hap_err err = {0};
+  double t0 = now_s();
+  if (hap_group_init(c, all, devices, &groups[0], &err) != HAP_OK ||
+      hap_group_init(c, all, per_host, &groups[1], &err) != HAP_OK ||
+      hap_group_init(c, cross, hosts, &groups[2], &err) != HAP_OK) {
+    fprintf(stderr, "bench_cost: %s\n", err.msg);
+    return 1;
+  }
+  double init_s = now_s() - t0;
+  hap_coll_bytes sizes[64];
+  for (int i = 0; i < 64; i++) {
+    double shard = 1024.0 * (double)(1 << (i % 20));
+    sizes[i] = (hap_coll_bytes){shard * (1 + (i % 3)), shard, shard * devices, devices};
+  }
+  double runs[5];
+  double checksum = 0;
+  for (int r = 0; r < 5; r++) {
+    double start = now_s();
+    for (long q = 0; q < queries; q++) {
+      const hap_group *g = &groups[q % 3];
+      hap_coll_kind kind = (hap_coll_kind)(q % HAP_COLL_KIND_COUNT);
+      hap_coll_impl impl = (hap_coll_impl)((q / 5) % HAP_IMPL_COUNT);
+      double t = hap_coll_time(g, kind, impl, sizes[q & 63]);
+      if (t < 1e30)
+        checksum += t;
+    }
+    runs[r] = now_s() - start;
+  }
+  qsort(runs, 5, sizeof *runs, cmp_double);
+  printf("cluster: %d devices (%d hosts x %d); group summaries: %.3f ms for 3 groups\n", devices,
+         hosts, per_host, init_s * 1e3);
+  printf("%ld collective cost queries: median %.3f s (min %.3f, max %.3f) = %.1f ns/query "
+         "(checksum %.6g)\n",
+         queries, runs[2], runs[0], runs[4], runs[2] / (double)queries * 1e9, checksum);
+  free(all);
+  free(cross);
+  hap_cluster_destroy(c);
+  return 0;
+}
