@@ -180,6 +180,8 @@ hap_status hap_cluster_add_device(hap_cluster *c, const char *name, const hap_de
   return HAP_OK;
 }
 
+void hap_cluster_set_inter_latency(hap_cluster *c, double seconds) { c->inter_latency_s = seconds; }
+
 static size_t pair_slot(size_t cap, int32_t src, int32_t dst) {
   uint64_t h = ((uint64_t)(uint32_t)src << 32 | (uint32_t)dst) * 0x9E3779B97F4A7C15ULL;
   return (size_t)(h >> 17) & (cap - 1);

@@ -114,6 +114,8 @@ hap_status hap_cluster_add_host(hap_cluster *c, const char *name, hap_link intra
  * gemm and kernel arrays are copied. */
 hap_status hap_cluster_add_device(hap_cluster *c, const char *name, const hap_device *proto,
                                   int32_t *id, hap_err *err);
+/* Extra latency of every path between two hosts, s (>= 0). */
+void hap_cluster_set_inter_latency(hap_cluster *c, double seconds);
 /* Override the path src -> dst (device ids). */
 hap_status hap_cluster_set_link(hap_cluster *c, int32_t src, int32_t dst, hap_link link,
                                 hap_err *err);

@@ -747,20 +747,25 @@ static hap_status infer_mha(hap_op_io *io, char *why, size_t len) {
   HAP_TRY(need_rank(io, MHA_K, 3, 3, "key", why, len));
   for (int i = 1; i < 7; i++)
     HAP_TRY(need_same_dtype(io, 0, i, why, len));
-  const hap_shape *q = &io->in[MHA_Q], *k = &io->in[MHA_K];
+  const hap_shape *q = &io->in[MHA_Q], *k = &io->in[MHA_K], *w = &io->in[MHA_W_IN];
   int64_t n = q->dims[0], l = q->dims[1], e = q->dims[2], s = k->dims[1];
+  if (w->rank != 3 || w->dims[0] != 3 || w->dims[2] != e) {
+    shapebuf b;
+    return fail(why, len, "input 'in_proj_weight' has shape %s, expected [3, P, %lld]", sh(w, b),
+                (long long)e);
+  }
+  int64_t p = w->dims[1]; /* projected width: E, or the width of the heads a shard holds */
   int64_t heads = hap_attr_i(io->attrs, A_MHA_HEADS);
-  if (heads <= 0 || e % heads != 0)
+  if (heads <= 0 || p % heads != 0)
     return fail(why, len, "attribute 'heads' is %lld, expected a positive divisor of %lld",
-                (long long)heads, (long long)e);
-  double p = hap_attr_f(io->attrs, A_MHA_DROPOUT);
-  if (!(p >= 0 && p < 1))
-    return fail(why, len, "attribute 'dropout' is %g, expected 0 <= p < 1", p);
+                (long long)heads, (long long)p);
+  double drop = hap_attr_f(io->attrs, A_MHA_DROPOUT);
+  if (!(drop >= 0 && drop < 1))
+    return fail(why, len, "attribute 'dropout' is %g, expected 0 <= p < 1", drop);
   HAP_TRY(expect_shape(io, MHA_K, "key", 3, (int64_t[]){n, s, e}, why, len));
   HAP_TRY(expect_shape(io, MHA_V, "value", 3, (int64_t[]){n, s, e}, why, len));
-  HAP_TRY(expect_shape(io, MHA_W_IN, "in_proj_weight", 2, (int64_t[]){3 * e, e}, why, len));
-  HAP_TRY(expect_shape(io, MHA_B_IN, "in_proj_bias", 1, (int64_t[]){3 * e}, why, len));
-  HAP_TRY(expect_shape(io, MHA_W_OUT, "out_proj_weight", 2, (int64_t[]){e, e}, why, len));
+  HAP_TRY(expect_shape(io, MHA_B_IN, "in_proj_bias", 2, (int64_t[]){3, p}, why, len));
+  HAP_TRY(expect_shape(io, MHA_W_OUT, "out_proj_weight", 2, (int64_t[]){e, p}, why, len));
   HAP_TRY(expect_shape(io, MHA_B_OUT, "out_proj_bias", 1, (int64_t[]){e}, why, len));
   if (io->n_in > MHA_MASK)
     HAP_TRY(expect_shape(io, MHA_MASK, "mask", 2, (int64_t[]){l, s}, why, len));
@@ -769,22 +774,23 @@ static hap_status infer_mha(hap_op_io *io, char *why, size_t len) {
   return HAP_OK;
 }
 
-/* Forward, with N batch, L query and S key positions, E width, H heads:
- *   projections 2NLE^2 (Q) + 4NSE^2 (K, V) + 2NLE^2 (out) + biases N(2L + 2S)E
- *   scores 2NLSE, context 2NLSE; per score element: scale 1, mask 1, softmax 5, dropout 2.
+/* Forward, with N batch, L query and S key positions, E width, P projected width (E unless
+ * head-sharded), H heads:
+ *   projections 2NLEP (Q) + 4NSEP (K, V) + 2NLPE (out) + biases N(L + 2S)P + NLE
+ *   scores 2NLSP, context 2NLSP; per score element: scale 1, mask 1, softmax 5, dropout 2.
  * Backward: every GEMM twice (both operands) except projection input gradients that are not
  * needed; per score element: dropout 1, softmax 4, scale 1; bias grads one add per element. */
 static void cost_mha(const hap_op_io *io, hap_op_cost *c) {
   const hap_shape *q = &io->in[MHA_Q];
   double n = (double)q->dims[0], l = (double)q->dims[1], e = (double)q->dims[2];
-  double s = (double)io->in[MHA_K].dims[1];
+  double s = (double)io->in[MHA_K].dims[1], p = (double)io->in[MHA_W_IN].dims[1];
   double h = (double)hap_attr_i(io->attrs, A_MHA_HEADS);
   bool mask = io->n_in > MHA_MASK;
   bool drop = hap_attr_f(io->attrs, A_MHA_DROPOUT) > 0;
   double scores = n * h * l * s;
-  double proj_q = 2 * n * l * e * e, proj_kv = 2 * n * s * e * e, proj_o = 2 * n * l * e * e;
-  double core = 2 * n * l * s * e; /* one of the two attention GEMMs */
-  c->fwd_flops = proj_q + 2 * proj_kv + proj_o + n * (2 * l + 2 * s) * e + 2 * core +
+  double proj_q = 2 * n * l * e * p, proj_kv = 2 * n * s * e * p, proj_o = 2 * n * l * p * e;
+  double core = 2 * n * l * s * p; /* one of the two attention GEMMs */
+  c->fwd_flops = proj_q + 2 * proj_kv + proj_o + n * (l + 2 * s) * p + n * l * e + 2 * core +
                  scores * (1 + (mask ? 1 : 0) + 5 + (drop ? 2 : 0));
   if (any_grad(io)) {
     double b = 0;
@@ -793,7 +799,7 @@ static void cost_mha(const hap_op_io *io, hap_op_cost *c) {
     if (io->in_grad[MHA_W_IN])
       b += proj_q + 2 * proj_kv;
     if (io->in_grad[MHA_B_IN])
-      b += n * (l + 2 * s) * e;
+      b += n * (l + 2 * s) * p;
     b += (io->in_grad[MHA_Q] ? proj_q : 0) + (io->in_grad[MHA_K] ? proj_kv : 0) +
          (io->in_grad[MHA_V] ? proj_kv : 0);
     c->bwd_flops = b;
@@ -1225,7 +1231,7 @@ static const hap_op_def op_table[HAP_OP_COUNT] = {
                            .cost = cost_layer_norm},
     [HAP_OP_MULTI_HEAD_ATTENTION] =
         {.name = "multi_head_attention",
-         .doc = "batch-first attention with packed in-projection and optional additive mask",
+         .doc = "batch-first attention, q/k/v in-projection blocks, optional additive mask",
          .min_in = 7,
          .max_in = 8,
          .n_out = 1,
@@ -1629,9 +1635,10 @@ bool hap_op_gemm_dims(hap_op op, const hap_op_io *io, double *m, double *n, doub
     *m = numel(o) / *n;
     return true;
   }
-  case HAP_OP_MULTI_HEAD_ATTENTION:
+  case HAP_OP_MULTI_HEAD_ATTENTION: /* the projections: [N*L, E] x [E, P] */
     *m = (double)a->dims[0] * (double)a->dims[1];
-    *n = *k = (double)a->dims[2];
+    *k = (double)a->dims[2];
+    *n = (double)io->in[MHA_W_IN].dims[1];
     return true;
   case HAP_OP_TOP2_GATING:
     *m = (double)a->dims[0] * (double)a->dims[1];

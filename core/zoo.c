@@ -450,8 +450,8 @@ int32_t zb_self_attention(zb *b, const char *name, int32_t x, int32_t mask, int6
                           int64_t heads, double dropout) {
   /* q = k = v = x; parameters in PyTorch's order (statements keep the ids deterministic) */
   int32_t in[8] = {x, x, x, -1, -1, -1, -1, mask};
-  in[3] = module_param(b, name, "in_proj_weight", SHAPE(3 * width, width));
-  in[4] = module_param(b, name, "in_proj_bias", SHAPE(3 * width));
+  in[3] = module_param(b, name, "in_proj_weight", SHAPE(3, width, width)); /* q, k, v blocks */
+  in[4] = module_param(b, name, "in_proj_bias", SHAPE(3, width));
   in[5] = module_param(b, name, "out_proj.weight", SHAPE(width, width));
   in[6] = module_param(b, name, "out_proj.bias", SHAPE(width));
   hap_attrs a;

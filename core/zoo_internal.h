@@ -78,8 +78,9 @@ int32_t zb_linear(zb *b, const char *name, int32_t x, int64_t in, int64_t out, b
 int32_t zb_conv2d(zb *b, const char *name, int32_t x, int64_t cin, int64_t cout, int64_t kernel,
                   int64_t stride, int64_t padding);
 int32_t zb_layer_norm(zb *b, const char *name, int32_t x, int64_t width);
-/* Batch-first attention over x with params "<name>.in_proj_weight" [3E,E], "<name>.in_proj_bias",
- * "<name>.out_proj.weight" [E,E], "<name>.out_proj.bias"; mask -1 for none. */
+/* Batch-first attention over x with params "<name>.in_proj_weight" [3,E,E] (q, k, v blocks),
+ * "<name>.in_proj_bias" [3,E], "<name>.out_proj.weight" [E,E], "<name>.out_proj.bias"; mask -1 for
+ * none. */
 int32_t zb_self_attention(zb *b, const char *name, int32_t x, int32_t mask, int64_t width,
                           int64_t heads, double dropout);
 

@@ -1,9 +1,19 @@
 # End-to-end tests of the command-line tools, driven by shell scripts in tests/cli/.
 if(TARGET hap-model)
   add_test(NAME cli_bad_graphs
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_bad_graphs.sh $<TARGET_FILE:hap-model>
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_bad_files.sh $<TARGET_FILE:hap-model> check
                    ${HAP_TEST_DATA}/graphs/bad)
   add_test(NAME cli_hap_model
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_hap_model.sh $<TARGET_FILE:hap-model>)
   set_tests_properties(cli_bad_graphs cli_hap_model PROPERTIES LABELS cli TIMEOUT 300)
+endif()
+
+if(TARGET hap-profile)
+  add_test(NAME cli_bad_clusters
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_bad_files.sh $<TARGET_FILE:hap-profile>
+                   show ${HAP_TEST_DATA}/clusters/bad)
+  add_test(NAME cli_hap_profile
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_hap_profile.sh
+                   $<TARGET_FILE:hap-profile> $<TARGET_FILE:write_sample_profile>)
+  set_tests_properties(cli_bad_clusters cli_hap_profile PROPERTIES LABELS cli TIMEOUT 300)
 endif()

@@ -572,8 +572,8 @@ static void mha_case(opcase *c, int64_t n, int64_t l, int64_t s, int64_t e, int6
   in(c, SHAPE(n, l, e), HAP_F32, grad_q);
   in(c, SHAPE(n, s, e), HAP_F32, grad_kv);
   in(c, SHAPE(n, s, e), HAP_F32, grad_kv);
-  in(c, SHAPE(3 * e, e), HAP_F32, GRAD);
-  in(c, SHAPE(3 * e), HAP_F32, GRAD);
+  in(c, SHAPE(3, e, e), HAP_F32, GRAD);
+  in(c, SHAPE(3, e), HAP_F32, GRAD);
   in(c, SHAPE(e, e), HAP_F32, GRAD);
   in(c, SHAPE(e), HAP_F32, GRAD);
   if (mask)
@@ -642,6 +642,34 @@ Test(ops_mha, inference_has_no_backward) {
   expect_flops(&c, 5760.0, 0);
   cr_assert_eq(c.cost.bwd_bytes_read, 0.0);
   cr_assert_eq(c.cost.bwd_bytes_written, 0.0);
+}
+
+/* One head-parallel shard (docs/sharding.md): 1 of 2 heads, projected width P = 4 of E = 8, so
+ * in_proj_weight [3, 4, 8], in_proj_bias [3, 4], out_proj_weight [8, 4]. Every projection and
+ * attention GEMM scales with P; the output bias add (N*L*E) does not. */
+Test(ops_mha, head_shard_projected_width) {
+  opcase c;
+  mha_case(&c, 2, 4, 4, 8, 2, GRAD, GRAD, false);
+  c.io.in[3] = SHAPE(3, 4, 8);
+  c.io.in[4] = SHAPE(3, 4);
+  c.io.in[5] = SHAPE(8, 4);
+  set_i(&c, "heads", 1);
+  run(&c);
+  expect_out(&c, 0, SHAPE(2, 4, 8), HAP_F32);
+  const double n = 2, l = 4, s = 4, e = 8, p = 4, h = 1;
+  double fwd = 2 * n * l * e * p + 4 * n * s * e * p + 2 * n * l * p * e; /* Q, K, V, out */
+  fwd += n * (l + 2 * s) * p + n * l * e;                                 /* biases */
+  fwd += 2 * (2 * n * l * s * p) + n * h * l * s * (1 + 5);
+  double bwd = 2 * (2 * n * l * p * e) + n * l * e; /* out proj: d context, dW, db */
+  bwd += 2 * (2 * 2 * n * l * s * p) + n * h * l * s * (4 + 1);
+  bwd += 2 * n * l * e * p + 4 * n * s * e * p + n * (l + 2 * s) * p; /* dW_in, db_in */
+  bwd += 2 * n * l * e * p + 2 * 2 * n * s * e * p;                   /* dQ, dK, dV */
+  expect_flops(&c, fwd, bwd);
+  /* the two shards together: the full op plus one extra output-bias add */
+  cr_assert_eq(2 * c.cost.fwd_flops, 5760.0 + n * l * e);
+  double m = 0, nn = 0, k = 0;
+  cr_assert(hap_op_gemm_dims(c.op, &c.io, &m, &nn, &k));
+  cr_assert(m == n * l && nn == p && k == e, "gemm %g x %g x %g", m, nn, k);
 }
 
 Test(ops_mha, bert_base_projections_dominate) {
@@ -1289,8 +1317,20 @@ Test(ops_errors, attention) {
   mha_case(&c, 2, 4, 4, 8, 3, GRAD, GRAD, false);
   expect_fail(&c, HAP_EINVAL, "attribute 'heads' is 3, expected a positive divisor of 8");
   mha_case(&c, 2, 4, 4, 8, 2, GRAD, GRAD, false);
-  c.io.in[3] = SHAPE(8, 8);
-  expect_fail(&c, HAP_EINVAL, "input 'in_proj_weight' has shape [8, 8], expected [24, 8]");
+  c.io.in[3] = SHAPE(24, 8);
+  expect_fail(&c, HAP_EINVAL, "input 'in_proj_weight' has shape [24, 8], expected [3, P, 8]");
+  mha_case(&c, 2, 4, 4, 8, 2, GRAD, GRAD, false);
+  c.io.in[3] = SHAPE(3, 6, 8);
+  c.io.in[4] = SHAPE(3, 6);
+  set_i(&c, "heads", 4);
+  expect_fail(&c, HAP_EINVAL, "attribute 'heads' is 4, expected a positive divisor of 6");
+  mha_case(&c, 2, 4, 4, 8, 2, GRAD, GRAD, false);
+  c.io.in[4] = SHAPE(24);
+  expect_fail(&c, HAP_EINVAL, "input 'in_proj_bias' has shape [24], expected [3, 8]");
+  mha_case(&c, 2, 4, 4, 8, 2, GRAD, GRAD, false);
+  c.io.in[3] = SHAPE(3, 4, 8);
+  c.io.in[4] = SHAPE(3, 4);
+  expect_fail(&c, HAP_EINVAL, "input 'out_proj_weight' has shape [8, 8], expected [8, 4]");
   mha_case(&c, 2, 4, 5, 8, 2, GRAD, GRAD, true);
   c.io.in[7] = SHAPE(5, 4);
   expect_fail(&c, HAP_EINVAL, "input 'mask' has shape [5, 4], expected [4, 5]");

@@ -201,7 +201,8 @@ Test(zoo_build, bert_base_structure) {
   cr_assert_eq(tensor(g, "pos_encoder.pe")->kind, HAP_TENSOR_BUFFER);
   EXPECT_SHAPE(g, "mask", 128, 128);
   cr_assert_eq(tensor(g, "mask")->kind, HAP_TENSOR_BUFFER);
-  EXPECT_SHAPE(g, "layers.11.self_attn.in_proj_weight", 2304, 768);
+  EXPECT_SHAPE(g, "layers.11.self_attn.in_proj_weight", 3, 768, 768);
+  EXPECT_SHAPE(g, "layers.11.self_attn.in_proj_bias", 3, 768);
   EXPECT_SHAPE(g, "layers.11.self_attn.out_proj.weight", 768, 768);
   EXPECT_SHAPE(g, "layers.3.linear1.weight", 3072, 768);
   EXPECT_SHAPE(g, "layers.3.linear2.bias", 768);
@@ -336,7 +337,7 @@ Test(zoo_gpt, node_counts) {
   g = build("gpt:preset=gpt3-175b,batch=1");
   cr_assert_eq(g->n_nodes, 10 * 96 + 8);
   EXPECT_SHAPE(g, "layers.0.fc1.weight", 4 * 12288, 12288);
-  EXPECT_SHAPE(g, "layers.0.attn.in_proj_weight", 3 * 12288, 12288);
+  EXPECT_SHAPE(g, "layers.0.attn.in_proj_weight", 3, 12288, 12288);
   hap_graph_destroy(g);
 }
 

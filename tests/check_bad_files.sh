@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# check_bad_graphs.sh HAP_MODEL_BINARY DIR
-# For each DIR/*.json run `HAP_MODEL_BINARY check FILE` and require: exit status exactly 1, nothing
-# on stdout, and exactly one non-empty line on stderr that names FILE. Prints one line per file and
-# a summary; exits 1 if any file fails, 2 on usage errors.
+# check_bad_files.sh BINARY COMMAND DIR
+# For each malformed DIR/*.json run `BINARY COMMAND FILE` (e.g. `hap-model check`, `hap-profile
+# show`) and require: exit status exactly 1, nothing on stdout, and exactly one non-empty line on
+# stderr that names FILE. Prints one line per file and a summary; exits 1 if any file fails, 2 on
+# usage errors.
 set -u
 
-if [ $# -ne 2 ]; then
-  echo "usage: $0 HAP_MODEL_BINARY DIR" >&2
+if [ $# -ne 3 ]; then
+  echo "usage: $0 BINARY COMMAND DIR" >&2
   exit 2
 fi
 bin=$1
-dir=$2
+cmd=$2
+dir=$3
 if [ ! -x "$bin" ]; then
   echo "$0: $bin: not an executable" >&2
   exit 2
@@ -37,7 +39,7 @@ if [ ${#files[@]} -eq 0 ]; then
 fi
 
 for f in "${files[@]}"; do
-  "${run_timeout[@]}" "$bin" check "$f" >"$tmp/out" 2>"$tmp/err" </dev/null
+  "${run_timeout[@]}" "$bin" "$cmd" "$f" >"$tmp/out" 2>"$tmp/err" </dev/null
   rc=$?
   line=$(head -n 1 "$tmp/err")
   nlines=$(wc -l <"$tmp/err")

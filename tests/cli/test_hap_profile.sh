@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# End-to-end checks of hap-profile show/merge on cluster specs and profiles.
+# Usage: test_hap_profile.sh HAP_PROFILE_BINARY [WRITE_SAMPLE_PROFILE_BINARY]
+set -u
+bin=$1
+sample=${2:-}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+
+expect() { # expect NAME STATUS COMMAND...
+  local name=$1 want=$2
+  shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local got=$?
+  if [ "$got" -eq "$want" ]; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    echo "FAIL $name: exit $got, expected $want"
+    sed 's/^/  stderr: /' "$tmp/err" | head -5
+  fi
+}
+check() { # check NAME COMMAND...
+  local name=$1
+  shift
+  if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $name"; fi
+}
+json_devices() { # json_devices FILE N: the JSON lists N devices
+  python3 -c "import json,sys; d=json.load(open('$1')); sys.exit(0 if len(d['devices']) == $2 else 1)"
+}
+
+expect help 0 "$bin" --help
+check help-text grep -q '^Usage: hap-profile' "$tmp/out"
+expect version 0 "$bin" --version
+expect no-command 2 "$bin"
+expect bad-command 2 "$bin" measure-everything
+expect bad-format 2 "$bin" --format csv show cpu-2
+expect show-no-arg 2 "$bin" show
+expect merge-no-output 2 "$bin" merge a.h5
+
+for spec in paper-hetero:64 paper-hetero:gpus_per_host=4:32 paper-hetero:gpus_per_host=1:8 \
+  paper-homo:64 a100-h100:32 cpu-2:2; do
+  n=${spec##*:}
+  s=${spec%:*}
+  expect "show-$s" 0 "$bin" show "$s"
+  check "show-$s-table" grep -q "devices on" "$tmp/out"
+  expect "show-json-$s" 0 "$bin" --format json show "$s"
+  cp "$tmp/out" "$tmp/show.json"
+  check "show-json-$s-count" json_devices "$tmp/show.json" "$n"
+done
+
+expect unknown-cluster 1 "$bin" show paper-hetro
+check unknown-cluster-one-line test "$(wc -l <"$tmp/err")" -eq 1
+expect bad-param 1 "$bin" show paper-hetero:gpus_per_hots=4
+check bad-param-names-it grep -q gpus_per_hots "$tmp/err"
+expect missing-profile 1 "$bin" show "$tmp/none.h5"
+check missing-profile-names-it grep -q none.h5 "$tmp/err"
+printf 'not an hdf5 file' >"$tmp/fake.h5"
+expect fake-profile 1 "$bin" show "$tmp/fake.h5"
+check fake-profile-one-line test "$(wc -l <"$tmp/err")" -eq 1
+
+if [ -n "$sample" ]; then
+  expect write-sample 0 "$sample" "$tmp/p.h5"
+  expect show-profile 0 "$bin" show "$tmp/p.h5"
+  check show-profile-sweeps grep -q '^profile: ' "$tmp/out"
+  expect show-profile-json 0 "$bin" --format json show "$tmp/p.h5"
+  cp "$tmp/out" "$tmp/p.json"
+  check show-profile-json-valid python3 -c "import json; json.load(open('$tmp/p.json'))"
+  # merging a profile with itself repeats its hosts: one clear error, no output file
+  expect merge-duplicate 1 "$bin" merge -o "$tmp/m.h5" "$tmp/p.h5" "$tmp/p.h5"
+  check merge-duplicate-no-file test ! -e "$tmp/m.h5"
+  check no-temp-files test -z "$(find "$tmp" -name '*.tmp.*')"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
