@@ -58,12 +58,12 @@ static void print_hosts(const hap_cluster *c) {
 
 /* Devices with the same model and numbers print as one row. */
 static bool same_spec(const hap_device *a, const hap_device *b) {
-  return strcmp(a->model, b->model) == 0 &&
-         memcmp(a->sustained_flops, b->sustained_flops, sizeof a->sustained_flops) == 0 &&
-         memcmp(a->peak_flops, b->peak_flops, sizeof a->peak_flops) == 0 &&
-         a->memory_bytes == b->memory_bytes && a->memory_bw_Bps == b->memory_bw_Bps &&
-         a->launch_s == b->launch_s && a->n_gemm == 0 && b->n_gemm == 0 && a->n_kernels == 0 &&
-         b->n_kernels == 0;
+  for (int t = 0; t < HAP_DTYPE_COUNT; t++)
+    if (a->sustained_flops[t] != b->sustained_flops[t] || a->peak_flops[t] != b->peak_flops[t])
+      return false;
+  return strcmp(a->model, b->model) == 0 && a->memory_bytes == b->memory_bytes &&
+         a->memory_bw_Bps == b->memory_bw_Bps && a->launch_s == b->launch_s && a->n_gemm == 0 &&
+         b->n_gemm == 0 && a->n_kernels == 0 && b->n_kernels == 0;
 }
 
 static void print_devices(const hap_cluster *c) {
@@ -262,7 +262,7 @@ static int cmd_show(const char *what, hap_format format) {
 
 static int cmd_merge(const char *out, int n, char **inputs) {
   hap_err err = {0};
-  hap_profile **parts = calloc((size_t)n, sizeof *parts);
+  hap_profile **parts = calloc((size_t)n, sizeof(hap_profile *));
   hap_profile *merged = NULL;
   int rc = 1;
   if (parts == NULL)

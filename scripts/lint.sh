@@ -72,7 +72,7 @@ if [ ! -f "$build_dir/compile_commands.json" ]; then
   fi
   cmake -S . -B "$build_dir" -DHAP_WERROR=ON >/dev/null
 fi
-mapfile -t tidy_files < <(find core exec -type f -name '*.c' 2>/dev/null | LC_ALL=C sort)
+mapfile -t tidy_files < <(find core exec synth profile traces simulate -type f -name '*.c' 2>/dev/null | LC_ALL=C sort)
 tidy_log=$(mktemp)
 trap 'rm -f "$tidy_log"' EXIT
 tidy_rc=0

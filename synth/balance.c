@@ -1,0 +1,231 @@
+/* balance.c — the sharding-ratio LP for a fixed program (HAP's Eq. 3, with its flaws fixed:
+ * constant terms kept, no caps, real collective formulas). Variables: the ratio r[s][i] of every
+ * segment s and device i, one epigraph variable t_j per program step, and per segment the smallest
+ * ratio m_s (grouped collectives pay for sum - min). Minimise sum_j t_j subject to, for every step:
+ *   computation sharded over segment s:  t_j >= launch_i + slope_ij * r[s][i]   for every device i
+ *                                        (slope: the device's time for the whole extent, taken
+ *                                        from its cost at the current shard, so GEMM-rate effects
+ *                                        are linearised around the current ratios)
+ *   padded collective (ring):            t_j >= c0 + c1 * S * r[s][i]          for every device i
+ *   grouped collective:                  t_j >= c0 + c1 * S * (1 - m_s),  m_s <= r[s][i]
+ *   anything else:                       t_j >= its current time (a constant)
+ * and sum_i r[s][i] = 1. Devices with identical specs get one variable per segment (the model is
+ * symmetric in them, so some optimum gives them equal ratios): rows scale with the number of
+ * device classes, not devices. The alternation in synth.c re-prices the program exactly (integer
+ * shard lengths) under the new ratios and keeps them only if the program got cheaper. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lp.h"
+#include "synth_internal.h"
+
+bool syn_balance(syn_ctx *x, const int8_t *variants, double *ratios, hap_err *err);
+
+typedef struct lp_build {
+  syn_ctx *x;
+  hap_lp *lp;
+  int *r;         /* [n_segments][n_classes] variable ids */
+  int32_t *rep;   /* [n_classes] a device of each class */
+  int32_t *count; /* [n_classes] devices in each class */
+  int *m;         /* [n_segments] min-ratio variable ids, -1 until needed */
+  int *ids;
+  double *coefs;
+} lp_build;
+
+/* Time of node k under variant v on device d holding `len` of the sharded index, s. */
+static double node_time_at(syn_ctx *x, int32_t k, int v, int32_t d, int64_t len) {
+  const syn_node *sn = &x->nodes[k];
+  hap_op op = x->g->nodes[k].op;
+  hap_attrs attrs;
+  hap_op_io local;
+  if (hap_op_local_io(op, &sn->io, &sn->variants[v], len, &attrs, &local, NULL) != HAP_OK)
+    return HUGE_VAL;
+  return hap_compute_time(x->c, d, op, &local, false) + hap_compute_time(x->c, d, op, &local, true);
+}
+
+static hap_status min_var(lp_build *b, int32_t s, hap_err *err) {
+  if (b->m[s] >= 0)
+    return HAP_OK;
+  HAP_TRY(hap_lp_add_var(b->lp, 0, 1, 0, &b->m[s], err));
+  int32_t nc = b->x->n_classes;
+  for (int32_t i = 0; i < nc; i++) {
+    int ids[2] = {b->m[s], b->r[(size_t)s * (size_t)nc + (size_t)i]};
+    double c[2] = {1, -1};
+    HAP_TRY(hap_lp_add_row(b->lp, ids, c, 2, -INFINITY, 0, err)); /* m_s <= r_si */
+  }
+  return HAP_OK;
+}
+
+/* t >= c0 + c1S * r[s][i] for every i (padded), or t >= c0 + c1S * (1 - m_s) (grouped). */
+static hap_status collective_rows(lp_build *b, int t, int32_t s, bool grouped, double c0,
+                                  double c1S, hap_err *err) {
+  int32_t nc = b->x->n_classes;
+  if (grouped) {
+    HAP_TRY(min_var(b, s, err));
+    int ids[2] = {t, b->m[s]};
+    double c[2] = {1, c1S};
+    return hap_lp_add_row(b->lp, ids, c, 2, c0 + c1S, INFINITY, err);
+  }
+  for (int32_t i = 0; i < nc; i++) {
+    int ids[2] = {t, b->r[(size_t)s * (size_t)nc + (size_t)i]};
+    double c[2] = {1, -c1S};
+    HAP_TRY(hap_lp_add_row(b->lp, ids, c, 2, c0, INFINITY, err));
+  }
+  return HAP_OK;
+}
+
+/* Forward + backward time of a gather-type pair with every rank's bytes given by `b`. */
+static double pair_time(const syn_ctx *x, hap_coll_kind fwd, hap_coll_kind bwd, hap_coll_impl impl,
+                        hap_coll_bytes b) {
+  return hap_coll_time(&x->world, fwd, impl, b) + hap_coll_time(&x->world, bwd, impl, b);
+}
+
+static hap_status comm_step(lp_build *b, const hap_step *step, int t, double current,
+                            hap_err *err) {
+  syn_ctx *x = b->x;
+  const hap_tensor *tensor = &x->g->tensors[step->tensor];
+  double S = (double)hap_tensor_bytes(tensor);
+  int32_t n = x->n;
+  hap_coll_kind fwd, bwd;
+  hap_layout g_layout;
+  if (step->comm == HAP_COMM_ALL_GATHER) {
+    fwd = HAP_COLL_ALL_GATHER, bwd = HAP_COLL_REDUCE_SCATTER, g_layout = step->from;
+  } else if (step->comm == HAP_COMM_REDUCE_SCATTER) {
+    fwd = HAP_COLL_REDUCE_SCATTER, bwd = HAP_COLL_ALL_GATHER, g_layout = step->to;
+  } else {
+    /* all-reduce is a constant; all-to-all and local ops: their current time */
+    return hap_lp_add_row(b->lp, &t, (double[]){1}, 1, current, INFINITY, err);
+  }
+  (void)g_layout;
+  bool grouped = step->impl == HAP_IMPL_GROUPED;
+  hap_coll_bytes zero = {0, 0, grouped ? S : 0, n};
+  double c0 = pair_time(x, fwd, bwd, step->impl, zero);
+  hap_coll_bytes full = grouped ? (hap_coll_bytes){S, S, S, n} : (hap_coll_bytes){S, 0, S, n};
+  double c1S = grouped ? c0 - pair_time(x, fwd, bwd, step->impl, full)
+                       : pair_time(x, fwd, bwd, step->impl, full) - c0;
+  if (grouped) /* grouped: c0 is the time at min = 0; t = c0 - c1S * m */
+    return collective_rows(b, t, step->segment, true, c0 - c1S, c1S, err);
+  return collective_rows(b, t, step->segment, false, c0, c1S, err);
+}
+
+static bool variant_eq(const hap_variant *a, const hap_variant *b) {
+  return memcmp(a->in, b->in, sizeof a->in) == 0 && memcmp(a->out, b->out, sizeof a->out) == 0 &&
+         a->granule == b->granule && a->flags == b->flags && a->once == b->once;
+}
+
+static hap_status compute_step(lp_build *b, const hap_step *step, int t, hap_err *err) {
+  syn_ctx *x = b->x;
+  int32_t k = step->node;
+  const syn_node *sn = &x->nodes[k];
+  int v = -1;
+  for (int i = 0; i < sn->n_variants && v < 0; i++)
+    if (variant_eq(&sn->variants[i], &step->variant))
+      v = i;
+  int64_t extent = v >= 0 ? hap_variant_extent(&sn->io, &sn->variants[v]) : 0;
+  if (v < 0 || extent <= 0)
+    return hap_lp_add_row(b->lp, &t, (double[]){1}, 1, step->predicted_s, INFINITY, err);
+  int64_t granule = sn->variants[v].granule;
+  const int64_t *len = syn_lengths(x, extent, granule, sn->segment);
+  int64_t probe = granule * (int64_t)fmax(1, round((double)extent / (double)granule / x->n));
+  int32_t nc = x->n_classes;
+  for (int32_t cl = 0; cl < nc; cl++) {
+    int32_t i = b->rep[cl];
+    int64_t at = len && len[i] > 0 ? len[i] : probe;
+    double launch = x->c->devices[i].launch_s;
+    double ti = node_time_at(x, k, v, i, at);
+    if (!isfinite(ti))
+      return hap_lp_add_row(b->lp, &t, (double[]){1}, 1, step->predicted_s, INFINITY, err);
+    double slope = fmax(0, ti - 2 * launch) * (double)extent / (double)at; /* fwd + bwd launches */
+    int ids[2] = {t, b->r[(size_t)sn->segment * (size_t)nc + (size_t)cl]};
+    double c[2] = {1, -slope};
+    HAP_TRY(hap_lp_add_row(b->lp, ids, c, 2, 2 * launch, INFINITY, err));
+  }
+  return HAP_OK;
+}
+
+static hap_status build_and_solve(lp_build *b, const hap_plan *plan, double *ratios, hap_err *err) {
+  syn_ctx *x = b->x;
+  int32_t n = x->n, nc = x->n_classes;
+  for (int32_t i = 0; i < nc; i++) {
+    b->count[i] = 0;
+    b->rep[i] = 0;
+  }
+  for (int32_t i = n - 1; i >= 0; i--) {
+    b->rep[x->dev_class[i]] = i;
+    b->count[x->dev_class[i]]++;
+  }
+  for (int32_t s = 0; s < x->n_segments; s++) {
+    b->m[s] = -1;
+    for (int32_t i = 0; i < nc; i++)
+      HAP_TRY(hap_lp_add_var(b->lp, 0, 1, 0, &b->r[(size_t)s * (size_t)nc + (size_t)i], err));
+    for (int32_t i = 0; i < nc; i++) {
+      b->ids[i] = b->r[(size_t)s * (size_t)nc + (size_t)i];
+      b->coefs[i] = b->count[i];
+    }
+    HAP_TRY(hap_lp_add_row(b->lp, b->ids, b->coefs, nc, 1, 1, err));
+  }
+  for (int32_t j = 0; j < plan->n_steps; j++) {
+    const hap_step *step = &plan->steps[j];
+    int t;
+    HAP_TRY(hap_lp_add_var(b->lp, 0, INFINITY, 1, &t, err));
+    if (step->kind == HAP_STEP_COMPUTE)
+      HAP_TRY(compute_step(b, step, t, err));
+    else if (step->kind == HAP_STEP_COMM)
+      HAP_TRY(comm_step(b, step, t, step->predicted_s, err));
+    else
+      HAP_TRY(hap_lp_add_row(b->lp, &t, (double[]){1}, 1, step->predicted_s, INFINITY, err));
+  }
+  double *sol = malloc((size_t)hap_lp_n_vars(b->lp) * sizeof *sol);
+  if (sol == NULL)
+    return hap_err_set(err, HAP_ENOMEM, "out of memory solving the ratio LP");
+  hap_status st = hap_lp_solve(b->lp, sol, NULL, err);
+  if (st == HAP_OK) {
+    for (int32_t s = 0; s < x->n_segments; s++) {
+      double sum = 0;
+      for (int32_t i = 0; i < n; i++) {
+        double r = fmax(0, sol[b->r[(size_t)s * (size_t)nc + (size_t)x->dev_class[i]]]);
+        ratios[(size_t)s * (size_t)n + (size_t)i] = r;
+        sum += r;
+      }
+      for (int32_t i = 0; i < n; i++)
+        ratios[(size_t)s * (size_t)n + (size_t)i] /= sum;
+    }
+  }
+  free(sol);
+  return st;
+}
+
+/* New ratios for the program `variants` (under the ratios installed in x). Returns false, leaving
+ * `ratios` as they were, when the LP cannot be built or solved; the program keeps its ratios. */
+bool syn_balance(syn_ctx *x, const int8_t *variants, double *ratios, hap_err *err) {
+  (void)err; /* a failed LP is not fatal: the alternation simply stops */
+  hap_plan *plan = hap_plan_create("balance", "", 0, "", 0, x->n, x->n_segments);
+  lp_build b = {x, hap_lp_create("ratios"), NULL, NULL, NULL, NULL, NULL, NULL};
+  b.r = malloc((size_t)x->n_segments * (size_t)x->n_classes * sizeof *b.r);
+  b.rep = calloc((size_t)x->n_classes, sizeof *b.rep);
+  b.count = malloc((size_t)x->n_classes * sizeof *b.count);
+  b.m = malloc((size_t)x->n_segments * sizeof *b.m);
+  b.ids = malloc((size_t)x->n * sizeof *b.ids);
+  b.coefs = malloc((size_t)x->n * sizeof *b.coefs);
+  double *next = malloc((size_t)x->n_segments * (size_t)x->n * sizeof *next);
+  bool ok = false;
+  double cost;
+  hap_err local = {0};
+  if (plan && b.lp && b.r && b.rep && b.count && b.m && b.ids && b.coefs && next &&
+      syn_replay(x, variants, plan, &cost, &local) == HAP_OK &&
+      build_and_solve(&b, plan, next, &local) == HAP_OK) {
+    memcpy(ratios, next, (size_t)x->n_segments * (size_t)x->n * sizeof *next);
+    ok = true;
+  }
+  free(next);
+  free(b.r);
+  free(b.rep);
+  free(b.count);
+  free(b.m);
+  free(b.ids);
+  free(b.coefs);
+  hap_lp_destroy(b.lp);
+  hap_plan_destroy(plan);
+  return ok;
+}

@@ -1,0 +1,152 @@
+/* emit.c — replay a program (one variant per node) under the installed ratios: its exact cost, the
+ * plan steps (sources and communications in front of the computation that needs them), and
+ * per-device compute, communication and memory. The replay makes the same choices as the search,
+ * so a program's replayed cost is the cost the search found for it. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "synth_internal.h"
+
+static int prop_qcmp(const void *pa, const void *pb) {
+  const syn_prop *a = pa, *b = pb;
+  if (a->tensor != b->tensor)
+    return a->tensor < b->tensor ? -1 : 1;
+  if (a->layout != b->layout)
+    return a->layout < b->layout ? -1 : 1;
+  if (a->segment != b->segment)
+    return a->segment < b->segment ? -1 : 1;
+  return (a->granule > b->granule) - (a->granule < b->granule);
+}
+
+/* Bytes a device holds for a property, added to its memory (parameters count twice: value and
+ * gradient; activations once: saved for the backward pass). */
+static void add_memory(syn_ctx *x, const syn_prop *p, hap_storage storage, double *mem,
+                       double *scratch) {
+  const hap_tensor *t = &x->g->tensors[p->tensor];
+  if (t->kind == HAP_TENSOR_PARAMETER && storage == HAP_STORE_ZERO) {
+    syn_prop shard = {p->tensor, 0, 0, 1};
+    syn_bytes(x, &shard, scratch);
+    for (int32_t i = 0; i < x->n; i++)
+      mem[i] += 2 * scratch[i]; /* the gathered copy is transient */
+    return;
+  }
+  syn_bytes(x, p, scratch);
+  double factor = t->kind == HAP_TENSOR_PARAMETER ? 2 : 1;
+  for (int32_t i = 0; i < x->n; i++)
+    mem[i] += factor * scratch[i];
+}
+
+hap_status syn_replay(syn_ctx *x, const int8_t *variants, hap_plan *plan, double *cost_s,
+                      hap_err *err) {
+  const hap_graph *g = x->g;
+  int32_t cap = 64, n = 0;
+  syn_prop *have = malloc((size_t)cap * sizeof *have);
+  double *per_dev = malloc((size_t)x->n * sizeof *per_dev);
+  double *scratch = malloc((size_t)x->n * sizeof *scratch);
+  hap_status st = HAP_OK;
+  double total = 0;
+  if (!have || !per_dev || !scratch) {
+    st = hap_err_set(err, HAP_ENOMEM, "out of memory replaying a program");
+    goto out;
+  }
+  for (int32_t k = 0; k < g->n_nodes; k++) {
+    const hap_node *node = &g->nodes[k];
+    const syn_node *sn = &x->nodes[k];
+    int v = variants[k];
+    const hap_variant *var = &sn->variants[v];
+    if (n + node->n_inputs + node->n_outputs > cap) {
+      cap = 2 * (n + node->n_inputs + node->n_outputs);
+      syn_prop *p = realloc(have, (size_t)cap * sizeof *p);
+      if (p == NULL) {
+        st = hap_err_set(err, HAP_ENOMEM, "out of memory replaying a program");
+        goto out;
+      }
+      have = p;
+    }
+    for (int i = 0; i < node->n_inputs; i++) {
+      syn_prop want = {node->inputs[i], var->in[i], 0, 1};
+      if (var->in[i] >= 0) {
+        want.segment = sn->segment;
+        want.granule = var->granule;
+      }
+      syn_choice c = syn_choose_input(x, have, n, &want);
+      if (!isfinite(c.seconds)) {
+        st = hap_err_set(err, HAP_EINVAL, "node '%s': input '%s' cannot be made %d", node->name,
+                         g->tensors[node->inputs[i]].name, var->in[i]);
+        goto out;
+      }
+      if (c.present)
+        continue;
+      total += c.seconds;
+      have[n++] = want;
+      if (plan != NULL) {
+        hap_step step = {0};
+        step.segment = want.layout >= 0 ? want.segment : sn->segment;
+        step.tensor = want.tensor;
+        step.to = want.layout;
+        step.granule = want.layout >= 0 ? want.granule : 1;
+        step.predicted_s = c.seconds;
+        step.node = -1;
+        if (c.source) {
+          step.kind = HAP_STEP_SOURCE;
+          step.storage = c.storage;
+          add_memory(x, &want, c.storage, plan->device_memory_bytes, scratch);
+        } else {
+          step.kind = HAP_STEP_COMM;
+          step.from = c.from.layout;
+          step.comm = c.op;
+          step.impl = c.impl;
+          step.from_segment = c.from.layout >= 0 ? c.from.segment : step.segment;
+        }
+        for (int32_t d = 0; d < x->n; d++)
+          plan->device_comm_s[d] += c.seconds;
+        if ((st = hap_plan_add_step(plan, &step, err)) != HAP_OK)
+          goto out;
+      }
+    }
+    double t = syn_node_time(x, k, v, plan ? per_dev : NULL);
+    total += t;
+    for (int o = 0; o < node->n_outputs; o++) {
+      syn_prop out = {node->outputs[o], var->out[o], 0, 1};
+      if (var->out[o] >= 0) {
+        out.segment = sn->segment;
+        out.granule = var->granule;
+      }
+      have[n++] = out;
+      if (plan != NULL)
+        add_memory(x, &out, HAP_STORE_INPUT, plan->device_memory_bytes, scratch);
+    }
+    if (plan != NULL) {
+      hap_step step = {0};
+      step.kind = HAP_STEP_COMPUTE;
+      step.node = k;
+      step.tensor = -1;
+      step.variant = *var;
+      step.segment = sn->segment;
+      step.predicted_s = t;
+      for (int32_t d = 0; d < x->n; d++)
+        plan->device_compute_s[d] += per_dev[d];
+      if ((st = hap_plan_add_step(plan, &step, err)) != HAP_OK)
+        goto out;
+    }
+    /* drop dead properties and duplicates, as the search does */
+    int32_t keep = 0;
+    for (int32_t i = 0; i < n; i++)
+      if (x->last_use[have[i].tensor] > k)
+        have[keep++] = have[i];
+    qsort(have, (size_t)keep, sizeof *have, prop_qcmp);
+    n = 0;
+    for (int32_t i = 0; i < keep; i++)
+      if (n == 0 || prop_qcmp(&have[n - 1], &have[i]) != 0)
+        have[n++] = have[i];
+  }
+  *cost_s = total;
+  if (plan != NULL)
+    plan->predicted_iteration_s = total;
+out:
+  free(have);
+  free(per_dev);
+  free(scratch);
+  return st;
+}

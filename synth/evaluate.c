@@ -1,0 +1,368 @@
+/* evaluate.c — the synthesizer's context and cost evaluator: every triple (source, computation,
+ * communication) is priced with the cluster's cost queries at the integer shard lengths the
+ * program will run with, forward + backward (dual collectives) + gradient synchronisation. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "synth_internal.h"
+
+struct syn_len_entry {
+  int64_t extent, granule;
+  int32_t seg;
+  int64_t *len; /* [n] */
+};
+
+static bool same_device_spec(const hap_device *a, const hap_device *b) {
+  for (int t = 0; t < HAP_DTYPE_COUNT; t++)
+    if (a->sustained_flops[t] != b->sustained_flops[t])
+      return false;
+  return strcmp(a->model, b->model) == 0 && a->memory_bw_Bps == b->memory_bw_Bps &&
+         a->launch_s == b->launch_s && a->n_gemm == 0 && b->n_gemm == 0 && a->n_kernels == 0 &&
+         b->n_kernels == 0;
+}
+
+static void clear_lengths(syn_ctx *x) {
+  for (int32_t i = 0; i < x->n_lens; i++)
+    free(x->lens[i].len);
+  x->n_lens = 0;
+}
+
+void syn_ctx_free(syn_ctx *x) {
+  clear_lengths(x);
+  free(x->lens);
+  free(x->ratios);
+  free(x->nodes);
+  free(x->last_use);
+  free(x->n_uses);
+  free(x->h_suffix);
+  free(x->dev_class);
+  memset(x, 0, sizeof *x);
+}
+
+/* Which variants a strategy may use. Data parallelism: parameters and buffers whole on every
+ * device, every other Gather on dim 0 (the batch), Reduce only as partial sums of the loss. */
+static bool strategy_allows(const syn_ctx *x, int32_t k, const hap_variant *v) {
+  if (x->strategy == HAP_STRATEGY_HAP)
+    return true;
+  const hap_node *node = &x->g->nodes[k];
+  for (int i = 0; i < node->n_inputs; i++) {
+    const hap_tensor *t = &x->g->tensors[node->inputs[i]];
+    bool state = t->kind == HAP_TENSOR_PARAMETER || t->kind == HAP_TENSOR_BUFFER;
+    if (state && v->in[i] != HAP_LAYOUT_IDENTITY)
+      return false;
+    if (!state && v->in[i] != 0 && v->in[i] != HAP_LAYOUT_IDENTITY)
+      return false;
+    if (!state && v->in[i] == HAP_LAYOUT_IDENTITY && t->shape.rank > 0)
+      return false; /* data-parallel ops never see a whole activation */
+  }
+  for (int o = 0; o < node->n_outputs; o++) {
+    const hap_tensor *t = &x->g->tensors[node->outputs[o]];
+    bool scalar_loss = t->shape.rank == 0 && v->out[o] == HAP_LAYOUT_REDUCE;
+    if (v->out[o] != 0 && !scalar_loss)
+      return false;
+  }
+  return true;
+}
+
+hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, hap_strategy s,
+                        hap_err *err) {
+  memset(x, 0, sizeof *x);
+  x->g = g;
+  x->c = c;
+  x->strategy = s;
+  x->n = c->n_devices;
+  x->n_segments = g->n_segments;
+  x->ratios = calloc((size_t)x->n_segments * (size_t)x->n, sizeof *x->ratios);
+  x->nodes = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *x->nodes);
+  x->last_use = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *x->last_use);
+  x->n_uses = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *x->n_uses);
+  x->h_suffix = calloc((size_t)g->n_nodes + 1, sizeof *x->h_suffix);
+  x->dev_class = malloc((size_t)x->n * sizeof *x->dev_class);
+  int32_t *ranks = malloc((size_t)x->n * sizeof *ranks);
+  if (!x->ratios || !x->nodes || !x->last_use || !x->n_uses || !x->h_suffix || !x->dev_class ||
+      !ranks) {
+    free(ranks);
+    syn_ctx_free(x);
+    return hap_err_set(err, HAP_ENOMEM, "out of memory setting up the synthesizer");
+  }
+  for (int32_t i = 0; i < x->n; i++) {
+    ranks[i] = i;
+    x->dev_class[i] = -1;
+    for (int32_t j = 0; j < i && x->dev_class[i] < 0; j++)
+      if (same_device_spec(&c->devices[i], &c->devices[j]))
+        x->dev_class[i] = x->dev_class[j];
+    if (x->dev_class[i] < 0)
+      x->dev_class[i] = x->n_classes++;
+  }
+  hap_status st = hap_group_init(c, ranks, x->n, &x->world, err);
+  free(ranks);
+  if (st != HAP_OK) {
+    syn_ctx_free(x);
+    return st;
+  }
+  for (int32_t t = 0; t < g->n_tensors; t++)
+    x->last_use[t] = -1;
+  for (int32_t k = 0; k < g->n_nodes; k++) {
+    syn_node *sn = &x->nodes[k];
+    hap_graph_node_io(g, k, &sn->io);
+    sn->segment = g->nodes[k].segment;
+    sn->n_variants = hap_op_variants(g->nodes[k].op, &sn->io, sn->variants, HAP_MAX_VARIANTS);
+    bool any = false;
+    for (int v = 0; v < sn->n_variants; v++) {
+      sn->allowed[v] = strategy_allows(x, k, &sn->variants[v]);
+      any = any || sn->allowed[v];
+    }
+    if (!any) {
+      st = hap_err_set(err, HAP_EUNSUPPORTED, "node '%s' (%s) has no %s variant", g->nodes[k].name,
+                       hap_op_name(g->nodes[k].op), hap_strategy_name(s));
+      syn_ctx_free(x);
+      return st;
+    }
+    for (int i = 0; i < g->nodes[k].n_inputs; i++) {
+      int32_t t = g->nodes[k].inputs[i];
+      bool repeat = false;
+      for (int j = 0; j < i; j++)
+        repeat = repeat || g->nodes[k].inputs[j] == t;
+      x->last_use[t] = k;
+      if (!repeat)
+        x->n_uses[t]++;
+    }
+  }
+  x->last_use[g->loss] = g->n_nodes;
+  return HAP_OK;
+}
+
+const int64_t *syn_lengths(syn_ctx *x, int64_t extent, int64_t granule, int32_t seg) {
+  for (int32_t i = 0; i < x->n_lens; i++) {
+    syn_len_entry *e = &x->lens[i];
+    if (e->extent == extent && e->granule == granule && e->seg == seg)
+      return e->len;
+  }
+  if (x->n_lens == x->cap_lens) {
+    int32_t cap = x->cap_lens ? 2 * x->cap_lens : 64;
+    syn_len_entry *p = realloc(x->lens, (size_t)cap * sizeof *p);
+    if (p == NULL)
+      return NULL;
+    x->lens = p;
+    x->cap_lens = cap;
+  }
+  int64_t *len = malloc((size_t)x->n * sizeof *len);
+  if (len == NULL || hap_shard_lengths(extent, granule, x->ratios + (size_t)seg * (size_t)x->n,
+                                       x->n, len, NULL) != HAP_OK) {
+    free(len);
+    return NULL;
+  }
+  x->lens[x->n_lens++] = (syn_len_entry){extent, granule, seg, len};
+  return len;
+}
+
+double syn_node_time(syn_ctx *x, int32_t k, int v, double *per_device) {
+  const syn_node *sn = &x->nodes[k];
+  const hap_variant *var = &sn->variants[v];
+  hap_op op = x->g->nodes[k].op;
+  int64_t extent = hap_variant_extent(&sn->io, var);
+  const int64_t *len = extent > 0 ? syn_lengths(x, extent, var->granule, sn->segment) : NULL;
+  if (extent > 0 && len == NULL)
+    return HUGE_VAL;
+  /* Devices of one class holding the same length take the same time: price each pair once. */
+  enum { MEMO = 16 };
+  int32_t memo_class[MEMO];
+  int64_t memo_len[MEMO];
+  double memo_t[MEMO];
+  int n_memo = 0;
+  double worst = 0;
+  for (int32_t i = 0; i < x->n; i++) {
+    int64_t l = len ? len[i] : -1;
+    double t = -1;
+    for (int m = 0; m < n_memo; m++)
+      if (memo_class[m] == x->dev_class[i] && memo_len[m] == l)
+        t = memo_t[m];
+    if (t < 0) {
+      if (l == 0) {
+        t = 0; /* nothing of this op lands on the device */
+      } else if (l < 0) {
+        t = hap_compute_time(x->c, i, op, &sn->io, false) +
+            hap_compute_time(x->c, i, op, &sn->io, true);
+      } else {
+        hap_attrs attrs;
+        hap_op_io local;
+        if (hap_op_local_io(op, &sn->io, var, l, &attrs, &local, NULL) != HAP_OK)
+          return HUGE_VAL;
+        t = hap_compute_time(x->c, i, op, &local, false) +
+            hap_compute_time(x->c, i, op, &local, true);
+      }
+      if (n_memo < MEMO) {
+        memo_class[n_memo] = x->dev_class[i];
+        memo_len[n_memo] = l;
+        memo_t[n_memo++] = t;
+      }
+    }
+    if (per_device)
+      per_device[i] = t;
+    if (t > worst)
+      worst = t;
+  }
+  return worst;
+}
+
+/* The least any program pays to have parameter p->tensor as *p: sourced so directly, or sourced in
+ * another layout and communicated once. */
+static double param_bound(syn_ctx *x, const syn_prop *p) {
+  hap_storage st;
+  double best = syn_source_time(x, p, &st);
+  const hap_tensor *t = &x->g->tensors[p->tensor];
+  for (int l = -1; l < t->shape.rank; l++) {
+    syn_prop from = {p->tensor, (hap_layout)l, l >= 0 ? p->segment : 0, 1};
+    if (from.layout == p->layout && from.granule == p->granule)
+      continue;
+    double src = syn_source_time(x, &from, &st);
+    hap_comm_op op;
+    hap_coll_impl impl;
+    if (isfinite(src))
+      best = fmin(best, src + syn_comm_time(x, &from, p, &op, &impl));
+  }
+  return best;
+}
+
+hap_status syn_set_ratios(syn_ctx *x, const double *ratios, hap_err *err) {
+  memcpy(x->ratios, ratios, (size_t)x->n_segments * (size_t)x->n * sizeof *ratios);
+  clear_lengths(x);
+  const hap_graph *g = x->g;
+  for (int32_t k = 0; k < g->n_nodes; k++) {
+    syn_node *sn = &x->nodes[k];
+    for (int v = 0; v < sn->n_variants; v++) {
+      sn->cost_s[v] = sn->allowed[v] ? syn_node_time(x, k, v, NULL) : HUGE_VAL;
+      if (isnan(sn->cost_s[v]))
+        return hap_err_set(err, HAP_EINVAL, "node '%s': variant %s costs NaN", g->nodes[k].name,
+                           sn->variants[v].name);
+      sn->bound_s[v] = sn->cost_s[v];
+      const hap_variant *var = &sn->variants[v];
+      for (int i = 0; i < g->nodes[k].n_inputs && isfinite(sn->bound_s[v]); i++) {
+        int32_t t = g->nodes[k].inputs[i];
+        if (g->tensors[t].kind != HAP_TENSOR_PARAMETER || x->n_uses[t] != 1)
+          continue;
+        syn_prop p = {t, var->in[i], var->in[i] >= 0 ? sn->segment : 0,
+                      var->in[i] >= 0 ? var->granule : 1};
+        double src = param_bound(x, &p);
+        if (isfinite(src))
+          sn->bound_s[v] += src;
+      }
+    }
+  }
+  x->h_suffix[g->n_nodes] = 0;
+  for (int32_t k = g->n_nodes - 1; k >= 0; k--) {
+    double best = HUGE_VAL;
+    for (int v = 0; v < x->nodes[k].n_variants; v++)
+      best = fmin(best, x->nodes[k].bound_s[v]);
+    x->h_suffix[k] = x->h_suffix[k + 1] + (isfinite(best) ? best : 0);
+  }
+  return HAP_OK;
+}
+
+void syn_bytes(syn_ctx *x, const syn_prop *p, double *per_rank) {
+  const hap_tensor *t = &x->g->tensors[p->tensor];
+  double full = (double)hap_tensor_bytes(t);
+  if (p->layout < 0) {
+    for (int32_t i = 0; i < x->n; i++)
+      per_rank[i] = full;
+    return;
+  }
+  int64_t extent = t->shape.dims[p->layout];
+  const int64_t *len = syn_lengths(x, extent, p->granule, p->segment);
+  for (int32_t i = 0; i < x->n; i++)
+    per_rank[i] = len ? full * (double)len[i] / (double)extent : full / x->n;
+}
+
+/* Forward collective + its dual in backward, choosing padded (ring) vs grouped per tensor. */
+static double gather_pair(syn_ctx *x, hap_coll_kind fwd, hap_coll_kind bwd, hap_coll_bytes b,
+                          hap_coll_impl *impl) {
+  double ring = hap_coll_time(&x->world, fwd, HAP_IMPL_RING, b) +
+                hap_coll_time(&x->world, bwd, HAP_IMPL_RING, b);
+  double grouped = hap_coll_time(&x->world, fwd, HAP_IMPL_GROUPED, b) +
+                   hap_coll_time(&x->world, bwd, HAP_IMPL_GROUPED, b);
+  *impl = grouped < ring ? HAP_IMPL_GROUPED : HAP_IMPL_RING;
+  return fmin(ring, grouped);
+}
+
+double syn_comm_time(syn_ctx *x, const syn_prop *from, const syn_prop *to, hap_comm_op *op,
+                     hap_coll_impl *impl) {
+  double *bytes = malloc((size_t)x->n * sizeof *bytes);
+  if (bytes == NULL)
+    return HUGE_VAL;
+  double t = HUGE_VAL;
+  *impl = HAP_IMPL_AUTO;
+  hap_layout a = from->layout, b = to->layout;
+  if (a >= 0 && b == HAP_LAYOUT_IDENTITY) {
+    *op = HAP_COMM_ALL_GATHER;
+    syn_bytes(x, from, bytes);
+    t = gather_pair(x, HAP_COLL_ALL_GATHER, HAP_COLL_REDUCE_SCATTER, hap_coll_bytes_of(bytes, x->n),
+                    impl);
+  } else if (a == HAP_LAYOUT_REDUCE && b >= 0) {
+    *op = HAP_COMM_REDUCE_SCATTER;
+    syn_bytes(x, to, bytes);
+    t = gather_pair(x, HAP_COLL_REDUCE_SCATTER, HAP_COLL_ALL_GATHER, hap_coll_bytes_of(bytes, x->n),
+                    impl);
+  } else if (a == HAP_LAYOUT_REDUCE && b == HAP_LAYOUT_IDENTITY) {
+    *op = HAP_COMM_ALL_REDUCE;
+    syn_bytes(x, to, bytes);
+    hap_coll_bytes cb = hap_coll_bytes_of(bytes, x->n);
+    t = 2 * hap_coll_time(&x->world, HAP_COLL_ALL_REDUCE, HAP_IMPL_AUTO, cb);
+  } else if (a >= 0 && b >= 0 && (a != b || from->segment != to->segment)) {
+    *op = HAP_COMM_ALL_TO_ALL;
+    *impl = HAP_IMPL_PAIRWISE;
+    syn_bytes(x, from, bytes);
+    hap_coll_bytes fwd = hap_coll_bytes_of(bytes, x->n);
+    syn_bytes(x, to, bytes);
+    hap_coll_bytes bwd = hap_coll_bytes_of(bytes, x->n);
+    t = hap_coll_time(&x->world, HAP_COLL_ALL_TO_ALL, HAP_IMPL_PAIRWISE, fwd) +
+        hap_coll_time(&x->world, HAP_COLL_ALL_TO_ALL, HAP_IMPL_PAIRWISE, bwd);
+  } else if (a == HAP_LAYOUT_IDENTITY && b >= 0) {
+    *op = HAP_COMM_SLICE; /* local; the gradient stays a partial sum of the Identity tensor */
+    t = 0;
+  } else if (a == HAP_LAYOUT_IDENTITY && b == HAP_LAYOUT_REDUCE) {
+    *op = HAP_COMM_KEEP_ONCE;
+    t = 0;
+  }
+  free(bytes);
+  return t;
+}
+
+double syn_source_time(syn_ctx *x, const syn_prop *to, hap_storage *storage) {
+  const hap_tensor *t = &x->g->tensors[to->tensor];
+  if (to->layout == HAP_LAYOUT_REDUCE)
+    return HUGE_VAL; /* a source is never a partial sum; keep_once makes one from Identity */
+  if (t->kind == HAP_TENSOR_INPUT) {
+    *storage = HAP_STORE_INPUT;
+    return 0;
+  }
+  if (to->layout >= 0) {
+    *storage = HAP_STORE_SHARDED;
+    return 0;
+  }
+  *storage = HAP_STORE_REPLICATED;
+  if (t->kind == HAP_TENSOR_BUFFER || !t->requires_grad)
+    return 0;
+  if (x->strategy != HAP_STRATEGY_HAP || x->n == 1)
+    return hap_coll_time(&x->world, HAP_COLL_ALL_REDUCE, HAP_IMPL_AUTO,
+                         hap_coll_bytes_uniform((double)hap_tensor_bytes(t), x->n));
+  double replicated = hap_coll_time(&x->world, HAP_COLL_ALL_REDUCE, HAP_IMPL_AUTO,
+                                    hap_coll_bytes_uniform((double)hap_tensor_bytes(t), x->n));
+  /* ZeRO: stored sharded along dim 0 with the first segment's ratios, gathered for use. */
+  if (t->shape.rank > 0 && t->shape.dims[0] > 1) {
+    syn_prop shard = {to->tensor, 0, 0, 1};
+    double *bytes = malloc((size_t)x->n * sizeof *bytes);
+    if (bytes != NULL) {
+      syn_bytes(x, &shard, bytes);
+      hap_coll_impl impl;
+      double zero = gather_pair(x, HAP_COLL_ALL_GATHER, HAP_COLL_REDUCE_SCATTER,
+                                hap_coll_bytes_of(bytes, x->n), &impl);
+      free(bytes);
+      if (zero < replicated) {
+        *storage = HAP_STORE_ZERO;
+        return zero;
+      }
+    }
+  }
+  return replicated;
+}

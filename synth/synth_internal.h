@@ -1,0 +1,103 @@
+/* synth_internal.h — what the synthesizer's modules share: the context (graph, cluster, ratios,
+ * each node's sharding variants and their costs) and the cost evaluator every triple is priced
+ * with. Private to synth/. */
+#ifndef HAP_SYNTH_INTERNAL_H
+#define HAP_SYNTH_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cost.h"
+#include "plan.h"
+#include "sharding.h"
+#include "synth.h"
+
+typedef struct syn_node {
+  hap_op_io io; /* full shapes; in_grad as in the graph */
+  int32_t segment;
+  int32_t n_variants;
+  hap_variant variants[HAP_MAX_VARIANTS];
+  bool allowed[HAP_MAX_VARIANTS];  /* the strategy may use it */
+  double cost_s[HAP_MAX_VARIANTS]; /* forward + backward, slowest device, under the ratios */
+  /* cost_s plus the sources of the parameters only this node uses (every program pays them with
+   * this variant): what the heuristic counts, s */
+  double bound_s[HAP_MAX_VARIANTS];
+} syn_node;
+
+typedef struct syn_len_entry syn_len_entry;
+
+typedef struct syn_ctx {
+  const hap_graph *g;
+  const hap_cluster *c;
+  hap_strategy strategy;
+  int32_t n;       /* devices */
+  hap_group world; /* every collective spans all devices (SPMD) */
+  int32_t n_segments;
+  double *ratios;     /* [n_segments][n] */
+  syn_node *nodes;    /* [g->n_nodes], graph (topological) order */
+  int32_t *last_use;  /* [g->n_tensors]: last consuming node; the loss lives to the end */
+  int32_t *n_uses;    /* [g->n_tensors]: consuming nodes */
+  double *h_suffix;   /* [n_nodes + 1]: sum over nodes >= k of their cheapest allowed variant */
+  int32_t *dev_class; /* [n]: devices with identical specs share a class */
+  int32_t n_classes;
+  syn_len_entry *lens; /* cache of shard lengths per (extent, granule, segment) */
+  int32_t n_lens, cap_lens;
+} syn_ctx;
+
+hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, hap_strategy s,
+                        hap_err *err);
+void syn_ctx_free(syn_ctx *x);
+/* Install ratios ([n_segments][n]) and re-price every node's variants. */
+hap_status syn_set_ratios(syn_ctx *x, const double *ratios, hap_err *err);
+
+/* Per-device lengths of a dim of `extent` split in `granule` units by segment `seg`'s ratios. */
+const int64_t *syn_lengths(syn_ctx *x, int64_t extent, int64_t granule, int32_t seg);
+
+/* Forward + backward compute time of node k under variant v on every device (per_device may be
+ * NULL), returning the slowest device's, s. */
+double syn_node_time(syn_ctx *x, int32_t k, int v, double *per_device);
+
+/* A tensor's layout on the devices: which layout, which segment's ratios split its Gather dim,
+ * and in which granule. */
+typedef struct syn_prop {
+  int32_t tensor;
+  hap_layout layout;
+  int32_t segment; /* Gather only; 0 otherwise */
+  int64_t granule; /* Gather only; 1 otherwise */
+} syn_prop;
+
+/* Forward + backward time to turn `from` into `to` (same tensor), with the comm op and the
+ * implementation chosen; HUGE_VAL when no single communication does it. */
+double syn_comm_time(syn_ctx *x, const syn_prop *from, const syn_prop *to, hap_comm_op *op,
+                     hap_coll_impl *impl);
+/* Time to make a source tensor (input, parameter, buffer) available as `to`, including its
+ * gradient synchronisation, with the storage chosen; HUGE_VAL when impossible. */
+double syn_source_time(syn_ctx *x, const syn_prop *to, hap_storage *storage);
+
+/* How a node's input property is obtained from the properties already there. */
+typedef struct syn_choice {
+  double seconds; /* HUGE_VAL: impossible */
+  bool present;   /* already there */
+  bool source;    /* made by a source triple */
+  hap_storage storage;
+  syn_prop from; /* else communicated from this property */
+  hap_comm_op op;
+  hap_coll_impl impl;
+} syn_choice;
+
+/* The cheapest way to obtain `want` given `have` (n properties). */
+syn_choice syn_choose_input(syn_ctx *x, const syn_prop *have, int32_t n, const syn_prop *want);
+
+/* Search under the installed ratios: the variant of every node and the program's cost, s. */
+hap_status syn_search(syn_ctx *x, const hap_synth_options *o, int round, int8_t *variants,
+                      double *cost_s, hap_synth_stats *stats, hap_err *err);
+
+/* Replay a program under the installed ratios: its cost, s, and (when plan is not NULL) its steps
+ * and per-device compute, communication and memory added to the plan. */
+hap_status syn_replay(syn_ctx *x, const int8_t *variants, hap_plan *plan, double *cost_s,
+                      hap_err *err);
+
+/* Bytes of tensor t on each device under a property. */
+void syn_bytes(syn_ctx *x, const syn_prop *p, double *per_rank);
+
+#endif

@@ -1,0 +1,193 @@
+/* hap-synth: HAP-SPEC §3.6 (ratios 2:1 on free communication), hap never worse than the
+ * data-parallel baselines whose programs are in its search space, emitted plans pass the plan
+ * validator, byte-identical plans for identical inputs, and a clean stop on interrupt. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster_io.h"
+#include "plan_io.h"
+#include "synth.h"
+#include "zoo.h"
+
+static hap_graph *model(const char *spec) {
+  hap_graph *g = NULL;
+  hap_err err = {0};
+  cr_assert_eq(hap_zoo_build(spec, &g, &err), HAP_OK, "%s", err.msg);
+  return g;
+}
+
+static hap_cluster *bundled(const char *spec) {
+  hap_cluster *c = NULL;
+  hap_err err = {0};
+  cr_assert_eq(hap_cluster_load(spec, &c, &err), HAP_OK, "%s", err.msg);
+  return c;
+}
+
+/* Two devices, FLOP/s 2F and F, communication free (no latency, unbounded bandwidth), no launch
+ * overhead and memory fast enough that every op is compute-bound. */
+static hap_cluster *two_to_one(void) {
+  hap_cluster *c = hap_cluster_create("two-to-one");
+  hap_link free_link = {0, 1e30};
+  cr_assert_eq(hap_cluster_add_host(c, "h", free_link, free_link, NULL, NULL), HAP_OK);
+  for (int i = 0; i < 2; i++) {
+    hap_device d = {0};
+    d.model = i == 0 ? "fast" : "slow";
+    d.sustained_flops[HAP_F32] = d.peak_flops[HAP_F32] = (i == 0 ? 2 : 1) * 1e12;
+    d.memory_bytes = 1e12;
+    d.memory_bw_Bps = 1e30;
+    char name[8];
+    snprintf(name, sizeof name, "h:%d", i);
+    cr_assert_eq(hap_cluster_add_device(c, name, &d, NULL, NULL), HAP_OK);
+  }
+  cr_assert_eq(hap_cluster_validate(c, NULL), HAP_OK);
+  return c;
+}
+
+static hap_plan *synth(const hap_graph *g, const hap_cluster *c, hap_strategy s) {
+  hap_synth_options o = {.strategy = s};
+  hap_plan *p = NULL;
+  hap_err err = {0};
+  cr_assert_eq(hap_synthesize(g, c, &o, &p, NULL, &err), HAP_OK, "%s", err.msg);
+  cr_assert_not_null(p);
+  hap_err_clear(&err);
+  cr_assert_eq(hap_plan_validate(p, g, c, &err), HAP_OK, "%s: emitted plan invalid: %s",
+               hap_strategy_name(s), err.msg);
+  return p;
+}
+
+Test(synth, hap_spec_3_6_two_layer_mlp_ratios_two_to_one) {
+  hap_graph *g = model("mlp:layers=2,batch=24,seq=8,hidden=32");
+  hap_cluster *c = two_to_one();
+  hap_plan *p = synth(g, c, HAP_STRATEGY_HAP);
+  cr_assert_float_eq(p->ratios[0], 2.0 / 3, 1e-6);
+  cr_assert_float_eq(p->ratios[1], 1.0 / 3, 1e-6);
+  /* data parallel: both linear layers take their input sharded along the batch */
+  int linears = 0;
+  for (int32_t k = 0; k < p->n_steps; k++) {
+    const hap_step *s = &p->steps[k];
+    if (s->kind != HAP_STEP_COMPUTE || g->nodes[s->node].op != HAP_OP_LINEAR)
+      continue;
+    linears++;
+    cr_assert_eq(s->variant.in[0], 0, "%s uses %s", g->nodes[s->node].name, s->variant.name);
+  }
+  cr_assert_eq(linears, 2);
+  hap_plan_destroy(p);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}
+
+static void never_worse_than_baselines(const char *spec, const char *cluster) {
+  hap_graph *g = model(spec);
+  hap_cluster *c = bundled(cluster);
+  hap_plan *h = synth(g, c, HAP_STRATEGY_HAP);
+  for (int s = HAP_STRATEGY_DP_EV; s <= HAP_STRATEGY_DP_CP; s++) {
+    hap_plan *b = synth(g, c, (hap_strategy)s);
+    cr_assert(h->predicted_iteration_s <= b->predicted_iteration_s * (1 + 1e-12),
+              "%s on %s: hap %.9g s > %s %.9g s", spec, cluster, h->predicted_iteration_s,
+              b->strategy, b->predicted_iteration_s);
+    hap_plan_destroy(b);
+  }
+  hap_plan_destroy(h);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}
+
+Test(synth, never_worse_than_data_parallel, .timeout = 120) {
+  static const char *models[] = {
+      "mlp:layers=4,batch=64,seq=16,hidden=256",
+      "bert-base:layers=2,batch=32,seq=32,width=128,hidden=512,heads=4,vocab=1024",
+      "vit:layers=2,batch=32,width=128,hidden=512,heads=4",
+      "bert-moe:layers=2,batch=32,seq=32,width=128,hidden=512,heads=4,vocab=1024,devices=8",
+      "vgg19:batch=32"};
+  static const char *clusters[] = {"paper-hetero:gpus_per_host=1", "paper-hetero:gpus_per_host=2"};
+  for (size_t m = 0; m < sizeof models / sizeof *models; m++)
+    for (size_t c = 0; c < sizeof clusters / sizeof *clusters; c++)
+      never_worse_than_baselines(models[m], clusters[c]);
+}
+
+static char *plan_json(const hap_plan *p, const hap_graph *g, const hap_cluster *c) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  cr_assert_not_null(f);
+  hap_err err = {0};
+  cr_assert_eq(hap_plan_write(p, g, c, f, &err), HAP_OK, "%s", err.msg);
+  fclose(f);
+  return buf;
+}
+
+Test(synth, identical_inputs_identical_plan) {
+  hap_graph *g = model("bert-base:layers=2,batch=16,seq=16,width=64,hidden=128,heads=4,vocab=256");
+  hap_cluster *c = bundled("paper-hetero:gpus_per_host=1");
+  hap_plan *a = synth(g, c, HAP_STRATEGY_HAP), *b = synth(g, c, HAP_STRATEGY_HAP);
+  char *ja = plan_json(a, g, c), *jb = plan_json(b, g, c);
+  cr_assert_str_eq(ja, jb);
+  /* and the file reads back into the same plan */
+  hap_plan *r = NULL;
+  hap_err err = {0};
+  cr_assert_eq(hap_plan_from_json(ja, strlen(ja), "plan.json", g, c, &r, &err), HAP_OK, "%s",
+               err.msg);
+  char *jr = plan_json(r, g, c);
+  cr_assert_str_eq(ja, jr);
+  free(ja);
+  free(jb);
+  free(jr);
+  hap_plan_destroy(r);
+  hap_plan_destroy(a);
+  hap_plan_destroy(b);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}
+
+Test(synth, interrupt_keeps_a_valid_plan) {
+  hap_graph *g = model("vit:layers=2,batch=16,width=64,hidden=128,heads=4");
+  hap_cluster *c = bundled("paper-hetero:gpus_per_host=1");
+  volatile sig_atomic_t stop = 1; /* as if Ctrl-C came right away */
+  hap_synth_options o = {.strategy = HAP_STRATEGY_HAP, .interrupt = &stop};
+  hap_plan *p = NULL;
+  hap_synth_stats st;
+  hap_err err = {0};
+  cr_assert_eq(hap_synthesize(g, c, &o, &p, &st, &err), HAP_OK, "%s", err.msg);
+  cr_assert(st.interrupted);
+  cr_assert_eq(hap_plan_validate(p, g, c, &err), HAP_OK, "%s", err.msg);
+  cr_assert(isfinite(p->predicted_iteration_s) && p->predicted_iteration_s > 0);
+  hap_plan_destroy(p);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}
+
+Test(synth, plans_carry_consistent_predictions) {
+  hap_graph *g = model("vgg19:batch=16");
+  hap_cluster *c = bundled("paper-hetero:gpus_per_host=1");
+  hap_plan *p = synth(g, c, HAP_STRATEGY_HAP);
+  double sum = 0;
+  for (int32_t k = 0; k < p->n_steps; k++) {
+    cr_assert(p->steps[k].predicted_s >= 0);
+    sum += p->steps[k].predicted_s;
+  }
+  cr_assert_float_eq(sum, p->predicted_iteration_s, 1e-9 * sum);
+  for (int32_t i = 0; i < p->n_devices; i++) {
+    cr_assert(p->device_compute_s[i] <= p->predicted_iteration_s * (1 + 1e-12));
+    cr_assert(p->device_memory_bytes[i] > 0);
+  }
+  double r = 0;
+  for (int32_t i = 0; i < p->n_devices; i++)
+    r += p->ratios[i];
+  cr_assert_float_eq(r, 1.0, 1e-9);
+  hap_plan_destroy(p);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}
+
+Test(synth, strategy_names_round_trip) {
+  for (int s = 0; s < HAP_STRATEGY_COUNT; s++) {
+    hap_strategy x;
+    cr_assert_eq(hap_strategy_parse(hap_strategy_name((hap_strategy)s), &x), HAP_OK);
+    cr_assert_eq(x, (hap_strategy)s);
+  }
+  hap_strategy x;
+  cr_assert_eq(hap_strategy_parse("zero-infinity", &x), HAP_ENOTFOUND);
+}
