@@ -45,6 +45,41 @@ const char *hap_fmt_bytes(double bytes, char *buf, size_t len) {
   return buf;
 }
 
+hap_status hap_parse_bytes(const char *s, double *bytes) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || !isfinite(v) || v < 0)
+    return HAP_EINVAL;
+  double scale = 1;
+  switch (*end) {
+  case 'K':
+  case 'k':
+    scale = 1024.0;
+    end++;
+    break;
+  case 'M':
+  case 'm':
+    scale = 1024.0 * 1024;
+    end++;
+    break;
+  case 'G':
+  case 'g':
+    scale = 1024.0 * 1024 * 1024;
+    end++;
+    break;
+  case 'T':
+  case 't':
+    scale = 1024.0 * 1024 * 1024 * 1024;
+    end++;
+    break;
+  default: break;
+  }
+  if (strcmp(end, "") != 0 && strcmp(end, "B") != 0 && strcmp(end, "iB") != 0)
+    return HAP_EINVAL;
+  *bytes = v * scale;
+  return HAP_OK;
+}
+
 void hap_cli_usage_error(const char *prog, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -19,6 +19,10 @@ const char *hap_fmt_si(double v, const char *unit, char *buf, size_t len);
 /* 1.50 GiB: bytes scaled by powers of 1024. */
 const char *hap_fmt_bytes(double bytes, char *buf, size_t len);
 
+/* "12G", "512M", "1.5T", "4096" (bytes; K/M/G/T are powers of 1024, an optional trailing "B"
+ * or "iB" is accepted); HAP_EINVAL for anything else. */
+hap_status hap_parse_bytes(const char *s, double *bytes);
+
 /* Print "prog: message" and "Try 'prog --help'." on stderr (usage errors; callers exit 2). */
 void hap_cli_usage_error(const char *prog, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -359,7 +359,8 @@ static gpt_cfg gpt_config(hap_model_args *a) {
 }
 
 /* tokens x [B,S] -> wte + wpe -> dropout -> blocks -> ln_f -> logits with the tied wte (no bias)
- * -> cross_entropy(sum) over [B*S, V] against targets y. */
+ * -> transpose to [B,V,S] -> cross_entropy(sum) against targets y [B,S] (classes in dim 1, as
+ * PyTorch wants; unlike a [B*S, V] reshape this keeps the batch dim, so data parallelism applies). */
 static hap_status build_gpt(hap_graph *g, const hap_model_args *args, hap_err *err) {
   hap_model_args a = *args;
   gpt_cfg c = gpt_config(&a);
@@ -387,8 +388,7 @@ static hap_status build_gpt(hap_graph *g, const hap_model_args *args, hap_err *e
     h = zb_matmul(&b, "lm_head", h, zb_transpose(&b, "lm_head.weight_t", wte, 0, 1));
   else
     h = zb_linear_with(&b, "lm_head", h, wte, -1);
-  h = zb_reshape(&b, "logits", h, SHAPE(-1, c.vocab)); /* [B*S, V] */
-  y = zb_reshape(&b, "targets", y, SHAPE(-1));         /* [B*S] */
+  h = zb_transpose(&b, "logits", h, 1, 2); /* [B, V, S] */
   int32_t loss = zb_loss(&b, "loss", HAP_OP_CROSS_ENTROPY, h, y, "sum");
   return zb_finish(&b, &hap_zoo_gpt, &a, loss);
 }

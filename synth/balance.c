@@ -9,7 +9,9 @@
  *   padded collective (ring):            t_j >= c0 + c1 * S * r[s][i]          for every device i
  *   grouped collective:                  t_j >= c0 + c1 * S * (1 - m_s),  m_s <= r[s][i]
  *   anything else:                       t_j >= its current time (a constant)
- * and sum_i r[s][i] = 1. Devices with identical specs get one variable per segment (the model is
+ * and sum_i r[s][i] = 1, and for every device class its memory (parameters twice, everything kept
+ * for the backward pass once; a Gather's share is r[s][class] of the tensor) within its limit.
+ * Devices with identical specs get one variable per segment (the model is
  * symmetric in them, so some optimum gives them equal ratios): rows scale with the number of
  * device classes, not devices. The alternation in synth.c re-prices the program exactly (integer
  * shard lengths) under the new ratios and keeps them only if the program got cheaper. */
@@ -144,6 +146,83 @@ static hap_status compute_step(lp_build *b, const hap_step *step, int t, hap_err
   return HAP_OK;
 }
 
+/* Add to coef[s * nc + c] / *constant the bytes one property puts on a device of each class. */
+static void prop_memory_terms(const syn_ctx *x, int32_t tensor, hap_layout layout, int32_t seg,
+                              hap_storage storage, double *coef, double *constant) {
+  const hap_tensor *t = &x->g->tensors[tensor];
+  double bytes = (double)hap_tensor_bytes(t);
+  double factor = t->kind == HAP_TENSOR_PARAMETER ? 2 : 1;
+  if (storage == HAP_STORE_ZERO) {
+    layout = 0; /* stored sharded along dim 0 with the first segment's ratios */
+    seg = 0;
+  }
+  for (int32_t c = 0; c < x->n_classes; c++) {
+    if (layout >= 0)
+      coef[(size_t)seg * (size_t)x->n_classes + (size_t)c] += factor * bytes;
+    else
+      constant[c] += factor * bytes;
+  }
+}
+
+/* Memory rows: per class, sum over the program's properties within the class's limit. */
+static hap_status memory_rows(lp_build *b, const hap_plan *plan, hap_err *err) {
+  syn_ctx *x = b->x;
+  int32_t nc = x->n_classes, nv = x->n_segments * nc;
+  double *coef = calloc((size_t)nv * (size_t)nc, sizeof *coef); /* [class][segment][class] */
+  double *constant = calloc((size_t)nc, sizeof *constant);
+  int *ids = malloc((size_t)nv * sizeof *ids);
+  double *vals = malloc((size_t)nv * sizeof *vals);
+  hap_status st = HAP_OK;
+  if (!coef || !constant || !ids || !vals) {
+    st = hap_err_set(err, HAP_ENOMEM, "out of memory building memory rows");
+    goto out;
+  }
+  double *per = malloc((size_t)nv * sizeof *per);
+  if (per == NULL) {
+    st = hap_err_set(err, HAP_ENOMEM, "out of memory building memory rows");
+    goto out;
+  }
+  for (int32_t j = 0; j < plan->n_steps; j++) {
+    const hap_step *s = &plan->steps[j];
+    memset(per, 0, (size_t)nv * sizeof *per);
+    if (s->kind == HAP_STEP_SOURCE || s->kind == HAP_STEP_COMM) {
+      prop_memory_terms(x, s->tensor, s->to, s->segment,
+                        s->kind == HAP_STEP_SOURCE ? s->storage : HAP_STORE_INPUT, per, constant);
+    } else {
+      const hap_node *node = &x->g->nodes[s->node];
+      for (int o = 0; o < node->n_outputs; o++)
+        prop_memory_terms(x, node->outputs[o], s->variant.out[o], s->segment, HAP_STORE_INPUT, per,
+                          constant);
+    }
+    /* per[seg * nc + c] is the class-independent coefficient of r[seg][c] */
+    for (int32_t c = 0; c < nc; c++)
+      for (int32_t sg = 0; sg < x->n_segments; sg++)
+        coef[(size_t)c * (size_t)nv + (size_t)sg * (size_t)nc + (size_t)c] +=
+            per[(size_t)sg * (size_t)nc + (size_t)c];
+  }
+  free(per);
+  /* constants were added once per class per property above */
+  for (int32_t c = 0; c < nc && st == HAP_OK; c++) {
+    if (!isfinite(x->mem_limit[c]))
+      continue;
+    int k = 0;
+    for (int32_t v = 0; v < nv; v++) {
+      double a = coef[(size_t)c * (size_t)nv + (size_t)v];
+      if (a != 0) {
+        ids[k] = b->r[v];
+        vals[k++] = a;
+      }
+    }
+    st = hap_lp_add_row(b->lp, ids, vals, k, -INFINITY, x->mem_limit[c] - constant[c], err);
+  }
+out:
+  free(coef);
+  free(constant);
+  free(ids);
+  free(vals);
+  return st;
+}
+
 static hap_status build_and_solve(lp_build *b, const hap_plan *plan, double *ratios, hap_err *err) {
   syn_ctx *x = b->x;
   int32_t n = x->n, nc = x->n_classes;
@@ -165,6 +244,7 @@ static hap_status build_and_solve(lp_build *b, const hap_plan *plan, double *rat
     }
     HAP_TRY(hap_lp_add_row(b->lp, b->ids, b->coefs, nc, 1, 1, err));
   }
+  HAP_TRY(memory_rows(b, plan, err));
   for (int32_t j = 0; j < plan->n_steps; j++) {
     const hap_step *step = &plan->steps[j];
     int t;

@@ -19,34 +19,15 @@ static int prop_qcmp(const void *pa, const void *pb) {
   return (a->granule > b->granule) - (a->granule < b->granule);
 }
 
-/* Bytes a device holds for a property, added to its memory (parameters count twice: value and
- * gradient; activations once: saved for the backward pass). */
-static void add_memory(syn_ctx *x, const syn_prop *p, hap_storage storage, double *mem,
-                       double *scratch) {
-  const hap_tensor *t = &x->g->tensors[p->tensor];
-  if (t->kind == HAP_TENSOR_PARAMETER && storage == HAP_STORE_ZERO) {
-    syn_prop shard = {p->tensor, 0, 0, 1};
-    syn_bytes(x, &shard, scratch);
-    for (int32_t i = 0; i < x->n; i++)
-      mem[i] += 2 * scratch[i]; /* the gathered copy is transient */
-    return;
-  }
-  syn_bytes(x, p, scratch);
-  double factor = t->kind == HAP_TENSOR_PARAMETER ? 2 : 1;
-  for (int32_t i = 0; i < x->n; i++)
-    mem[i] += factor * scratch[i];
-}
-
 hap_status syn_replay(syn_ctx *x, const int8_t *variants, hap_plan *plan, double *cost_s,
                       hap_err *err) {
   const hap_graph *g = x->g;
   int32_t cap = 64, n = 0;
   syn_prop *have = malloc((size_t)cap * sizeof *have);
   double *per_dev = malloc((size_t)x->n * sizeof *per_dev);
-  double *scratch = malloc((size_t)x->n * sizeof *scratch);
   hap_status st = HAP_OK;
   double total = 0;
-  if (!have || !per_dev || !scratch) {
+  if (!have || !per_dev) {
     st = hap_err_set(err, HAP_ENOMEM, "out of memory replaying a program");
     goto out;
   }
@@ -91,13 +72,14 @@ hap_status syn_replay(syn_ctx *x, const int8_t *variants, hap_plan *plan, double
         if (c.source) {
           step.kind = HAP_STEP_SOURCE;
           step.storage = c.storage;
-          add_memory(x, &want, c.storage, plan->device_memory_bytes, scratch);
+          syn_prop_memory(x, &want, c.storage, plan->device_memory_bytes, NULL);
         } else {
           step.kind = HAP_STEP_COMM;
           step.from = c.from.layout;
           step.comm = c.op;
           step.impl = c.impl;
           step.from_segment = c.from.layout >= 0 ? c.from.segment : step.segment;
+          syn_prop_memory(x, &want, HAP_STORE_INPUT, plan->device_memory_bytes, NULL);
         }
         for (int32_t d = 0; d < x->n; d++)
           plan->device_comm_s[d] += c.seconds;
@@ -115,7 +97,7 @@ hap_status syn_replay(syn_ctx *x, const int8_t *variants, hap_plan *plan, double
       }
       have[n++] = out;
       if (plan != NULL)
-        add_memory(x, &out, HAP_STORE_INPUT, plan->device_memory_bytes, scratch);
+        syn_prop_memory(x, &out, HAP_STORE_INPUT, plan->device_memory_bytes, NULL);
     }
     if (plan != NULL) {
       hap_step step = {0};
@@ -147,6 +129,5 @@ hap_status syn_replay(syn_ctx *x, const int8_t *variants, hap_plan *plan, double
 out:
   free(have);
   free(per_dev);
-  free(scratch);
   return st;
 }

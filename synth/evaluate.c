@@ -37,6 +37,9 @@ void syn_ctx_free(syn_ctx *x) {
   free(x->n_uses);
   free(x->h_suffix);
   free(x->dev_class);
+  free(x->mem_limit);
+  free(x->mem_scratch);
+  free(x->class_scratch);
   memset(x, 0, sizeof *x);
 }
 
@@ -66,7 +69,7 @@ static bool strategy_allows(const syn_ctx *x, int32_t k, const hap_variant *v) {
 }
 
 hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, hap_strategy s,
-                        hap_err *err) {
+                        double memory_limit, hap_err *err) {
   memset(x, 0, sizeof *x);
   x->g = g;
   x->c = c;
@@ -94,6 +97,20 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
         x->dev_class[i] = x->dev_class[j];
     if (x->dev_class[i] < 0)
       x->dev_class[i] = x->n_classes++;
+  }
+  x->mem_limit = malloc((size_t)x->n_classes * sizeof *x->mem_limit);
+  x->mem_scratch = malloc((size_t)x->n * sizeof *x->mem_scratch);
+  x->class_scratch = malloc((size_t)x->n_classes * sizeof *x->class_scratch);
+  if (!x->mem_limit || !x->mem_scratch || !x->class_scratch) {
+    free(ranks);
+    syn_ctx_free(x);
+    return hap_err_set(err, HAP_ENOMEM, "out of memory setting up the synthesizer");
+  }
+  for (int32_t k = 0; k < x->n_classes; k++)
+    x->mem_limit[k] = HUGE_VAL;
+  for (int32_t i = 0; i < x->n; i++) {
+    double lim = memory_limit > 0 ? memory_limit : c->devices[i].memory_bytes;
+    x->mem_limit[x->dev_class[i]] = fmin(x->mem_limit[x->dev_class[i]], lim);
   }
   hap_status st = hap_group_init(c, ranks, x->n, &x->world, err);
   free(ranks);
@@ -272,6 +289,31 @@ void syn_bytes(syn_ctx *x, const syn_prop *p, double *per_rank) {
   const int64_t *len = syn_lengths(x, extent, p->granule, p->segment);
   for (int32_t i = 0; i < x->n; i++)
     per_rank[i] = len ? full * (double)len[i] / (double)extent : full / x->n;
+}
+
+void syn_prop_memory(syn_ctx *x, const syn_prop *p, hap_storage storage, double *mem,
+                     double *per_class) {
+  const hap_tensor *t = &x->g->tensors[p->tensor];
+  double *b = x->mem_scratch;
+  double factor = t->kind == HAP_TENSOR_PARAMETER ? 2 : 1;
+  if (t->kind == HAP_TENSOR_PARAMETER && storage == HAP_STORE_ZERO) {
+    syn_prop shard = {p->tensor, 0, 0, 1}; /* the gathered copy is transient */
+    syn_bytes(x, &shard, b);
+  } else {
+    syn_bytes(x, p, b);
+  }
+  if (per_class != NULL)
+    for (int32_t c = 0; c < x->n_classes; c++)
+      x->class_scratch[c] = 0;
+  for (int32_t i = 0; i < x->n; i++) {
+    if (mem != NULL)
+      mem[i] += factor * b[i];
+    if (per_class != NULL && factor * b[i] > x->class_scratch[x->dev_class[i]])
+      x->class_scratch[x->dev_class[i]] = factor * b[i];
+  }
+  if (per_class != NULL)
+    for (int32_t c = 0; c < x->n_classes; c++)
+      per_class[c] += x->class_scratch[c];
 }
 
 /* Forward collective + its dual in backward, choosing padded (ring) vs grouped per tensor. */

@@ -45,6 +45,8 @@ static void usage(FILE *f) {
           "  -e, --explain         print every step: layouts, cost and why\n"
           "  -f, --format FMT      summary as table (default) or json\n"
           "  -r, --max-rounds N    search/LP alternations (default 8)\n"
+          "  -m, --memory-limit B  bytes per device, e.g. 12G, 512M (default: each device's\n"
+          "                        memory); plans that do not fit are never emitted\n"
           "  -q, --quiet           no summary (errors only)\n"
           "  -h, --help            this help\n"
           "  -V, --version         print the version\n"
@@ -59,6 +61,7 @@ typedef struct opts {
   hap_format format;
   bool explain, compare, quiet;
   int max_rounds;
+  double memory_limit;
 } opts;
 
 static void progress(void *ctx, int round, int64_t expanded, double best_s) {
@@ -199,8 +202,10 @@ static int run(const opts *o) {
       hap_cluster_open(o->cluster, &c, &err) != HAP_OK)
     goto out;
   signal(SIGINT, on_sigint);
-  hap_synth_options so = {
-      .strategy = o->strategy, .max_rounds = o->max_rounds, .interrupt = &interrupted};
+  hap_synth_options so = {.strategy = o->strategy,
+                          .max_rounds = o->max_rounds,
+                          .memory_limit_bytes = o->memory_limit,
+                          .interrupt = &interrupted};
   bool tty = hap_cli_progress_enabled(stderr, o->quiet);
   if (tty)
     so.progress = progress;
@@ -212,7 +217,7 @@ static int run(const opts *o) {
     goto out;
   if (o->compare && o->strategy == HAP_STRATEGY_HAP) {
     for (int k = HAP_STRATEGY_DP_EV; k <= HAP_STRATEGY_DP_CP; k++) {
-      hap_synth_options bo = {.strategy = (hap_strategy)k};
+      hap_synth_options bo = {.strategy = (hap_strategy)k, .memory_limit_bytes = o->memory_limit};
       hap_synth_stats bs;
       hap_err berr = {0};
       if (hap_synthesize(g, c, &bo, &base[n_base], &bs, &berr) == HAP_OK)
@@ -256,13 +261,14 @@ int main(int argc, char **argv) {
                                             {"explain", no_argument, NULL, 'e'},
                                             {"format", required_argument, NULL, 'f'},
                                             {"max-rounds", required_argument, NULL, 'r'},
+                                            {"memory-limit", required_argument, NULL, 'm'},
                                             {"quiet", no_argument, NULL, 'q'},
                                             {"help", no_argument, NULL, 'h'},
                                             {"version", no_argument, NULL, 'V'},
                                             {NULL, 0, NULL, 0}};
   opts o = {.strategy = HAP_STRATEGY_HAP, .format = HAP_FORMAT_TABLE};
   int c;
-  while ((c = getopt_long(argc, argv, "c:s:o:ef:r:qhV", long_opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "c:s:o:ef:r:m:qhV", long_opts, NULL)) != -1) {
     switch (c) {
     case 'c': o.cluster = optarg; break;
     case 's':
@@ -290,6 +296,13 @@ int main(int argc, char **argv) {
       o.max_rounds = (int)v;
       break;
     }
+    case 'm':
+      if (hap_parse_bytes(optarg, &o.memory_limit) != HAP_OK || o.memory_limit <= 0) {
+        hap_cli_usage_error(prog, "--memory-limit wants a size such as 12G or 512M, got '%s'",
+                            optarg);
+        return 2;
+      }
+      break;
     case 'q': o.quiet = true; break;
     case 'h': usage(stdout); return 0;
     case 'V': printf("hap-synth %s\n", HAP_VERSION); return 0;

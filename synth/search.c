@@ -22,6 +22,7 @@ typedef struct syn_state {
   int32_t n_props;
   int8_t variant;  /* variant of node k-1 */
   syn_prop *props; /* sorted */
+  double *mem;     /* [n_classes] bytes held so far by the fullest device of each class */
 } syn_state;
 
 /* ---- memory -------------------------------------------------------------------------------- */
@@ -119,6 +120,7 @@ typedef struct search {
   int64_t expanded, generated;
   syn_prop *scratch; /* working property set */
   int32_t cap_scratch;
+  double *wmem; /* [n_classes] working memory of the state being built */
 } search;
 
 static int heap_push(search *s, heap_item it) {
@@ -260,7 +262,15 @@ syn_choice syn_choose_input(syn_ctx *x, const syn_prop *have, int32_t n, const s
 
 /* Apply node k with variant v to the properties of `from` (n props) into s->scratch; returns the
  * new count and adds the triple's cost to *g, or -1 when the variant cannot be applied. */
-static int32_t apply(search *s, const syn_prop *from, int32_t n, int32_t k, int v, double *g) {
+static bool within_limits(const syn_ctx *x, const double *mem) {
+  for (int32_t c = 0; c < x->n_classes; c++)
+    if (mem[c] > x->mem_limit[c])
+      return false;
+  return true;
+}
+
+static int32_t apply(search *s, const syn_prop *from, const double *from_mem, int32_t n, int32_t k,
+                     int v, double *g) {
   syn_ctx *x = s->x;
   const hap_node *node = &x->g->nodes[k];
   const syn_node *sn = &x->nodes[k];
@@ -278,17 +288,25 @@ static int32_t apply(search *s, const syn_prop *from, int32_t n, int32_t k, int 
     memcpy(w, from, (size_t)n * sizeof *w);
   int32_t m = n;
   double cost = sn->cost_s[v];
+  double *mem = s->wmem;
+  memcpy(mem, from_mem, (size_t)x->n_classes * sizeof *mem);
   for (int i = 0; i < node->n_inputs; i++) {
     syn_prop want = needed_prop(x, node->inputs[i], var->in[i], sn->segment, var->granule);
     syn_choice c = syn_choose_input(x, w, m, &want);
     if (!isfinite(c.seconds))
       return -1;
     cost += c.seconds;
-    if (!c.present)
+    if (!c.present) {
       w[m++] = want;
+      syn_prop_memory(x, &want, c.source ? c.storage : HAP_STORE_INPUT, NULL, mem);
+    }
   }
-  for (int o = 0; o < node->n_outputs; o++)
-    w[m++] = needed_prop(x, node->outputs[o], var->out[o], sn->segment, var->granule);
+  for (int o = 0; o < node->n_outputs; o++) {
+    w[m] = needed_prop(x, node->outputs[o], var->out[o], sn->segment, var->granule);
+    syn_prop_memory(x, &w[m++], HAP_STORE_INPUT, NULL, mem);
+  }
+  if (!within_limits(x, mem))
+    return -1;
   /* drop the properties of tensors no later node needs */
   int32_t keep = 0;
   for (int32_t i = 0; i < m; i++)
@@ -312,15 +330,38 @@ static int32_t apply(search *s, const syn_prop *from, int32_t n, int32_t k, int 
 }
 
 static syn_state *new_state(search *s, syn_state *parent, int32_t k, int v, double g,
-                            const syn_prop *p, int32_t n, uint64_t hash) {
+                            const syn_prop *p, int32_t n, uint64_t hash, const double *mem) {
+  int32_t nc = s->x->n_classes;
   syn_state *st = pool_alloc(&s->mem, sizeof *st);
   syn_prop *props = n ? pool_alloc(&s->mem, (size_t)n * sizeof *props) : NULL;
-  if (st == NULL || (n && props == NULL))
+  double *m = pool_alloc(&s->mem, (size_t)nc * sizeof *m);
+  if (st == NULL || (n && props == NULL) || m == NULL)
     return NULL;
   if (n > 0)
     memcpy(props, p, (size_t)n * sizeof *props);
-  *st = (syn_state){parent, g, s->seq++, hash, k, n, (int8_t)v, props};
+  if (mem != NULL)
+    memcpy(m, mem, (size_t)nc * sizeof *m);
+  else
+    memset(m, 0, (size_t)nc * sizeof *m);
+  *st = (syn_state){parent, g, s->seq++, hash, k, n, (int8_t)v, props, m};
   return st;
+}
+
+static double max_mem(const syn_ctx *x, const double *mem) {
+  double m = 0;
+  for (int32_t c = 0; c < x->n_classes; c++)
+    m = fmax(m, mem[c]);
+  return m;
+}
+
+/* a no worse than b in cost and in every class's memory */
+static bool dominates(const syn_ctx *x, const syn_state *a, double g, const double *mem) {
+  if (a->g > g)
+    return false;
+  for (int32_t c = 0; c < x->n_classes; c++)
+    if (a->mem[c] > mem[c])
+      return false;
+  return true;
 }
 
 /* Expand `st`: push every improving successor. */
@@ -331,24 +372,34 @@ static hap_status expand(search *s, syn_state *st, hap_err *err) {
     if (!isfinite(x->nodes[k].cost_s[v]))
       continue;
     double g = st->g;
-    int32_t n = apply(s, st->props, st->n_props, k, v, &g);
+    int32_t n = apply(s, st->props, st->mem, st->n_props, k, v, &g);
     if (n < 0)
       continue;
     s->generated++;
     uint64_t hash = props_hash(k + 1, s->scratch, n);
     if ((s->n_table + 1) * 2 > s->cap_table && table_grow(s) != 0)
       return hap_err_set(err, HAP_ENOMEM, "out of memory in the program search");
+    /* The table keeps the cheapest state per property set; a costlier one survives only if it
+     * holds less memory somewhere (it may fit where the cheaper one will not). */
     syn_state **slot = table_slot(s, k + 1, hash, s->scratch, n);
-    if (*slot != NULL && (*slot)->g <= g)
+    if (*slot != NULL && (x->minimize_memory ? max_mem(x, (*slot)->mem) <= max_mem(x, s->wmem)
+                          : x->keep_leaner   ? dominates(x, *slot, g, s->wmem)
+                                             : (*slot)->g <= g))
       continue;
-    syn_state *child = new_state(s, st, k + 1, v, g, s->scratch, n, hash);
+    if (x->max_generated > 0 && s->generated > x->max_generated)
+      return hap_err_set(err, HAP_EUNSUPPORTED,
+                         "the search under the memory limit grew past %lld states",
+                         (long long)x->max_generated);
+    syn_state *child = new_state(s, st, k + 1, v, g, s->scratch, n, hash, s->wmem);
     if (child == NULL)
       return hap_err_set(err, HAP_ENOMEM, "out of memory in the program search (%.0f MiB)",
                          (double)s->mem.total / 1048576.0);
     if (*slot == NULL)
       s->n_table++;
-    *slot = child;
-    heap_item it = {g + x->h_suffix[k + 1], k + 1, child->seq, child};
+    if (*slot == NULL || g < (*slot)->g || x->minimize_memory)
+      *slot = child;
+    heap_item it = {x->minimize_memory ? max_mem(x, s->wmem) : g + x->h_suffix[k + 1], k + 1,
+                    child->seq, child};
     if (heap_push(s, it) != 0)
       return hap_err_set(err, HAP_ENOMEM, "out of memory in the program search");
   }
@@ -365,10 +416,11 @@ static syn_state *complete_greedily(search *s, syn_state *st) {
       if (!isfinite(x->nodes[k].cost_s[v]))
         continue;
       double g = st->g;
-      int32_t n = apply(s, st->props, st->n_props, k, v, &g);
+      int32_t n = apply(s, st->props, st->mem, st->n_props, k, v, &g);
       if (n < 0 || (best != NULL && g >= best->g))
         continue;
-      best = new_state(s, st, k + 1, v, g, s->scratch, n, props_hash(k + 1, s->scratch, n));
+      best =
+          new_state(s, st, k + 1, v, g, s->scratch, n, props_hash(k + 1, s->scratch, n), s->wmem);
     }
     st = best;
   }
@@ -376,17 +428,18 @@ static syn_state *complete_greedily(search *s, syn_state *st) {
 }
 
 hap_status syn_search(syn_ctx *x, const hap_synth_options *o, int round, int8_t *variants,
-                      double *cost_s, hap_synth_stats *stats, hap_err *err) {
+                      double *cost_s, double *peak_bytes, hap_synth_stats *stats, hap_err *err) {
   search s;
   memset(&s, 0, sizeof s);
   s.x = x;
   hap_status st = HAP_OK;
   syn_state *done = NULL, *deepest = NULL;
-  if (table_grow(&s) != 0) {
+  s.wmem = malloc((size_t)x->n_classes * sizeof *s.wmem);
+  if (s.wmem == NULL || table_grow(&s) != 0) {
     st = hap_err_set(err, HAP_ENOMEM, "out of memory in the program search");
     goto out;
   }
-  syn_state *root = new_state(&s, NULL, 0, -1, 0, NULL, 0, props_hash(0, NULL, 0));
+  syn_state *root = new_state(&s, NULL, 0, -1, 0, NULL, 0, props_hash(0, NULL, 0), NULL);
   if (root != NULL) {
     *table_slot(&s, 0, root->hash, NULL, 0) = root;
     s.n_table++;
@@ -402,8 +455,8 @@ hap_status syn_search(syn_ctx *x, const hap_synth_options *o, int round, int8_t 
     heap_item it = heap_pop(&s);
     syn_state *cur = it.s;
     syn_state **slot = table_slot(&s, cur->k, cur->hash, cur->props, cur->n_props);
-    if (*slot != cur)
-      continue; /* superseded by a cheaper path to the same state */
+    if (*slot != cur && (!x->keep_leaner || dominates(x, *slot, cur->g, cur->mem)))
+      continue; /* superseded by a cheaper path to the same state, holding no more memory */
     if (cur->k == x->g->n_nodes) {
       done = cur;
       break;
@@ -425,12 +478,16 @@ hap_status syn_search(syn_ctx *x, const hap_synth_options *o, int round, int8_t 
   }
   if (done == NULL) {
     st = hap_err_set(err, HAP_EUNSUPPORTED,
-                     "no program reaches the loss '%s' as a partial sum or replica; "
-                     "the graph has an op without a usable sharding variant",
+                     "no program reaches the loss '%s' within the devices' memory",
                      x->g->tensors[x->g->loss].name);
     goto out;
   }
   *cost_s = done->g;
+  if (peak_bytes != NULL) {
+    *peak_bytes = 0;
+    for (int32_t c = 0; c < x->n_classes; c++)
+      *peak_bytes = fmax(*peak_bytes, done->mem[c]);
+  }
   for (syn_state *p = done; p->parent != NULL; p = p->parent)
     variants[p->k - 1] = p->variant;
 out:
@@ -442,5 +499,6 @@ out:
   free(s.heap);
   free(s.table);
   free(s.scratch);
+  free(s.wmem);
   return st;
 }

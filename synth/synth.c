@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "synth_internal.h"
 
 static const char *const strategy_names[HAP_STRATEGY_COUNT] = {"hap", "dp-ev", "dp-cp"};
@@ -45,6 +46,60 @@ static void initial_ratios(const syn_ctx *x, bool proportional, double *ratios) 
     memcpy(ratios + (size_t)s * (size_t)x->n, ratios, (size_t)x->n * sizeof *ratios);
 }
 
+/* Nothing fit in the memory limit. The program needing the least memory (a search ordered by
+ * memory) either fits after all (the time-ordered searches pruned their way past it), and then it
+ * is the answer, or it does not, and the error says how much memory any program needs. */
+static hap_status least_memory_program(syn_ctx *x, const hap_synth_options *o,
+                                       hap_synth_stats *stats, int8_t *prog, double *cost,
+                                       hap_err *err) {
+  double *saved = malloc((size_t)x->n_classes * sizeof *saved);
+  if (saved == NULL)
+    return hap_err_set(err, HAP_ENOMEM, "out of memory");
+  memcpy(saved, x->mem_limit, (size_t)x->n_classes * sizeof *saved);
+  for (int32_t c = 0; c < x->n_classes; c++)
+    x->mem_limit[c] = HUGE_VAL;
+  x->minimize_memory = true;
+  double peak = 0;
+  hap_err quiet = {0};
+  hap_status st = syn_search(x, o, stats->rounds, prog, cost, &peak, stats, &quiet);
+  x->minimize_memory = false;
+  memcpy(x->mem_limit, saved, (size_t)x->n_classes * sizeof *saved);
+  double limit = HUGE_VAL;
+  for (int32_t c = 0; c < x->n_classes; c++)
+    limit = fmin(limit, saved[c]);
+  free(saved);
+  if (st != HAP_OK)
+    return hap_err_set(err, HAP_EUNSUPPORTED,
+                       "no program reaches the loss '%s' at a finite cost: an op has no usable "
+                       "sharding variant, or a device cannot run the model's dtype",
+                       x->g->tensors[x->g->loss].name);
+  if (peak <= limit)
+    return HAP_OK;
+  char have[32], need[32];
+  return hap_err_set(err, HAP_EINVAL,
+                     "no program fits in %s per device (parameters, gradients and activations "
+                     "kept for the backward pass); the leanest program found needs %s per device: "
+                     "raise --memory-limit or use more devices",
+                     hap_fmt_bytes(limit, have, sizeof have),
+                     hap_fmt_bytes(peak, need, sizeof need));
+}
+
+/* Price a program under the installed ratios and check it fits every device's memory (the LP's
+ * continuous ratios become integer shard lengths, which can tip a device over). */
+static hap_status replay_fits(syn_ctx *x, const int8_t *prog, double *cost, bool *fits,
+                              hap_err *err) {
+  hap_plan *p = hap_plan_create("check", "", 0, "", 0, x->n, x->n_segments);
+  if (p == NULL)
+    return hap_err_set(err, HAP_ENOMEM, "out of memory checking a plan");
+  hap_status st = syn_replay(x, prog, p, cost, err);
+  *fits = true;
+  for (int32_t i = 0; st == HAP_OK && i < x->n; i++)
+    if (p->device_memory_bytes[i] > x->mem_limit[x->dev_class[i]])
+      *fits = false;
+  hap_plan_destroy(p);
+  return st;
+}
+
 /* Improve the ratios for a fixed program (the LP); false when nothing better is known. */
 bool syn_balance(syn_ctx *x, const int8_t *variants, double *ratios, hap_err *err);
 
@@ -65,7 +120,7 @@ hap_status hap_synthesize(const hap_graph *g, const hap_cluster *c, const hap_sy
   HAP_TRY(hap_cluster_digest(c, &cd, err));
 
   syn_ctx x;
-  HAP_TRY(syn_ctx_init(&x, g, c, strategy, err));
+  HAP_TRY(syn_ctx_init(&x, g, c, strategy, o ? o->memory_limit_bytes : 0, err));
   size_t nr = (size_t)x.n_segments * (size_t)x.n;
   double *ratios = malloc(nr * sizeof *ratios);
   double *best_ratios = malloc(nr * sizeof *best_ratios);
@@ -90,7 +145,26 @@ hap_status hap_synthesize(const hap_graph *g, const hap_cluster *c, const hap_sy
       if ((st = syn_set_ratios(&x, ratios, err)) != HAP_OK)
         goto out;
       double cost;
-      if ((st = syn_search(&x, o, stats->rounds, prog, &cost, stats, err)) != HAP_OK)
+      st = syn_search(&x, o, stats->rounds, prog, &cost, NULL, stats, err);
+      if (st == HAP_EUNSUPPORTED) {
+        /* Memory may bind: search again keeping leaner states beside cheaper ones (bounded). */
+        hap_err retry = {0};
+        x.keep_leaner = true;
+        x.max_generated = 4000000;
+        st = syn_search(&x, o, stats->rounds, prog, &cost, NULL, stats, &retry);
+        x.keep_leaner = false;
+        x.max_generated = 0;
+        if (st != HAP_OK) {
+          hap_err_clear(err);
+          st = least_memory_program(&x, o, stats, prog, &cost, err);
+        }
+      }
+      if (st != HAP_OK && isfinite(best)) {
+        st = HAP_OK; /* this starting point found nothing; keep the plan an earlier one found */
+        hap_err_clear(err);
+        break;
+      }
+      if (st != HAP_OK)
         goto out;
       stats->rounds++;
       if (stats->rounds == 1)
@@ -110,9 +184,10 @@ hap_status hap_synthesize(const hap_graph *g, const hap_cluster *c, const hap_sy
       if ((st = syn_set_ratios(&x, ratios, err)) != HAP_OK)
         goto out;
       double balanced;
-      if ((st = syn_replay(&x, prog, NULL, &balanced, err)) != HAP_OK)
+      bool fits = false;
+      if ((st = replay_fits(&x, prog, &balanced, &fits, err)) != HAP_OK)
         goto out;
-      if (balanced < best * (1 - 1e-12)) {
+      if (fits && balanced < best * (1 - 1e-12)) {
         best = balanced;
         memcpy(best_ratios, ratios, nr * sizeof *ratios);
         memcpy(best_prog, prog, (size_t)g->n_nodes);

@@ -27,6 +27,9 @@ hap_status hap_strategy_parse(const char *s, hap_strategy *out);
 typedef struct hap_synth_options {
   hap_strategy strategy;
   int max_rounds;                   /* search/LP alternations; 0 = default (8) */
+  double memory_limit_bytes;        /* per device; 0 = each device's memory. Parameters (value +
+                                       gradient) and every tensor kept for the backward pass
+                                       count; programs that do not fit are never emitted */
   volatile sig_atomic_t *interrupt; /* set (e.g. by SIGINT) to stop with the best plan so far */
   /* Progress callback (may be NULL), called every few thousand expansions: states expanded so far
    * and the round. */

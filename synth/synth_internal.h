@@ -42,10 +42,21 @@ typedef struct syn_ctx {
   int32_t n_classes;
   syn_len_entry *lens; /* cache of shard lengths per (extent, granule, segment) */
   int32_t n_lens, cap_lens;
+  double *mem_limit;     /* [n_classes] bytes a device of the class may hold */
+  double *mem_scratch;   /* [n] */
+  double *class_scratch; /* [n_classes] */
+  /* Keep a costlier state next to a cheaper one with the same properties when it holds less
+   * memory (needed only when memory binds; it can multiply the states) */
+  bool keep_leaner;
+  int64_t max_generated; /* give up beyond this many generated states (0 = no cap) */
+  /* Order the search by memory (the fullest class's bytes) instead of time: finds the program
+   * that needs the least memory, for when nothing fits */
+  bool minimize_memory;
 } syn_ctx;
 
+/* memory_limit: bytes per device, 0 = each device's own memory. */
 hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, hap_strategy s,
-                        hap_err *err);
+                        double memory_limit, hap_err *err);
 void syn_ctx_free(syn_ctx *x);
 /* Install ratios ([n_segments][n]) and re-price every node's variants. */
 hap_status syn_set_ratios(syn_ctx *x, const double *ratios, hap_err *err);
@@ -90,12 +101,18 @@ syn_choice syn_choose_input(syn_ctx *x, const syn_prop *have, int32_t n, const s
 
 /* Search under the installed ratios: the variant of every node and the program's cost, s. */
 hap_status syn_search(syn_ctx *x, const hap_synth_options *o, int round, int8_t *variants,
-                      double *cost_s, hap_synth_stats *stats, hap_err *err);
+                      double *cost_s, double *peak_bytes, hap_synth_stats *stats, hap_err *err);
 
 /* Replay a program under the installed ratios: its cost, s, and (when plan is not NULL) its steps
  * and per-device compute, communication and memory added to the plan. */
 hap_status syn_replay(syn_ctx *x, const int8_t *variants, hap_plan *plan, double *cost_s,
                       hap_err *err);
+
+/* Memory a property occupies, added per device to mem[n] (and, when per_class is not NULL, the
+ * largest device's share per class to per_class[n_classes]): parameters twice (value and
+ * gradient; ZeRO storage holds its shard), everything else once (kept for the backward pass). */
+void syn_prop_memory(syn_ctx *x, const syn_prop *p, hap_storage storage, double *mem,
+                     double *per_class);
 
 /* Bytes of tensor t on each device under a property. */
 void syn_bytes(syn_ctx *x, const syn_prop *p, double *per_rank);

@@ -191,3 +191,57 @@ Test(synth, strategy_names_round_trip) {
   hap_strategy x;
   cr_assert_eq(hap_strategy_parse("zero-infinity", &x), HAP_ENOTFOUND);
 }
+
+static hap_status synth_limited(const hap_graph *g, const hap_cluster *c, double limit,
+                                hap_plan **p, hap_err *err) {
+  hap_synth_options o = {.strategy = HAP_STRATEGY_HAP, .memory_limit_bytes = limit};
+  return hap_synthesize(g, c, &o, p, NULL, err);
+}
+
+Test(synth, memory_limit_forces_sharded_parameters) {
+  hap_graph *g = model("mlp:layers=2,batch=24,seq=8,hidden=512");
+  hap_cluster *c = two_to_one();
+  /* unconstrained: data parallel, every weight replicated (value + gradient: 2 x 1 MiB each) */
+  hap_plan *p = NULL;
+  hap_err err = {0};
+  cr_assert_eq(synth_limited(g, c, 0, &p, &err), HAP_OK, "%s", err.msg);
+  int replicated = 0;
+  for (int32_t k = 0; k < p->n_steps; k++)
+    replicated += p->steps[k].kind == HAP_STEP_SOURCE && p->steps[k].storage == HAP_STORE_REPLICATED;
+  cr_assert_geq(replicated, 2);
+  double unconstrained = p->device_memory_bytes[0];
+  hap_plan_destroy(p);
+  /* 4.8 MiB per device cannot hold the replicated weights: the plan must shard them */
+  double limit = 4.8 * 1048576;
+  cr_assert(unconstrained > limit, "unconstrained plan uses %g bytes", unconstrained);
+  cr_assert_eq(synth_limited(g, c, limit, &p, &err), HAP_OK, "%s", err.msg);
+  cr_assert_eq(hap_plan_validate(p, g, c, &err), HAP_OK, "%s", err.msg);
+  for (int32_t i = 0; i < p->n_devices; i++)
+    cr_assert(p->device_memory_bytes[i] <= limit, "device %d holds %g bytes", i,
+              p->device_memory_bytes[i]);
+  int sharded = 0;
+  for (int32_t k = 0; k < p->n_steps; k++) {
+    const hap_step *s = &p->steps[k];
+    if (s->kind == HAP_STEP_SOURCE && g->tensors[s->tensor].kind == HAP_TENSOR_PARAMETER &&
+        g->tensors[s->tensor].shape.rank == 2)
+      sharded += s->storage == HAP_STORE_SHARDED || s->storage == HAP_STORE_ZERO;
+  }
+  cr_assert_geq(sharded, 1);
+  hap_plan_destroy(p);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}
+
+Test(synth, memory_limit_too_small_for_anything_says_how_much_is_needed) {
+  hap_graph *g = model("mlp:layers=2,batch=24,seq=8,hidden=512");
+  hap_cluster *c = two_to_one();
+  hap_plan *p = NULL;
+  hap_err err = {0};
+  cr_assert_eq(synth_limited(g, c, 1024, &p, &err), HAP_EINVAL);
+  cr_assert_null(p);
+  cr_assert(strstr(err.msg, "no program fits in 1.00 KiB per device") != NULL, "%s", err.msg);
+  cr_assert(strstr(err.msg, "the leanest program found needs") != NULL, "%s", err.msg);
+  cr_assert(strchr(err.msg, '\n') == NULL);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}
