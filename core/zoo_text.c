@@ -360,7 +360,8 @@ static gpt_cfg gpt_config(hap_model_args *a) {
 
 /* tokens x [B,S] -> wte + wpe -> dropout -> blocks -> ln_f -> logits with the tied wte (no bias)
  * -> transpose to [B,V,S] -> cross_entropy(sum) against targets y [B,S] (classes in dim 1, as
- * PyTorch wants; unlike a [B*S, V] reshape this keeps the batch dim, so data parallelism applies). */
+ * PyTorch wants; unlike a [B*S, V] reshape this keeps the batch dim, so data parallelism applies).
+ */
 static hap_status build_gpt(hap_graph *g, const hap_model_args *args, hap_err *err) {
   hap_model_args a = *args;
   gpt_cfg c = gpt_config(&a);

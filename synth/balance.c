@@ -282,7 +282,7 @@ bool syn_balance(syn_ctx *x, const int8_t *variants, double *ratios, hap_err *er
   (void)err; /* a failed LP is not fatal: the alternation simply stops */
   hap_plan *plan = hap_plan_create("balance", "", 0, "", 0, x->n, x->n_segments);
   lp_build b = {x, hap_lp_create("ratios"), NULL, NULL, NULL, NULL, NULL, NULL};
-  b.r = malloc((size_t)x->n_segments * (size_t)x->n_classes * sizeof *b.r);
+  b.r = calloc((size_t)x->n_segments * (size_t)x->n_classes, sizeof *b.r);
   b.rep = calloc((size_t)x->n_classes, sizeof *b.rep);
   b.count = malloc((size_t)x->n_classes * sizeof *b.count);
   b.m = malloc((size_t)x->n_segments * sizeof *b.m);

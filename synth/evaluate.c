@@ -81,7 +81,7 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
   x->last_use = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *x->last_use);
   x->n_uses = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *x->n_uses);
   x->h_suffix = calloc((size_t)g->n_nodes + 1, sizeof *x->h_suffix);
-  x->dev_class = malloc((size_t)x->n * sizeof *x->dev_class);
+  x->dev_class = calloc((size_t)x->n, sizeof *x->dev_class);
   int32_t *ranks = malloc((size_t)x->n * sizeof *ranks);
   if (!x->ratios || !x->nodes || !x->last_use || !x->n_uses || !x->h_suffix || !x->dev_class ||
       !ranks) {
@@ -98,7 +98,7 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
     if (x->dev_class[i] < 0)
       x->dev_class[i] = x->n_classes++;
   }
-  x->mem_limit = malloc((size_t)x->n_classes * sizeof *x->mem_limit);
+  x->mem_limit = calloc((size_t)x->n_classes, sizeof *x->mem_limit);
   x->mem_scratch = malloc((size_t)x->n * sizeof *x->mem_scratch);
   x->class_scratch = malloc((size_t)x->n_classes * sizeof *x->class_scratch);
   if (!x->mem_limit || !x->mem_scratch || !x->class_scratch) {

@@ -419,6 +419,7 @@ static syn_state *complete_greedily(search *s, syn_state *st) {
       int32_t n = apply(s, st->props, st->mem, st->n_props, k, v, &g);
       if (n < 0 || (best != NULL && g >= best->g))
         continue;
+      /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): states live in s->mem, freed with the pool */
       best =
           new_state(s, st, k + 1, v, g, s->scratch, n, props_hash(k + 1, s->scratch, n), s->wmem);
     }

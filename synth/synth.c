@@ -160,8 +160,7 @@ hap_status hap_synthesize(const hap_graph *g, const hap_cluster *c, const hap_sy
         }
       }
       if (st != HAP_OK && isfinite(best)) {
-        st = HAP_OK; /* this starting point found nothing; keep the plan an earlier one found */
-        hap_err_clear(err);
+        hap_err_clear(err); /* this starting point found nothing; keep an earlier one's plan */
         break;
       }
       if (st != HAP_OK)

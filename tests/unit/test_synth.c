@@ -207,7 +207,8 @@ Test(synth, memory_limit_forces_sharded_parameters) {
   cr_assert_eq(synth_limited(g, c, 0, &p, &err), HAP_OK, "%s", err.msg);
   int replicated = 0;
   for (int32_t k = 0; k < p->n_steps; k++)
-    replicated += p->steps[k].kind == HAP_STEP_SOURCE && p->steps[k].storage == HAP_STORE_REPLICATED;
+    replicated +=
+        p->steps[k].kind == HAP_STEP_SOURCE && p->steps[k].storage == HAP_STORE_REPLICATED;
   cr_assert_geq(replicated, 2);
   double unconstrained = p->device_memory_bytes[0];
   hap_plan_destroy(p);
