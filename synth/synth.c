@@ -129,15 +129,21 @@ hap_status hap_synthesize(const hap_graph *g, const hap_cluster *c, const hap_sy
   hap_plan *plan = NULL;
   hap_status st = HAP_OK;
   double best = HUGE_VAL;
+  enum { MAX_STARTS = 2 };
+  int8_t *cand_prog[MAX_STARTS] = {NULL, NULL}; /* each starting point's best pair */
+  double *cand_ratios[MAX_STARTS] = {NULL, NULL};
+  double cand_cost[MAX_STARTS] = {HUGE_VAL, HUGE_VAL};
   if (!ratios || !best_ratios || !prog || !best_prog) {
     st = hap_err_set(err, HAP_ENOMEM, "out of memory synthesising");
     goto out;
   }
 
   /* Starting points: compute-proportional and even ratios (the baselines' own), so the result is
-   * never worse than either data-parallel baseline under this cost model. */
+   * never worse than either data-parallel baseline under this cost model. Each start's best pair
+   * is a candidate; the re-scoring hook, when given, picks among them. */
   int n_starts = strategy == HAP_STRATEGY_HAP ? 2 : 1;
   for (int start = 0; start < n_starts; start++) {
+    best = HUGE_VAL; /* per start; candidates are compared at the end */
     bool proportional =
         strategy == HAP_STRATEGY_DP_CP || (strategy == HAP_STRATEGY_HAP && start == 0);
     initial_ratios(&x, proportional, ratios);
@@ -159,7 +165,7 @@ hap_status hap_synthesize(const hap_graph *g, const hap_cluster *c, const hap_sy
           st = least_memory_program(&x, o, stats, prog, &cost, err);
         }
       }
-      if (st != HAP_OK && isfinite(best)) {
+      if (st != HAP_OK && (isfinite(best) || (start > 0 && cand_prog[0] != NULL))) {
         hap_err_clear(err); /* this starting point found nothing; keep an earlier one's plan */
         break;
       }
@@ -194,25 +200,61 @@ hap_status hap_synthesize(const hap_graph *g, const hap_cluster *c, const hap_sy
         break;
       }
     }
+    if (isfinite(best)) {
+      cand_prog[start] = malloc((size_t)(g->n_nodes ? g->n_nodes : 1));
+      cand_ratios[start] = malloc(nr * sizeof *best_ratios);
+      if (cand_prog[start] == NULL || cand_ratios[start] == NULL) {
+        st = hap_err_set(err, HAP_ENOMEM, "out of memory synthesising");
+        goto out;
+      }
+      memcpy(cand_prog[start], best_prog, (size_t)g->n_nodes);
+      memcpy(cand_ratios[start], best_ratios, nr * sizeof *best_ratios);
+      cand_cost[start] = best;
+    }
     if (stats->interrupted)
       break;
   }
 
-  /* Emit the best (program, ratios) pair, priced again under exactly those ratios. */
-  if ((st = syn_set_ratios(&x, best_ratios, err)) != HAP_OK)
-    goto out;
-  plan = hap_plan_create(hap_strategy_name(strategy), g->name, gd, c->name, cd, x.n, x.n_segments);
+  /* Emit each candidate (program, ratios) pair, priced again under exactly those ratios, and keep
+   * the best by the synthesizer's cost or, with a hook, by the hook's. */
+  double best_score = HUGE_VAL;
+  for (int k = 0; k < n_starts; k++) {
+    if (cand_prog[k] == NULL)
+      continue;
+    if ((st = syn_set_ratios(&x, cand_ratios[k], err)) != HAP_OK)
+      goto out;
+    hap_plan *p =
+        hap_plan_create(hap_strategy_name(strategy), g->name, gd, c->name, cd, x.n, x.n_segments);
+    if (p == NULL) {
+      st = hap_err_set(err, HAP_ENOMEM, "out of memory emitting the plan");
+      goto out;
+    }
+    memcpy(p->ratios, cand_ratios[k], nr * sizeof *best_ratios);
+    double emitted;
+    if ((st = syn_replay(&x, cand_prog[k], p, &emitted, err)) != HAP_OK) {
+      hap_plan_destroy(p);
+      goto out;
+    }
+    double score = o && o->rescore ? o->rescore(o->rescore_ctx, p, g, c) : cand_cost[k];
+    if (score < best_score) {
+      best_score = score;
+      hap_plan_destroy(plan);
+      plan = p;
+    } else {
+      hap_plan_destroy(p);
+    }
+  }
   if (plan == NULL) {
-    st = hap_err_set(err, HAP_ENOMEM, "out of memory emitting the plan");
+    st = hap_err_set(err, HAP_EUNSUPPORTED, "no plan was found");
     goto out;
   }
-  memcpy(plan->ratios, best_ratios, nr * sizeof *best_ratios);
-  double emitted;
-  if ((st = syn_replay(&x, best_prog, plan, &emitted, err)) != HAP_OK)
-    goto out;
   *out = plan;
   plan = NULL;
 out:
+  for (int k = 0; k < MAX_STARTS; k++) {
+    free(cand_prog[k]);
+    free(cand_ratios[k]);
+  }
   stats->seconds = now_s() - t0;
   hap_plan_destroy(plan);
   free(ratios);

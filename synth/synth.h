@@ -35,6 +35,11 @@ typedef struct hap_synth_options {
    * and the round. */
   void (*progress)(void *ctx, int round, int64_t expanded, double best_s);
   void *progress_ctx;
+  /* Re-scoring hook (may be NULL): the best plan of each starting point is priced again by this
+   * function (e.g. the discrete-event simulator, which models overlap), in seconds, and the
+   * lowest wins. Without it the synthesizer's own cost decides. */
+  double (*rescore)(void *ctx, const hap_plan *plan, const hap_graph *g, const hap_cluster *c);
+  void *rescore_ctx;
 } hap_synth_options;
 
 typedef struct hap_synth_stats {

@@ -246,3 +246,39 @@ Test(synth, memory_limit_too_small_for_anything_says_how_much_is_needed) {
   hap_cluster_destroy(c);
   hap_graph_destroy(g);
 }
+
+typedef struct rescore_log {
+  int calls;
+  double worst;
+} rescore_log;
+
+/* A perverse scorer: prefers the slower candidate, so the hook demonstrably decides. */
+static double prefer_slow(void *ctx, const hap_plan *p, const hap_graph *g, const hap_cluster *c) {
+  (void)g;
+  (void)c;
+  rescore_log *log = ctx;
+  log->calls++;
+  if (p->predicted_iteration_s > log->worst)
+    log->worst = p->predicted_iteration_s;
+  return -p->predicted_iteration_s;
+}
+
+Test(synth, rescore_hook_chooses_among_candidates) {
+  hap_graph *g =
+      model("bert-base:layers=2,batch=32,seq=32,width=128,hidden=512,heads=4,vocab=1024");
+  hap_cluster *c = bundled("paper-hetero:gpus_per_host=1");
+  hap_plan *plain = synth(g, c, HAP_STRATEGY_HAP);
+  rescore_log log = {0, 0};
+  hap_synth_options o = {.strategy = HAP_STRATEGY_HAP, .rescore = prefer_slow, .rescore_ctx = &log};
+  hap_plan *p = NULL;
+  hap_err err = {0};
+  cr_assert_eq(hap_synthesize(g, c, &o, &p, NULL, &err), HAP_OK, "%s", err.msg);
+  cr_assert_geq(log.calls, 1);
+  cr_assert_float_eq(p->predicted_iteration_s, log.worst, 1e-12);
+  cr_assert(p->predicted_iteration_s >= plain->predicted_iteration_s);
+  cr_assert_eq(hap_plan_validate(p, g, c, &err), HAP_OK, "%s", err.msg);
+  hap_plan_destroy(p);
+  hap_plan_destroy(plain);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}
