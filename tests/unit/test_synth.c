@@ -282,3 +282,28 @@ Test(synth, rescore_hook_chooses_among_candidates) {
   hap_cluster_destroy(c);
   hap_graph_destroy(g);
 }
+
+Test(synth, segments_get_their_own_ratios_and_valid_resharding) {
+  hap_graph *g = model("mlp:layers=4,batch=48,seq=8,hidden=256,segments=1");
+  cr_assert_gt(g->n_segments, 1);
+  hap_cluster *c = bundled("paper-hetero:gpus_per_host=1");
+  hap_plan *p = synth(g, c, HAP_STRATEGY_HAP); /* synth() validates the property flow */
+  cr_assert_eq(p->n_segments, g->n_segments);
+  for (int32_t s = 0; s < p->n_segments; s++) {
+    double sum = 0;
+    for (int32_t i = 0; i < p->n_devices; i++) {
+      cr_assert(p->ratios[(size_t)s * (size_t)p->n_devices + (size_t)i] >= 0);
+      sum += p->ratios[(size_t)s * (size_t)p->n_devices + (size_t)i];
+    }
+    cr_assert_float_eq(sum, 1.0, 1e-9, "segment %d", s);
+  }
+  /* any Gather consumed in another segment than the one it was made in is re-sharded first */
+  for (int32_t k = 0; k < p->n_steps; k++) {
+    const hap_step *s = &p->steps[k];
+    if (s->kind == HAP_STEP_COMM && s->comm == HAP_COMM_ALL_TO_ALL && s->from == s->to)
+      cr_assert_neq(s->from_segment, s->segment);
+  }
+  hap_plan_destroy(p);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}
