@@ -156,7 +156,7 @@ hap_status hap_synthesize(const hap_graph *g, const hap_cluster *c, const hap_sy
         /* Memory may bind: search again keeping leaner states beside cheaper ones (bounded). */
         hap_err retry = {0};
         x.keep_leaner = true;
-        x.max_generated = 4000000;
+        x.max_generated = 1000000; /* about 0.5 GB of states at most */
         st = syn_search(&x, o, stats->rounds, prog, &cost, NULL, stats, &retry);
         x.keep_leaner = false;
         x.max_generated = 0;
