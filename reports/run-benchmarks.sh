@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Build hap in Release (build-bench/) and run the benchmark programs whose results are recorded in
-# reports/BENCHMARKS.md. Usage: reports/run-benchmarks.sh [graph-load|cost|all]
+# reports/BENCHMARKS.md. Usage: reports/run-benchmarks.sh [graph-load|cost|synth-matrix|synth-overhead|all]
+# (synth-matrix and synth-overhead are reports/bench-synth.sh matrix and overhead)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
-build=build-bench
+build="build-bench"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"$(nproc)" >/dev/null
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(uname -sr)"
@@ -17,4 +18,10 @@ if [ "$what" = graph-load ] || [ "$what" = all ]; then
 fi
 if [ "$what" = cost ] || [ "$what" = all ]; then
   "$build/bin/bench_cost" 1024 10000000
+fi
+if [ "$what" = synth-matrix ] || [ "$what" = all ]; then
+  HAP_BENCH_NO_BUILD=1 reports/bench-synth.sh matrix
+fi
+if [ "$what" = synth-overhead ] || [ "$what" = all ]; then
+  HAP_BENCH_NO_BUILD=1 reports/bench-synth.sh overhead
 fi

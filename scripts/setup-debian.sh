@@ -12,6 +12,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libopenblas-dev
   python3 python3-h5py
+  time # GNU time: peak memory in reports/bench-synth.sh
   clang-format clang-tidy
 )
 

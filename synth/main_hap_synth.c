@@ -156,8 +156,14 @@ static void print_table(const opts *o, const hap_plan *p, const hap_graph *g, co
   }
 }
 
+/* A baseline --compare could not build, and why. */
+typedef struct refusal {
+  const char *strategy;
+  hap_err err;
+} refusal;
+
 static void print_json(const hap_plan *p, const hap_synth_stats *st, const hap_plan *const *base,
-                       int n_base) {
+                       int n_base, const refusal *refused, int n_refused) {
   hap_jw w;
   hap_jw_init(&w, stdout, 2);
   hap_jw_begin_object(&w);
@@ -188,6 +194,17 @@ static void print_json(const hap_plan *p, const hap_synth_stats *st, const hap_p
     hap_jw_end_object(&w);
   }
   hap_jw_end_array(&w);
+  hap_jw_key(&w, "refused_baselines");
+  hap_jw_begin_array(&w);
+  for (int i = 0; i < n_refused; i++) {
+    hap_jw_begin_object_inline(&w);
+    hap_jw_key(&w, "strategy");
+    hap_jw_str(&w, refused[i].strategy);
+    hap_jw_key(&w, "reason");
+    hap_jw_str(&w, refused[i].err.msg);
+    hap_jw_end_object(&w);
+  }
+  hap_jw_end_array(&w);
   hap_jw_end_object(&w);
   hap_jw_finish(&w);
 }
@@ -197,7 +214,8 @@ static int run(const opts *o) {
   hap_graph *g = NULL;
   hap_cluster *c = NULL;
   hap_plan *plan = NULL, *base[2] = {NULL, NULL};
-  int n_base = 0, rc = 1;
+  int n_base = 0, n_refused = 0, rc = 1;
+  refusal refused[2];
   if (hap_model_load(o->model, &g, &err) != HAP_OK ||
       hap_cluster_open(o->cluster, &c, &err) != HAP_OK)
     goto out;
@@ -220,9 +238,13 @@ static int run(const opts *o) {
       hap_synth_options bo = {.strategy = (hap_strategy)k, .memory_limit_bytes = o->memory_limit};
       hap_synth_stats bs;
       hap_err berr = {0};
-      if (hap_synthesize(g, c, &bo, &base[n_base], &bs, &berr) == HAP_OK)
+      if (hap_synthesize(g, c, &bo, &base[n_base], &bs, &berr) == HAP_OK) {
         n_base++;
-      else if (!o->quiet)
+        continue;
+      }
+      refused[n_refused].strategy = hap_strategy_name((hap_strategy)k);
+      refused[n_refused++].err = berr;
+      if (!o->quiet)
         fprintf(stderr, "%s: no %s baseline: %s\n", prog, hap_strategy_name((hap_strategy)k),
                 berr.msg);
     }
@@ -232,7 +254,7 @@ static int run(const opts *o) {
   bool plan_on_stdout = o->output != NULL && strcmp(o->output, "-") == 0;
   if (!o->quiet && !plan_on_stdout) {
     if (o->format == HAP_FORMAT_JSON) {
-      print_json(plan, &st, (const hap_plan *const *)base, n_base);
+      print_json(plan, &st, (const hap_plan *const *)base, n_base, refused, n_refused);
     } else {
       print_table(o, plan, g, c, &st);
       for (int i = 0; i < n_base; i++)
