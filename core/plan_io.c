@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "json_read.h"
 #include "json_write.h"
 
 /* Variant flag names, by bit (sharding.h HAP_VARIANT_*). */
@@ -128,88 +129,37 @@ typedef struct reader {
   json_t **lengths; /* [n_segments] each segment's "lengths" (borrowed), or NULL */
 } reader;
 
-typedef char pathbuf[192]; /* a JSON path like steps[17].inputs[1] */
-typedef char quotebuf[80]; /* a user string shortened and escaped for a message */
+typedef hap_jpath pathbuf;
+typedef hap_jquote quotebuf;
 
 __attribute__((format(printf, 4, 5))) static hap_status
 fail(reader *r, hap_status st, const char *path, const char *fmt, ...) {
-  char what[768];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(what, sizeof what, fmt, ap);
+  hap_status s = hap_json_vfail(r->label, r->err, st, path, fmt, ap);
   va_end(ap);
-  return hap_err_set(r->err, st, "%s: %s: %s", r->label, path, what);
+  return s;
 }
 
-/* Paths longer than a pathbuf are cut (messages stay readable). */
 static const char *at_index(pathbuf b, const char *base, size_t i) {
-  if (snprintf(b, sizeof(pathbuf), "%s[%zu]", base, i) >= (int)sizeof(pathbuf))
-    b[sizeof(pathbuf) - 1] = '\0';
-  return b;
+  return hap_jpath_index(b, base, i);
 }
-
 static const char *at_key(pathbuf b, const char *base, const char *key) {
-  if (snprintf(b, sizeof(pathbuf), "%s%s%s", base, base[0] ? "." : "", key) >= (int)sizeof(pathbuf))
-    b[sizeof(pathbuf) - 1] = '\0';
-  return b;
+  return hap_jpath_key(b, base, key);
 }
+static const char *q(const char *s, quotebuf b) { return hap_json_quote(s, b); }
 
-/* `s` for a message: control characters as \xNN, cut to about 60 bytes (at a UTF-8 boundary). */
-static const char *q(const char *s, quotebuf b) {
-  size_t o = 0;
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (o >= 60 && (*p & 0xC0) != 0x80) {
-      memcpy(b + o, "...", 4);
-      return b;
-    }
-    if (*p < 0x20 || *p == 0x7F)
-      o += (size_t)snprintf(b + o, sizeof(quotebuf) - o, "\\x%02x", *p);
-    else
-      b[o++] = (char)*p;
-  }
-  b[o] = '\0';
-  return b;
-}
-
-static const char *json_kind(const json_t *v) {
-  switch (json_typeof(v)) {
-  case JSON_OBJECT: return "an object";
-  case JSON_ARRAY: return "an array";
-  case JSON_STRING: return "a string";
-  case JSON_INTEGER: return "an integer";
-  case JSON_REAL: return "a real number";
-  case JSON_TRUE: return "true";
-  case JSON_FALSE: return "false";
-  case JSON_NULL: return "null";
-  }
-  return "?";
-}
-
-/* Member `key` of `obj` (at `path`) into *out; NULL when absent and optional. */
 static hap_status member(reader *r, const json_t *obj, const char *path, const char *key,
                          bool required, const char *expected, json_t **out) {
-  *out = json_object_get(obj, key);
-  if (*out == NULL && required) {
-    pathbuf p;
-    return fail(r, HAP_EPARSE, at_key(p, path, key), "missing, expected %s", expected);
-  }
-  return HAP_OK;
+  return hap_json_member(r->label, r->err, obj, path, key, required, expected, out);
 }
-
 static hap_status want_type(reader *r, const json_t *v, json_type type, const char *path,
                             const char *expected) {
-  if (json_typeof(v) != type)
-    return fail(r, HAP_EPARSE, path, "expected %s, got %s", expected, json_kind(v));
-  return HAP_OK;
+  return hap_json_want_type(r->label, r->err, v, type, path, expected);
 }
-
 static hap_status want_str(reader *r, const json_t *v, const char *path, const char *expected,
                            const char **out) {
-  HAP_TRY(want_type(r, v, JSON_STRING, path, expected));
-  *out = json_string_value(v);
-  if (strlen(*out) != json_string_length(v))
-    return fail(r, HAP_EPARSE, path, "contains a NUL byte, expected plain text");
-  return HAP_OK;
+  return hap_json_want_str(r->label, r->err, v, path, expected, out);
 }
 
 /* A name: non-empty and free of control characters (messages stay one line). */
@@ -240,7 +190,7 @@ static hap_status want_int(reader *r, const json_t *v, const char *path, int64_t
 static hap_status want_num(reader *r, const json_t *v, const char *path, const char *expected,
                            double *out) {
   if (!json_is_number(v))
-    return fail(r, HAP_EPARSE, path, "expected %s, got %s", expected, json_kind(v));
+    return fail(r, HAP_EPARSE, path, "expected %s, got %s", expected, hap_json_kind(v));
   *out = json_number_value(v);
   return HAP_OK;
 }
@@ -875,7 +825,7 @@ static hap_status read_plan(reader *r, const json_t *root) {
   if (!json_is_object(root))
     return fail(r, HAP_EPARSE, "root",
                 "expected a hap-plan object {\"format\": \"hap-plan\", ...}, got %s",
-                json_kind(root));
+                hap_json_kind(root));
   HAP_TRY(read_top(r, root));
   HAP_TRY(read_segments(r, root));
   HAP_TRY(read_steps(r, root));
