@@ -88,3 +88,64 @@ hap_status hap_json_want_str(const char *label, hap_err *err, const json_t *v, c
     return fail(label, err, path, "contains a NUL byte, expected plain text");
   return HAP_OK;
 }
+
+/* "MAJOR.MINOR", both plain decimal numbers of at most 6 digits. */
+static bool parse_version(const char *s, int *major, int *minor) {
+  int *part[2] = {major, minor};
+  for (int k = 0; k < 2; k++) {
+    int n = 0, v = 0;
+    for (; s[n] >= '0' && s[n] <= '9' && n < 7; n++)
+      v = v * 10 + (s[n] - '0');
+    if (n == 0 || n > 6)
+      return false;
+    *part[k] = v;
+    s += n;
+    if (k == 0 && *s++ != '.')
+      return false;
+  }
+  return *s == '\0';
+}
+
+static hap_status failst(const char *label, hap_err *err, hap_status st, const char *path,
+                         const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static hap_status failst(const char *label, hap_err *err, hap_status st, const char *path,
+                         const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  hap_status r = hap_json_vfail(label, err, st, path, fmt, ap);
+  va_end(ap);
+  return r;
+}
+
+hap_status hap_json_read_header(const char *label, hap_err *err, const json_t *root,
+                                const char *format, int major_known, int minor_known,
+                                bool *strict) {
+  json_t *v;
+  const char *s;
+  hap_jquote b;
+  char expected[64];
+  snprintf(expected, sizeof expected, "\"%s\"", format);
+  HAP_TRY(hap_json_member(label, err, root, "", "format", true, expected, &v));
+  HAP_TRY(hap_json_want_str(label, err, v, "format", expected, &s));
+  if (strcmp(s, format) != 0)
+    return failst(label, err, HAP_EPARSE, "format", "is \"%s\", expected %s", hap_json_quote(s, b),
+                  expected);
+  HAP_TRY(hap_json_member(label, err, root, "", "version", true, "a version string such as \"1.0\"",
+                          &v));
+  HAP_TRY(hap_json_want_str(label, err, v, "version",
+                            "a version string \"MAJOR.MINOR\" such as \"1.0\"", &s));
+  int major, minor;
+  if (!parse_version(s, &major, &minor))
+    return failst(label, err, HAP_EPARSE, "version",
+                  "is \"%s\", expected \"MAJOR.MINOR\" such as \"1.0\"", hap_json_quote(s, b));
+  if (major > major_known)
+    return failst(label, err, HAP_EVERSION, "version",
+                  "the file was written by a newer hap (format version %d.%d); this build reads "
+                  "%d.x",
+                  major, minor, major_known);
+  if (major < major_known)
+    return failst(label, err, HAP_EPARSE, "version",
+                  "format version %d.%d does not exist, expected %d.x", major, minor, major_known);
+  *strict = minor <= minor_known;
+  return HAP_OK;
+}

@@ -36,4 +36,10 @@ hap_status hap_json_want_type(const char *label, hap_err *err, const json_t *v, 
 hap_status hap_json_want_str(const char *label, hap_err *err, const json_t *v, const char *path,
                              const char *expected, const char **out);
 
+/* The header every hap JSON file starts with: "format" equal to `format` and "version"
+ * "MAJOR.MINOR". A newer major is HAP_EVERSION ("written by a newer hap"); *strict is set when the
+ * minor is one this build knows (then unknown keys are errors). */
+hap_status hap_json_read_header(const char *label, hap_err *err, const json_t *root,
+                                const char *format, int major_known, int minor_known, bool *strict);
+
 #endif

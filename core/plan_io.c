@@ -227,45 +227,9 @@ static hap_status check_keys(reader *r, const json_t *obj, const char *path,
 
 /* ---- header, graph and cluster -------------------------------------------------------------- */
 
-/* "MAJOR.MINOR", both plain decimal numbers of at most 6 digits. */
-static bool parse_version(const char *s, int *major, int *minor) {
-  int *part[2] = {major, minor};
-  for (int k = 0; k < 2; k++) {
-    int n = 0, v = 0;
-    for (; s[n] >= '0' && s[n] <= '9' && n < 7; n++)
-      v = v * 10 + (s[n] - '0');
-    if (n == 0 || n > 6)
-      return false;
-    *part[k] = v;
-    s += n;
-    if (k == 0 && *s++ != '.')
-      return false;
-  }
-  return *s == '\0';
-}
-
 static hap_status read_header(reader *r, const json_t *root) {
-  json_t *v;
-  const char *s;
-  quotebuf b;
-  HAP_TRY(member(r, root, "", "format", true, "\"" HAP_PLAN_FORMAT "\"", &v));
-  HAP_TRY(want_str(r, v, "format", "\"" HAP_PLAN_FORMAT "\"", &s));
-  if (strcmp(s, HAP_PLAN_FORMAT) != 0)
-    return fail(r, HAP_EPARSE, "format", "is \"%s\", expected \"" HAP_PLAN_FORMAT "\"", q(s, b));
-  HAP_TRY(member(r, root, "", "version", true, "a version string such as \"1.0\"", &v));
-  HAP_TRY(want_str(r, v, "version", "a version string \"MAJOR.MINOR\" such as \"1.0\"", &s));
-  int major, minor;
-  if (!parse_version(s, &major, &minor))
-    return fail(r, HAP_EPARSE, "version", "is \"%s\", expected \"MAJOR.MINOR\" such as \"1.0\"",
-                q(s, b));
-  if (major > HAP_PLAN_VERSION_MAJOR)
-    return fail(r, HAP_EVERSION, "version",
-                "the file was written by a newer hap (format version %d.%d); this build reads %d.x",
-                major, minor, HAP_PLAN_VERSION_MAJOR);
-  if (major < HAP_PLAN_VERSION_MAJOR)
-    return fail(r, HAP_EPARSE, "version", "format version %d.%d does not exist, expected %d.x",
-                major, minor, HAP_PLAN_VERSION_MAJOR);
-  r->strict = minor <= HAP_PLAN_VERSION_MINOR;
+  HAP_TRY(hap_json_read_header(r->label, r->err, root, HAP_PLAN_FORMAT, HAP_PLAN_VERSION_MAJOR,
+                               HAP_PLAN_VERSION_MINOR, &r->strict));
   static const char *const keys[] = {"format",   "version", "strategy",  "graph", "cluster",
                                      "segments", "steps",   "predicted", NULL};
   return check_keys(r, root, "", keys,
