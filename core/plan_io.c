@@ -605,7 +605,7 @@ static hap_status read_step(reader *r, const json_t *v, size_t k) {
   HAP_TRY(want_str(r, m, at_key(p, path, "kind"), "a step kind", &str));
   if (hap_step_kind_parse(str, &s.kind) != HAP_OK)
     return fail(r, HAP_EPARSE, p, "unknown kind '%s', expected source, compute or comm", q(str, b));
-  int64_t segment;
+  int64_t segment = 0;
   char want[64];
   snprintf(want, sizeof want, "a segment 0..%d", r->p->n_segments - 1);
   HAP_TRY(member(r, v, path, "segment", true, want, &m));
