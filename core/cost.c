@@ -368,3 +368,25 @@ double hap_compute_time(const hap_cluster *c, int32_t dev, hap_op op, const hap_
       hap_op_gemm_dims(op, io, &m, &n, &k) ? hap_gemm_rate(d, dtype, m, n, k) : base_rate(d, dtype);
   return d->launch_s + fmax(flops / rate, bytes / d->memory_bw_Bps);
 }
+
+static bool same_compute_spec(const hap_device *a, const hap_device *b) {
+  for (int t = 0; t < HAP_DTYPE_COUNT; t++)
+    if (a->sustained_flops[t] != b->sustained_flops[t] || a->peak_flops[t] != b->peak_flops[t])
+      return false;
+  return strcmp(a->model, b->model) == 0 && a->memory_bw_Bps == b->memory_bw_Bps &&
+         a->launch_s == b->launch_s && a->n_gemm == 0 && b->n_gemm == 0 && a->n_kernels == 0 &&
+         b->n_kernels == 0;
+}
+
+int32_t hap_device_classes(const hap_cluster *c, int32_t *class_of) {
+  int32_t n_classes = 0;
+  for (int32_t i = 0; i < c->n_devices; i++) {
+    class_of[i] = -1;
+    for (int32_t j = 0; j < i && class_of[i] < 0; j++)
+      if (same_compute_spec(&c->devices[i], &c->devices[j]))
+        class_of[i] = class_of[j];
+    if (class_of[i] < 0)
+      class_of[i] = n_classes++;
+  }
+  return n_classes;
+}

@@ -76,6 +76,11 @@ double hap_p2p_time(const hap_cluster *c, int32_t src, int32_t dst, double bytes
 double hap_compute_time(const hap_cluster *c, int32_t dev, hap_op op, const hap_op_io *io,
                         bool backward);
 
+/* Group devices that hap_compute_time prices alike (same model, FLOP/s, memory bandwidth and
+ * launch overhead, no measured sweep or kernel table): class_of[n_devices] gets 0, 1, ... in order
+ * of first appearance; returns the number of classes. */
+int32_t hap_device_classes(const hap_cluster *c, int32_t *class_of);
+
 /* The sustained GEMM rate of `dev` for an m x k by k x n product in `dtype`, FLOP/s:
  * interpolated from its sweep when it has one for the dtype, else its sustained FLOP/s. */
 double hap_gemm_rate(const hap_device *d, hap_dtype dtype, double m, double n, double k);

@@ -13,6 +13,7 @@
 #include "hap_config.h"
 #include "json_write.h"
 #include "plan_io.h"
+#include "plan_sim.h"
 #include "synth.h"
 #include "zoo.h"
 
@@ -42,6 +43,8 @@ static void usage(FILE *f) {
           "                        proportional to device speed)\n"
           "  -o, --output FILE     write the plan (hap-plan JSON; '-' = stdout)\n"
           "      --compare         also build dp-ev and dp-cp and print the speedups\n"
+          "      --no-rescore      choose among candidate programs by the synthesizer's own\n"
+          "                        estimate instead of simulating them (hap-sim's model)\n"
           "  -e, --explain         print every step: layouts, cost and why\n"
           "  -f, --format FMT      summary as table (default) or json\n"
           "  -r, --max-rounds N    search/LP alternations (default 8)\n"
@@ -59,7 +62,7 @@ typedef struct opts {
   const char *model, *cluster, *output;
   hap_strategy strategy;
   hap_format format;
-  bool explain, compare, quiet;
+  bool explain, compare, quiet, no_rescore;
   int max_rounds;
   double memory_limit;
 } opts;
@@ -223,7 +226,8 @@ static int run(const opts *o) {
   hap_synth_options so = {.strategy = o->strategy,
                           .max_rounds = o->max_rounds,
                           .memory_limit_bytes = o->memory_limit,
-                          .interrupt = &interrupted};
+                          .interrupt = &interrupted,
+                          .rescore = o->no_rescore ? NULL : hap_plan_sim_rescore};
   bool tty = hap_cli_progress_enabled(stderr, o->quiet);
   if (tty)
     so.progress = progress;
@@ -275,11 +279,12 @@ out:
 }
 
 int main(int argc, char **argv) {
-  enum { OPT_COMPARE = 256 };
+  enum { OPT_COMPARE = 256, OPT_NO_RESCORE };
   static const struct option long_opts[] = {{"cluster", required_argument, NULL, 'c'},
                                             {"strategy", required_argument, NULL, 's'},
                                             {"output", required_argument, NULL, 'o'},
                                             {"compare", no_argument, NULL, OPT_COMPARE},
+                                            {"no-rescore", no_argument, NULL, OPT_NO_RESCORE},
                                             {"explain", no_argument, NULL, 'e'},
                                             {"format", required_argument, NULL, 'f'},
                                             {"max-rounds", required_argument, NULL, 'r'},
@@ -301,6 +306,7 @@ int main(int argc, char **argv) {
       break;
     case 'o': o.output = optarg; break;
     case OPT_COMPARE: o.compare = true; break;
+    case OPT_NO_RESCORE: o.no_rescore = true; break;
     case 'e': o.explain = true; break;
     case 'f':
       if (hap_format_parse(optarg, &o.format) != HAP_OK || o.format == HAP_FORMAT_CSV) {

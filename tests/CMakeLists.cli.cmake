@@ -17,3 +17,10 @@ if(TARGET hap-profile)
                    $<TARGET_FILE:hap-profile> $<TARGET_FILE:write_sample_profile>)
   set_tests_properties(cli_bad_clusters cli_hap_profile PROPERTIES LABELS cli TIMEOUT 300)
 endif()
+
+if(TARGET hap-sim AND TARGET hap-synth)
+  add_test(NAME cli_hap_sim
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_hap_sim.sh $<TARGET_FILE:hap-sim>
+                   $<TARGET_FILE:hap-synth>)
+  set_tests_properties(cli_hap_sim PROPERTIES LABELS cli TIMEOUT 300)
+endif()

@@ -1,0 +1,356 @@
+/* plan_sim.c — price a lowered plan, fold identical devices, run the engine, collect results
+ * (plan_sim.h). */
+#include "plan_sim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static hap_status oom(hap_err *err) {
+  return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory");
+}
+
+void hap_plan_sim_destroy(hap_plan_sim *ps) {
+  if (ps == NULL)
+    return;
+  free(ps->group);
+  free(ps->group_rep);
+  free(ps->dur_s);
+  free(ps->start_s);
+  free(ps->end_s);
+  free(ps->devices);
+  free(ps->critical);
+  free(ps);
+}
+
+double hap_plan_sim_duration(const hap_plan_sim *ps, int32_t t, int32_t d) {
+  return ps->dur_s[(size_t)ps->group[d] * (size_t)ps->n_tasks + (size_t)t];
+}
+
+/* A memory-bound kernel touching `bytes` on device d, s. */
+static double memory_time(const hap_cluster *c, int32_t d, double bytes) {
+  const hap_device *dev = &c->devices[d];
+  if (bytes <= 0)
+    return 0;
+  return dev->launch_s + (dev->memory_bw_Bps > 0 ? bytes / dev->memory_bw_Bps : 0);
+}
+
+typedef struct price_memo {
+  int32_t cls;
+  double key; /* local length or bytes */
+  double s;
+} price_memo;
+
+/* Durations of every task on every device: dur[t * n + d], s. Devices of one class with the same
+ * local length (compute) or bytes (local, update) are priced once per task. */
+static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cls, double *dur,
+                        hap_err *err) {
+  int32_t n = lw->n_devices;
+  hap_status st = HAP_OK;
+  int32_t *ranks = malloc((size_t)n * sizeof *ranks);
+  double *per_rank = malloc((size_t)n * sizeof *per_rank);
+  hap_task_work *w = malloc(sizeof *w);
+  enum { MEMO = 32 };
+  price_memo memo[MEMO];
+  hap_group world;
+  if (!ranks || !per_rank || !w) {
+    st = oom(err);
+    goto out;
+  }
+  for (int32_t i = 0; i < n; i++)
+    ranks[i] = i;
+  if ((st = hap_group_init(c, ranks, n, &world, err)) != HAP_OK)
+    goto out;
+  for (int32_t t = 0; t < lw->n_tasks && st == HAP_OK; t++) {
+    const hap_task *k = &lw->tasks[t];
+    double *row = dur + (size_t)t * (size_t)n;
+    if (k->kind == HAP_TASK_COLLECTIVE) {
+      if ((st = hap_lowered_coll_bytes(lw, t, per_rank, err)) != HAP_OK)
+        break;
+      double s =
+          n > 1 ? hap_coll_time(&world, k->coll, k->impl, hap_coll_bytes_of(per_rank, n)) : 0;
+      if (!isfinite(s) || s < 0) {
+        st = hap_err_set(err, HAP_EINVAL, "task '%s': the cluster prices it at %g s", k->name, s);
+        break;
+      }
+      for (int32_t d = 0; d < n; d++)
+        row[d] = s;
+      continue;
+    }
+    /* the key that decides the time on a device of a class: compute -> local length */
+    const int64_t *len = NULL;
+    if (k->kind == HAP_TASK_COMPUTE) {
+      const hap_step *s = &lw->plan->steps[k->step];
+      hap_op_io full;
+      hap_graph_node_io(lw->graph, k->node, &full);
+      int64_t extent = hap_variant_extent(&full, &s->variant);
+      if (extent > 0 &&
+          (len = hap_lowered_lengths(lw, extent, s->variant.granule, s->segment)) == NULL) {
+        st = oom(err);
+        break;
+      }
+    }
+    int n_memo = 0;
+    for (int32_t d = 0; d < n && st == HAP_OK; d++) {
+      double key = len ? (double)len[d] : -1;
+      double s = -1;
+      if (k->kind != HAP_TASK_COMPUTE) {
+        if ((st = hap_lowered_work(lw, t, d, w, err)) != HAP_OK)
+          break;
+        key = w->bytes;
+      }
+      for (int m = 0; m < n_memo && s < 0; m++)
+        if (memo[m].cls == cls[d] && memo[m].key == key)
+          s = memo[m].s;
+      if (s < 0) {
+        if (k->kind == HAP_TASK_COMPUTE) {
+          if ((st = hap_lowered_work(lw, t, d, w, err)) != HAP_OK)
+            break;
+          s = w->len == 0 ? 0 : hap_compute_time(c, d, w->op, &w->io, w->backward);
+        } else {
+          s = memory_time(c, d, w->bytes);
+        }
+        if (!isfinite(s) || s < 0) {
+          st = hap_err_set(err, HAP_EINVAL, "task '%s' on device '%s': priced at %g s", k->name,
+                           c->devices[d].name, s);
+          break;
+        }
+        if (n_memo < MEMO)
+          memo[n_memo++] = (price_memo){cls[d], key, s};
+      }
+      row[d] = s;
+    }
+  }
+out:
+  free(ranks);
+  free(per_rank);
+  free(w);
+  return st;
+}
+
+/* Fold devices with identical duration columns into groups (exact: see plan_sim.h). */
+static hap_status fold(hap_plan_sim *ps, const double *dur, bool no_fold, hap_err *err) {
+  int32_t n = ps->n_devices, nt = ps->n_tasks;
+  uint64_t *hash = malloc((size_t)n * sizeof *hash);
+  ps->group = malloc((size_t)n * sizeof *ps->group);
+  ps->group_rep = malloc((size_t)n * sizeof *ps->group_rep);
+  if (!hash || !ps->group || !ps->group_rep) {
+    free(hash);
+    return oom(err);
+  }
+  for (int32_t d = 0; d < n; d++)
+    hash[d] = 1469598103934665603ull;
+  for (int32_t t = 0; t < nt; t++)
+    for (int32_t d = 0; d < n; d++) {
+      uint64_t bits;
+      double v = dur[(size_t)t * (size_t)n + (size_t)d];
+      memcpy(&bits, &v, sizeof bits);
+      hash[d] = (hash[d] ^ bits) * 1099511628211ull;
+    }
+  ps->n_groups = 0;
+  for (int32_t d = 0; d < n; d++) {
+    ps->group[d] = -1;
+    for (int32_t g = 0; g < ps->n_groups && !no_fold && ps->group[d] < 0; g++) {
+      int32_t r = ps->group_rep[g];
+      if (hash[r] != hash[d])
+        continue;
+      bool same = true;
+      for (int32_t t = 0; t < nt && same; t++)
+        same = dur[(size_t)t * (size_t)n + (size_t)r] == dur[(size_t)t * (size_t)n + (size_t)d];
+      if (same)
+        ps->group[d] = g;
+    }
+    if (ps->group[d] < 0) {
+      ps->group_rep[ps->n_groups] = d;
+      ps->group[d] = ps->n_groups++;
+    }
+  }
+  free(hash);
+  return HAP_OK;
+}
+
+/* Build the engine over the groups and run it. */
+static hap_status simulate(hap_plan_sim *ps, const double *dur, hap_sim *sim, hap_err *err) {
+  const hap_lowered *lw = ps->lw;
+  int32_t G = ps->n_groups, n = ps->n_devices;
+  int32_t cap = 16;
+  int32_t *deps = malloc((size_t)cap * sizeof *deps);
+  if (deps == NULL)
+    return oom(err);
+  hap_status st = HAP_OK;
+  for (int32_t t = 0; t < lw->n_tasks && st == HAP_OK; t++) {
+    const hap_task *k = &lw->tasks[t];
+    int32_t coll = -1;
+    if (k->kind == HAP_TASK_COLLECTIVE && (st = hap_sim_new_collective(sim, &coll, err)) != HAP_OK)
+      break;
+    if (k->n_deps > cap) {
+      cap = k->n_deps;
+      int32_t *p = realloc(deps, (size_t)cap * sizeof *p);
+      if (p == NULL) {
+        st = oom(err);
+        break;
+      }
+      deps = p;
+    }
+    for (int32_t g = 0; g < G && st == HAP_OK; g++) {
+      for (int32_t i = 0; i < k->n_deps; i++)
+        deps[i] = lw->deps[k->dep0 + i] * G + g; /* engine id = task * G + group */
+      hap_sim_task e = {.name = k->name,
+                        .device = g,
+                        .stream = k->kind == HAP_TASK_COLLECTIVE ? HAP_SIM_COMM : HAP_SIM_COMPUTE,
+                        .kind = k->kind == HAP_TASK_COLLECTIVE ? HAP_SIM_COLLECTIVE : HAP_SIM_FIXED,
+                        .duration_s = dur[(size_t)t * (size_t)n + (size_t)ps->group_rep[g]],
+                        .deps = deps,
+                        .n_deps = k->n_deps,
+                        .collective = coll};
+      st = hap_sim_add_task(sim, &e, NULL, err);
+    }
+  }
+  free(deps);
+  if (st == HAP_OK)
+    st = hap_sim_run(sim, NULL, err);
+  return st;
+}
+
+static hap_status collect(hap_plan_sim *ps, const double *dur, hap_sim *sim, hap_err *err) {
+  int32_t G = ps->n_groups, nt = ps->n_tasks, n = ps->n_devices;
+  if (G < 1)
+    return hap_err_set(err, HAP_EINVAL, "simulator: no devices");
+  size_t cells = (size_t)G * (size_t)nt;
+  if (cells == 0)
+    cells = 1;
+  ps->dur_s = malloc(cells * sizeof *ps->dur_s);
+  ps->start_s = malloc(cells * sizeof *ps->start_s);
+  ps->end_s = malloc(cells * sizeof *ps->end_s);
+  ps->devices = calloc((size_t)n, sizeof *ps->devices);
+  const hap_sim_results *r = hap_sim_results_get(sim);
+  if (!ps->dur_s || !ps->start_s || !ps->end_s || !ps->devices || r == NULL)
+    return oom(err);
+  ps->critical = malloc((size_t)(r->n_critical ? r->n_critical : 1) * sizeof *ps->critical);
+  if (ps->critical == NULL)
+    return oom(err);
+  ps->iteration_s = r->makespan_s;
+  ps->n_events = r->n_events;
+  ps->n_engine_tasks = r->n_tasks;
+  for (int32_t t = 0; t < nt; t++)
+    for (int32_t g = 0; g < G; g++) {
+      hap_sim_record rec;
+      HAP_TRY(hap_sim_task_record(sim, t * G + g, &rec, err));
+      size_t i = (size_t)g * (size_t)nt + (size_t)t;
+      ps->dur_s[i] = dur[(size_t)t * (size_t)n + (size_t)ps->group_rep[g]];
+      ps->start_s[i] = rec.start_s;
+      ps->end_s[i] = rec.end_s;
+    }
+  for (int32_t d = 0; d < n; d++) {
+    const hap_sim_device_stats *s = &r->devices[ps->group[d]];
+    hap_plan_sim_device *o = &ps->devices[d];
+    o->compute_s = s->busy_s[HAP_SIM_COMPUTE];
+    o->comm_s = s->busy_s[HAP_SIM_COMM];
+    o->overlap_s = s->overlap_s;
+    o->exposed_comm_s = s->exposed_comm_s;
+    o->idle_s = s->idle_s;
+    o->memory_bytes = ps->lw->plan->device_memory_bytes[d];
+  }
+  ps->n_critical = r->n_critical;
+  for (int32_t i = 0; i < r->n_critical; i++)
+    ps->critical[i] = (hap_plan_sim_crit){
+        r->critical[i].task / G, ps->group_rep[r->critical[i].task % G], r->critical[i].via};
+  return HAP_OK;
+}
+
+hap_status hap_plan_sim_run(hap_lowered *lw, const hap_cluster *c, const hap_plan_sim_options *o,
+                            hap_plan_sim **out, hap_err *err) {
+  *out = NULL;
+  if (c->n_devices != lw->n_devices)
+    return hap_err_set(err, HAP_EINVAL, "simulator: the plan has %d devices, the cluster %d",
+                       lw->n_devices, c->n_devices);
+  hap_plan_sim *ps = calloc(1, sizeof *ps);
+  size_t cells = (size_t)lw->n_tasks * (size_t)lw->n_devices;
+  double *dur = malloc((cells ? cells : 1) * sizeof *dur);
+  int32_t *cls = malloc((size_t)lw->n_devices * sizeof *cls);
+  hap_sim *sim = NULL;
+  hap_status st = HAP_OK;
+  if (!ps || !dur || !cls) {
+    st = oom(err);
+    goto out;
+  }
+  ps->lw = lw;
+  ps->cluster = c;
+  ps->n_devices = lw->n_devices;
+  ps->n_tasks = lw->n_tasks;
+  hap_device_classes(c, cls);
+  if ((st = price(lw, c, cls, dur, err)) != HAP_OK ||
+      (st = fold(ps, dur, o != NULL && o->no_fold, err)) != HAP_OK ||
+      (st = hap_sim_create(ps->n_groups, &sim, err)) != HAP_OK ||
+      (st = simulate(ps, dur, sim, err)) != HAP_OK)
+    goto out;
+  st = collect(ps, dur, sim, err);
+out:
+  hap_sim_destroy(sim);
+  free(dur);
+  free(cls);
+  if (st != HAP_OK) {
+    hap_plan_sim_destroy(ps);
+    return st;
+  }
+  *out = ps;
+  return HAP_OK;
+}
+
+static int64_t ns_of(double s) { return (int64_t)llround(s * 1e9); }
+
+hap_status hap_plan_sim_trace(hap_plan_sim *ps, hap_trace *tr, int32_t max_devices, hap_err *err) {
+  int32_t n = ps->n_devices;
+  if (max_devices > 0 && max_devices < n)
+    n = max_devices;
+  hap_task_work *w = malloc(sizeof *w);
+  if (w == NULL)
+    return oom(err);
+  hap_status st = HAP_OK;
+  for (int32_t d = 0; d < n && st == HAP_OK; d++) {
+    st = hap_trace_rank(tr, HAP_TRACE_SIM, d, ps->cluster->devices[d].name);
+    int pid = hap_trace_pid(HAP_TRACE_SIM, d);
+    size_t g0 = (size_t)ps->group[d] * (size_t)ps->n_tasks;
+    for (int32_t t = 0; t < ps->n_tasks && st == HAP_OK; t++) {
+      const hap_task *k = &ps->lw->tasks[t];
+      if ((st = hap_lowered_work(ps->lw, t, d, w, err)) != HAP_OK)
+        break;
+      bool coll = k->kind == HAP_TASK_COLLECTIVE;
+      hap_trace_event e = HAP_TRACE_EVENT_INIT;
+      e.name = k->name;
+      e.task = k->name;
+      e.cat = coll ? "collective" : hap_task_kind_name(k->kind);
+      e.pid = pid;
+      e.tid = coll ? HAP_TRACE_LANE_COLLECTIVE : HAP_TRACE_LANE_COMPUTE;
+      e.ts_ns = ns_of(ps->start_s[g0 + (size_t)t]);
+      e.dur_ns = ns_of(ps->end_s[g0 + (size_t)t]) - e.ts_ns;
+      e.flops = w->flops;
+      e.bytes = w->bytes;
+      st = hap_trace_complete(tr, &e);
+    }
+  }
+  free(w);
+  if (st == HAP_OK && n < ps->n_devices) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%d", ps->n_devices - n);
+    st = hap_trace_meta(tr, "devices_left_out", buf);
+  }
+  if (st != HAP_OK && err->status == HAP_OK)
+    return hap_err_set(err, st, "writing the trace failed");
+  return st;
+}
+
+double hap_plan_sim_rescore(void *ctx, const hap_plan *p, const hap_graph *g,
+                            const hap_cluster *c) {
+  (void)ctx;
+  hap_err err = {0};
+  hap_lowered *lw = NULL;
+  hap_plan_sim *ps = NULL;
+  double s = HUGE_VAL;
+  if (hap_lower(p, g, &lw, &err) == HAP_OK && hap_plan_sim_run(lw, c, NULL, &ps, &err) == HAP_OK)
+    s = ps->iteration_s;
+  hap_plan_sim_destroy(ps);
+  hap_lowered_destroy(lw);
+  return s;
+}

@@ -1,0 +1,242 @@
+/* Simulating plans (simulate/plan_sim.h): hand-computed iterations (one device: the sum of its
+ * tasks; two devices 2:1 with free links: the slow device's chain, every duration FLOPs / rate),
+ * communication overlapping computation, folding identical devices is exact, traces are valid
+ * and nest with the same task names across strategies, and the synthesizer's re-scoring hook. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "cluster_io.h"
+#include "plan_sim.h"
+#include "synth.h"
+#include "zoo.h"
+
+static hap_graph *model(const char *spec) {
+  hap_graph *g = NULL;
+  hap_err err = {0};
+  cr_assert_eq(hap_zoo_build(spec, &g, &err), HAP_OK, "%s", err.msg);
+  return g;
+}
+
+static hap_cluster *bundled(const char *spec) {
+  hap_cluster *c = NULL;
+  hap_err err = {0};
+  cr_assert_eq(hap_cluster_load(spec, &c, &err), HAP_OK, "%s", err.msg);
+  return c;
+}
+
+/* n devices with FLOP/s speed[i] * 1e12, no launch overhead, memory bandwidth unbounded, and
+ * links of the given bandwidth (bytes/s) and zero latency. */
+static hap_cluster *devices(int n, const double *speed, double link_Bps) {
+  hap_cluster *c = hap_cluster_create("hand");
+  hap_link link = {0, link_Bps};
+  cr_assert_eq(hap_cluster_add_host(c, "h", link, link, NULL, NULL), HAP_OK);
+  for (int i = 0; i < n; i++) {
+    hap_device d = {0};
+    d.model = speed[i] == speed[0] ? "fast" : "slow";
+    d.sustained_flops[HAP_F32] = d.peak_flops[HAP_F32] = speed[i] * 1e12;
+    d.memory_bytes = 1e12;
+    d.memory_bw_Bps = 1e30;
+    char name[8];
+    snprintf(name, sizeof name, "h:%d", i);
+    cr_assert_eq(hap_cluster_add_device(c, name, &d, NULL, NULL), HAP_OK);
+  }
+  cr_assert_eq(hap_cluster_validate(c, NULL), HAP_OK);
+  return c;
+}
+
+static hap_plan *synth(const hap_graph *g, const hap_cluster *c, hap_strategy s, bool rescore) {
+  hap_synth_options o = {.strategy = s, .rescore = rescore ? hap_plan_sim_rescore : NULL};
+  hap_plan *p = NULL;
+  hap_err err = {0};
+  cr_assert_eq(hap_synthesize(g, c, &o, &p, NULL, &err), HAP_OK, "%s", err.msg);
+  return p;
+}
+
+typedef struct simulated {
+  hap_plan *plan;
+  hap_lowered *lw;
+  hap_plan_sim *ps;
+} simulated;
+
+static simulated simulate(const hap_graph *g, const hap_cluster *c, hap_strategy s, bool fold) {
+  simulated r = {synth(g, c, s, false), NULL, NULL};
+  hap_err err = {0};
+  cr_assert_eq(hap_lower(r.plan, g, &r.lw, &err), HAP_OK, "%s", err.msg);
+  hap_plan_sim_options o = {.no_fold = !fold};
+  cr_assert_eq(hap_plan_sim_run(r.lw, c, &o, &r.ps, &err), HAP_OK, "%s", err.msg);
+  return r;
+}
+
+static void release(simulated *r) {
+  hap_plan_sim_destroy(r->ps);
+  hap_lowered_destroy(r->lw);
+  hap_plan_destroy(r->plan);
+}
+
+static double compute_stream_sum(const hap_plan_sim *ps, int32_t d) {
+  double sum = 0;
+  for (int32_t t = 0; t < ps->n_tasks; t++)
+    if (ps->lw->tasks[t].kind != HAP_TASK_COLLECTIVE)
+      sum += hap_plan_sim_duration(ps, t, d);
+  return sum;
+}
+
+Test(plan_sim, one_device_iteration_is_the_sum_of_its_tasks) {
+  hap_graph *g = model("mlp:layers=2,batch=24,seq=8,hidden=32");
+  double speed[1] = {1};
+  hap_cluster *c = devices(1, speed, 1e9);
+  simulated r = simulate(g, c, HAP_STRATEGY_HAP, true);
+  cr_assert_float_eq(r.ps->iteration_s, compute_stream_sum(r.ps, 0), 1e-15);
+  cr_assert_float_eq(r.ps->devices[0].idle_s, 0, 1e-15);
+  /* layers.0.linear.fwd: 2MNK + MN FLOPs at 1e12 FLOP/s, M = 24 * 8 */
+  int32_t t = 0;
+  cr_assert_str_eq(r.lw->tasks[t].name, "layers.0.linear.fwd");
+  cr_assert_float_eq(hap_plan_sim_duration(r.ps, t, 0), (2.0 * 192 * 32 * 32 + 192 * 32) / 1e12,
+                     1e-18);
+  release(&r);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}
+
+/* Even split on devices 2:1 with free communication: the slow device never waits, so the
+ * iteration is its chain, and every one of its compute tasks takes twice the fast one's. */
+Test(plan_sim, two_devices_even_split_slow_device_bounds) {
+  hap_graph *g = model("mlp:layers=2,batch=24,seq=8,hidden=32");
+  double speed[2] = {2, 1};
+  hap_cluster *c = devices(2, speed, 1e30);
+  simulated r = simulate(g, c, HAP_STRATEGY_DP_EV, false);
+  cr_assert_float_eq(r.ps->iteration_s, compute_stream_sum(r.ps, 1), 1e-12);
+  for (int32_t t = 0; t < r.ps->n_tasks; t++)
+    if (r.lw->tasks[t].kind == HAP_TASK_COMPUTE)
+      cr_assert_float_eq(hap_plan_sim_duration(r.ps, t, 1), 2 * hap_plan_sim_duration(r.ps, t, 0),
+                         1e-18, "%s", r.lw->tasks[t].name);
+  /* the fast device idles for the difference */
+  cr_assert_float_eq(r.ps->devices[0].compute_s, compute_stream_sum(r.ps, 0), 1e-15);
+  cr_assert_float_eq(r.ps->devices[0].idle_s,
+                     r.ps->iteration_s - r.ps->devices[0].compute_s - r.ps->devices[0].comm_s +
+                         r.ps->devices[0].overlap_s,
+                     1e-12);
+  release(&r);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}
+
+/* With slow links the gradient all-reduces overlap the remaining backward pass: the iteration is
+ * shorter than computing and communicating one after the other, and no shorter than either. */
+Test(plan_sim, communication_overlaps_computation) {
+  hap_graph *g = model("mlp:layers=4,batch=64,seq=8,hidden=256");
+  double speed[2] = {1, 1};
+  hap_cluster *c = devices(2, speed, 2e9);
+  simulated r = simulate(g, c, HAP_STRATEGY_DP_EV, true);
+  const hap_plan_sim_device *d = &r.ps->devices[0];
+  cr_assert_gt(d->overlap_s, 0);
+  cr_assert_lt(r.ps->iteration_s, d->compute_s + d->comm_s - 1e-12);
+  cr_assert_geq(r.ps->iteration_s, fmax(d->compute_s, d->comm_s) - 1e-15);
+  cr_assert_float_eq(r.ps->iteration_s, d->compute_s + d->exposed_comm_s + d->idle_s, 1e-12);
+  release(&r);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}
+
+Test(plan_sim, folding_identical_devices_is_exact) {
+  hap_graph *g = model("bert-base:layers=2,batch=32,seq=16,width=64,heads=4,vocab=128");
+  hap_cluster *c = bundled("paper-hetero:gpus_per_host=2");
+  for (int s = 0; s < HAP_STRATEGY_COUNT; s++) {
+    simulated a = simulate(g, c, (hap_strategy)s, true);
+    simulated b = simulate(g, c, (hap_strategy)s, false);
+    cr_assert_lt(a.ps->n_groups, b.ps->n_groups);
+    cr_assert_eq(b.ps->n_groups, c->n_devices);
+    cr_assert_float_eq(a.ps->iteration_s, b.ps->iteration_s, 1e-15);
+    for (int32_t d = 0; d < c->n_devices; d++) {
+      cr_assert_float_eq(a.ps->devices[d].compute_s, b.ps->devices[d].compute_s, 1e-15);
+      cr_assert_float_eq(a.ps->devices[d].idle_s, b.ps->devices[d].idle_s, 1e-12);
+      cr_assert_float_eq(a.ps->devices[d].exposed_comm_s, b.ps->devices[d].exposed_comm_s, 1e-12);
+    }
+    release(&a);
+    release(&b);
+  }
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}
+
+static void write_trace(hap_plan_sim *ps, const char *path) {
+  hap_trace *t = NULL;
+  hap_err err = {0};
+  cr_assert_eq(hap_trace_open(path, "test", &t, &err), HAP_OK, "%s", err.msg);
+  cr_assert_eq(hap_plan_sim_trace(ps, t, 0, &err), HAP_OK, "%s", err.msg);
+  cr_assert_eq(hap_trace_close(t, &err), HAP_OK, "%s", err.msg);
+  hap_trace_check_report rep;
+  cr_assert_eq(hap_trace_check(path, &rep, &err), HAP_OK, "%s", err.msg);
+  cr_assert_eq(rep.complete, (int64_t)ps->n_tasks * ps->n_devices);
+}
+
+/* Every task name of one strategy's trace is a name the other's lowering uses too when it is a
+ * node's forward or backward computation. */
+Test(plan_sim, traces_nest_and_twins_share_names) {
+  hap_graph *g = model("vgg19:batch=8,classes=10");
+  hap_cluster *c = bundled("paper-hetero:gpus_per_host=1");
+  simulated h = simulate(g, c, HAP_STRATEGY_HAP, true);
+  simulated d = simulate(g, c, HAP_STRATEGY_DP_EV, true);
+  char a[64], b[64];
+  snprintf(a, sizeof a, "/tmp/hap-test-trace-%d-hap.json", (int)getpid());
+  snprintf(b, sizeof b, "/tmp/hap-test-trace-%d-dp.json", (int)getpid());
+  write_trace(h.ps, a);
+  write_trace(d.ps, b);
+  int shared = 0;
+  for (int32_t t = 0; t < h.lw->n_tasks; t++) {
+    if (h.lw->tasks[t].kind != HAP_TASK_COMPUTE)
+      continue;
+    bool found = false;
+    for (int32_t u = 0; u < d.lw->n_tasks && !found; u++)
+      found = strcmp(h.lw->tasks[t].name, d.lw->tasks[u].name) == 0;
+    cr_assert(found, "%s has no twin under dp-ev", h.lw->tasks[t].name);
+    shared++;
+  }
+  cr_assert_geq(shared, 2 * g->n_nodes - 2);
+  unlink(a);
+  unlink(b);
+  release(&h);
+  release(&d);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}
+
+/* Re-scoring picks, among the synthesizer's candidates, the one the simulator finds fastest. */
+Test(plan_sim, rescoring_never_loses_under_the_simulator) {
+  hap_graph *g = model("bert-base:layers=2,batch=32,seq=16,width=64,heads=4,vocab=128");
+  hap_cluster *c = bundled("paper-hetero:gpus_per_host=2");
+  hap_plan *plain = synth(g, c, HAP_STRATEGY_HAP, false);
+  hap_plan *rescored = synth(g, c, HAP_STRATEGY_HAP, true);
+  double a = hap_plan_sim_rescore(NULL, plain, g, c);
+  double b = hap_plan_sim_rescore(NULL, rescored, g, c);
+  cr_assert(isfinite(a) && isfinite(b));
+  cr_assert_leq(b, a);
+  hap_plan_destroy(plain);
+  hap_plan_destroy(rescored);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}
+
+Test(plan_sim, cluster_of_another_size_refused) {
+  hap_graph *g = model("mlp:layers=2,batch=24,seq=8,hidden=32");
+  double speed[2] = {1, 1};
+  hap_cluster *two = devices(2, speed, 1e9);
+  hap_cluster *one = devices(1, speed, 1e9);
+  hap_plan *p = synth(g, two, HAP_STRATEGY_DP_EV, false);
+  hap_lowered *lw = NULL;
+  hap_plan_sim *ps = NULL;
+  hap_err err = {0};
+  cr_assert_eq(hap_lower(p, g, &lw, &err), HAP_OK, "%s", err.msg);
+  cr_assert_eq(hap_plan_sim_run(lw, one, NULL, &ps, &err), HAP_EINVAL);
+  cr_assert_null(ps);
+  cr_expect(strstr(err.msg, "2 devices") != NULL, "%s", err.msg);
+  hap_lowered_destroy(lw);
+  hap_plan_destroy(p);
+  hap_cluster_destroy(one);
+  hap_cluster_destroy(two);
+  hap_graph_destroy(g);
+}
