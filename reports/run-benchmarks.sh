@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build hap in Release (build-bench/) and run the benchmark programs whose results are recorded in
-# reports/BENCHMARKS.md. Usage: reports/run-benchmarks.sh [graph-load|cost|synth-matrix|synth-overhead|all]
-# (synth-matrix and synth-overhead are reports/bench-synth.sh matrix and overhead)
+# reports/BENCHMARKS.md. Usage:
+#   reports/run-benchmarks.sh [graph-load|cost|synth-matrix|synth-overhead|plan-sim|sim-paper|all]
+# (synth-matrix and synth-overhead are reports/bench-synth.sh matrix and overhead, sim-paper is
+# reports/sim-paper.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -24,4 +26,12 @@ if [ "$what" = synth-matrix ] || [ "$what" = all ]; then
 fi
 if [ "$what" = synth-overhead ] || [ "$what" = all ]; then
   HAP_BENCH_NO_BUILD=1 reports/bench-synth.sh overhead
+fi
+if [ "$what" = plan-sim ] || [ "$what" = all ]; then
+  for cluster in paper-homo:hosts=128,gpus_per_host=8 paper-hetero:hosts=64; do
+    "$build/bin/bench_plan_sim" 'gpt:preset=gpt3-175b,batch=1024' "$cluster" dp-cp 5
+  done
+fi
+if [ "$what" = sim-paper ] || [ "$what" = all ]; then
+  reports/sim-paper.sh "$build"
 fi

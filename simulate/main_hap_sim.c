@@ -233,6 +233,7 @@ typedef struct row {
   double synth_seconds;
   int64_t events;
   int32_t groups;
+  char *details; /* printed after the table (owned; may be NULL) */
 } row;
 
 /* Replace every device whose model contains `match` (ignoring case) by `preset`. */
@@ -296,6 +297,17 @@ static hap_status write_trace(const opts *o, hap_plan_sim *ps, const char *path,
   return hap_trace_close(t, err);
 }
 
+/* "1.234 s", "12.345 ms", "56.7 us". */
+static const char *fmt_time(double s, char *buf, size_t len) {
+  if (s >= 1)
+    snprintf(buf, len, "%.3f s", s);
+  else if (s >= 1e-3)
+    snprintf(buf, len, "%.3f ms", 1e3 * s);
+  else
+    snprintf(buf, len, "%.1f us", 1e6 * s);
+  return buf;
+}
+
 /* --tasks: the lowered task list with dependencies and the simulated times of device 0. */
 static void print_tasks(const hap_plan_sim *ps, const row *r) {
   const hap_lowered *lw = ps->lw;
@@ -313,6 +325,58 @@ static void print_tasks(const hap_plan_sim *ps, const row *r) {
     printf("\n");
   }
   printf("\n");
+}
+
+/* Where the iteration's time goes along the critical path: shares by task kind and pass, the
+ * devices it runs on, and its longest tasks. Printed for a single run in table format. */
+static void print_critical(FILE *f, const hap_plan_sim *ps) {
+  const hap_lowered *lw = ps->lw;
+  double by_kind[HAP_TASK_KIND_COUNT][3] = {{0}}, total = 0;
+  enum { TOP = 5 };
+  int32_t top[TOP];
+  double top_s[TOP];
+  int n_top = 0;
+  for (int32_t i = 0; i < ps->n_critical; i++) {
+    const hap_plan_sim_crit *c = &ps->critical[i];
+    if (c->via == HAP_SIM_EDGE_COLLECTIVE)
+      continue; /* a member that waited: the step before it is the same collective, on the
+                   device that arrived last */
+    const hap_task *k = &lw->tasks[c->task];
+    double d = hap_plan_sim_duration(ps, c->task, c->device);
+    by_kind[k->kind][k->phase] += d;
+    total += d;
+    int pos = n_top < TOP ? n_top++ : TOP;
+    while (pos > 0 && top_s[pos - 1] < d) {
+      if (pos < TOP) {
+        top[pos] = top[pos - 1];
+        top_s[pos] = top_s[pos - 1];
+      }
+      pos--;
+    }
+    if (pos < TOP) {
+      top[pos] = i;
+      top_s[pos] = d;
+    }
+  }
+  if (total <= 0)
+    return;
+  fprintf(f,
+          "\ncritical path (%d tasks), by time on it:\n  compute fwd %.0f%%, compute bwd %.0f%%, "
+          "collectives fwd %.0f%% bwd %.0f%%, local "
+          "%.0f%%, updates %.0f%%\n",
+          ps->n_critical, 100 * by_kind[HAP_TASK_COMPUTE][0] / total,
+          100 * by_kind[HAP_TASK_COMPUTE][1] / total, 100 * by_kind[HAP_TASK_COLLECTIVE][0] / total,
+          100 * by_kind[HAP_TASK_COLLECTIVE][1] / total,
+          100 * (by_kind[HAP_TASK_LOCAL][0] + by_kind[HAP_TASK_LOCAL][1]) / total,
+          100 * by_kind[HAP_TASK_UPDATE][2] / total);
+  fprintf(f, "  longest tasks on it:\n");
+  char a[32];
+  for (int i = 0; i < n_top; i++) {
+    const hap_plan_sim_crit *c = &ps->critical[top[i]];
+    const hap_device *dev = &ps->cluster->devices[c->device];
+    fprintf(f, "    %-48s %10s  on %s (%s)\n", lw->tasks[c->task].name,
+            fmt_time(top_s[i], a, sizeof a), dev->name, dev->model);
+  }
 }
 
 /* Plan (synthesised or read), lower, simulate: fills r; a failure of this strategy is a row,
@@ -356,6 +420,12 @@ static hap_status run_strategy(const opts *o, const hap_graph *g, const hap_clus
     r->exposed_frac = ps->iteration_s > 0 ? exposed / ps->n_devices / ps->iteration_s : 0;
     if (o->tasks)
       print_tasks(ps, r);
+    size_t len = 0;
+    FILE *f = !several && o->format == HAP_FORMAT_TABLE ? open_memstream(&r->details, &len) : NULL;
+    if (f != NULL) {
+      print_critical(f, ps);
+      fclose(f);
+    }
     if (o->trace != NULL) {
       char path[1024];
       trace_path(o, r, several, path, sizeof path);
@@ -386,17 +456,6 @@ static double peer_time(const row *rows, int n, int i, const char *strategy) {
         strcmp(rows[k].strategy, strategy) == 0)
       return rows[k].sim_s;
   return NAN;
-}
-
-/* "1.234 s", "12.345 ms", "56.7 us". */
-static const char *fmt_time(double s, char *buf, size_t len) {
-  if (s >= 1)
-    snprintf(buf, len, "%.3f s", s);
-  else if (s >= 1e-3)
-    snprintf(buf, len, "%.3f ms", 1e3 * s);
-  else
-    snprintf(buf, len, "%.1f us", 1e6 * s);
-  return buf;
 }
 
 static void print_table(const row *rows, int n) {
@@ -604,10 +663,15 @@ static int run(const opts *o) {
       print_csv(rows, n_rows);
     else
       print_table(rows, n_rows);
+    for (int i = 0; i < n_rows && o->format == HAP_FORMAT_TABLE; i++)
+      if (rows[i].details != NULL)
+        fputs(rows[i].details, stdout);
     for (int i = 0; i < n_rows; i++)
       if (!rows[i].ok)
         rc = 1;
   }
+  for (int i = 0; i < n_rows; i++)
+    free(rows[i].details);
   free(rows);
   return rc;
 }
