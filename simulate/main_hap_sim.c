@@ -619,8 +619,7 @@ static int run(const opts *o) {
       if (!spec_set(mspec, sizeof mspec, "batch", batch)) {
         lst = hap_err_set(&err, HAP_EINVAL, "model spec too long: %s", mspec);
       } else if (off < sizeof point) {
-        off += (size_t)snprintf(point + off, sizeof point - off, "%sbatch=%s", point[0] ? " " : "",
-                                batch);
+        snprintf(point + off, sizeof point - off, "%sbatch=%s", point[0] ? " " : "", batch);
       }
     }
     if (lst == HAP_OK)

@@ -71,8 +71,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_plan_sim: unknown strategy '%s'\n", argv[3]);
     return 2;
   }
-  int reps = argc > 4 ? atoi(argv[4]) : 5;
-  if (reps < 1) {
+  char *end = NULL;
+  long reps_l = argc > 4 ? strtol(argv[4], &end, 10) : 5;
+  int reps = (int)reps_l;
+  if (reps_l < 1 || reps_l > 1000 || (end != NULL && *end != '\0')) {
     fprintf(stderr, "bench_plan_sim: REPS must be a positive integer\n");
     return 2;
   }
