@@ -13,8 +13,10 @@
 #             "error: ..." with hap-synth's message; a baseline that does not fit is shown as such.
 #   overhead  vit:layers=L,batch=32*N for L = 4, 8, 16, 24, 48 on N = 8 (paper-hetero:gpus_per_host=1)
 #             and N = 64 (paper-hetero): median of 5 synthesis times (hap-synth's own "seconds"),
-#             states expanded, peak resident memory of the process. Exit 1 if 24 layers on 64
-#             devices takes over 2 s or a run fails.
+#             states expanded (hap-synth's count: the program searches' and their window-bound
+#             searches'), peak resident memory of the process, and the growth in layers (time and
+#             states per layer at 48 layers over those at 4; at most 1 is linear). Exit 1 if 24
+#             layers on 64 devices takes over 2 s or a run fails.
 #
 # Builds Release into build-bench/ (as reports/run-benchmarks.sh does); HAP_BENCH_NO_BUILD=1 reuses
 # an existing build-bench/bin/hap-synth. Every hap-synth run is capped at HAP_BENCH_VMEM_GIB GiB of

@@ -13,8 +13,12 @@
  * for the backward pass once; a Gather's share is r[s][class] of the tensor) within its limit.
  * Devices with identical specs get one variable per segment (the model is
  * symmetric in them, so some optimum gives them equal ratios): rows scale with the number of
- * device classes, not devices. The alternation in synth.c re-prices the program exactly (integer
- * shard lengths) under the new ratios and keeps them only if the program got cheaper. */
+ * device classes, not devices. Steps with the same rows (equal coefficients and bounds: a repeated
+ * layer's steps) share one epigraph variable weighted by their count, and steps whose time does not
+ * depend on the ratios (constant rows only) add a constant, no variable: the optimum is the same,
+ * and the LP grows with the distinct steps, not with the layers (the simplex is superlinear in its
+ * size). The alternation in synth.c re-prices the program exactly (integer shard lengths) under the
+ * new ratios and keeps them only if the program got cheaper. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +27,12 @@
 #include "synth_internal.h"
 
 bool syn_balance(syn_ctx *x, const int8_t *variants, double *ratios, hap_err *err);
+
+/* One epigraph row of a step: t + coef * x[var] >= lo (var -1: t >= lo). */
+typedef struct step_row {
+  int var;
+  double coef, lo;
+} step_row;
 
 typedef struct lp_build {
   syn_ctx *x;
@@ -33,7 +43,13 @@ typedef struct lp_build {
   int *m;         /* [n_segments] min-ratio variable ids, -1 until needed */
   int *ids;
   double *coefs;
+  step_row *rows; /* the current step's rows, [n_classes + 1] */
+  int n_rows;
 } lp_build;
+
+static void add_step_row(lp_build *b, int var, double coef, double lo) {
+  b->rows[b->n_rows++] = (step_row){var, coef, lo};
+}
 
 /* Time of node k under variant v on device d holding `len` of the sharded index, s. */
 static double node_time_at(syn_ctx *x, int32_t k, int v, int32_t d, int64_t len) {
@@ -60,20 +76,16 @@ static hap_status min_var(lp_build *b, int32_t s, hap_err *err) {
 }
 
 /* t >= c0 + c1S * r[s][i] for every i (padded), or t >= c0 + c1S * (1 - m_s) (grouped). */
-static hap_status collective_rows(lp_build *b, int t, int32_t s, bool grouped, double c0,
-                                  double c1S, hap_err *err) {
+static hap_status collective_rows(lp_build *b, int32_t s, bool grouped, double c0, double c1S,
+                                  hap_err *err) {
   int32_t nc = b->x->n_classes;
   if (grouped) {
     HAP_TRY(min_var(b, s, err));
-    int ids[2] = {t, b->m[s]};
-    double c[2] = {1, c1S};
-    return hap_lp_add_row(b->lp, ids, c, 2, c0 + c1S, INFINITY, err);
+    add_step_row(b, b->m[s], c1S, c0 + c1S);
+    return HAP_OK;
   }
-  for (int32_t i = 0; i < nc; i++) {
-    int ids[2] = {t, b->r[(size_t)s * (size_t)nc + (size_t)i]};
-    double c[2] = {1, -c1S};
-    HAP_TRY(hap_lp_add_row(b->lp, ids, c, 2, c0, INFINITY, err));
-  }
+  for (int32_t i = 0; i < nc; i++)
+    add_step_row(b, b->r[(size_t)s * (size_t)nc + (size_t)i], -c1S, c0);
   return HAP_OK;
 }
 
@@ -83,8 +95,7 @@ static double pair_time(const syn_ctx *x, hap_coll_kind fwd, hap_coll_kind bwd, 
   return hap_coll_time(&x->world, fwd, impl, b) + hap_coll_time(&x->world, bwd, impl, b);
 }
 
-static hap_status comm_step(lp_build *b, const hap_step *step, int t, double current,
-                            hap_err *err) {
+static hap_status comm_step(lp_build *b, const hap_step *step, double current, hap_err *err) {
   syn_ctx *x = b->x;
   const hap_tensor *tensor = &x->g->tensors[step->tensor];
   double S = (double)hap_tensor_bytes(tensor);
@@ -97,7 +108,8 @@ static hap_status comm_step(lp_build *b, const hap_step *step, int t, double cur
     fwd = HAP_COLL_REDUCE_SCATTER, bwd = HAP_COLL_ALL_GATHER, g_layout = step->to;
   } else {
     /* all-reduce is a constant; all-to-all and local ops: their current time */
-    return hap_lp_add_row(b->lp, &t, (double[]){1}, 1, current, INFINITY, err);
+    add_step_row(b, -1, 0, current);
+    return HAP_OK;
   }
   (void)g_layout;
   bool grouped = step->impl == HAP_IMPL_GROUPED;
@@ -107,8 +119,8 @@ static hap_status comm_step(lp_build *b, const hap_step *step, int t, double cur
   double c1S = grouped ? c0 - pair_time(x, fwd, bwd, step->impl, full)
                        : pair_time(x, fwd, bwd, step->impl, full) - c0;
   if (grouped) /* grouped: c0 is the time at min = 0; t = c0 - c1S * m */
-    return collective_rows(b, t, step->segment, true, c0 - c1S, c1S, err);
-  return collective_rows(b, t, step->segment, false, c0, c1S, err);
+    return collective_rows(b, step->segment, true, c0 - c1S, c1S, err);
+  return collective_rows(b, step->segment, false, c0, c1S, err);
 }
 
 static bool variant_eq(const hap_variant *a, const hap_variant *b) {
@@ -116,7 +128,7 @@ static bool variant_eq(const hap_variant *a, const hap_variant *b) {
          a->granule == b->granule && a->flags == b->flags && a->once == b->once;
 }
 
-static hap_status compute_step(lp_build *b, const hap_step *step, int t, hap_err *err) {
+static void compute_step(lp_build *b, const hap_step *step) {
   syn_ctx *x = b->x;
   int32_t k = step->node;
   const syn_node *sn = &x->nodes[k];
@@ -125,8 +137,10 @@ static hap_status compute_step(lp_build *b, const hap_step *step, int t, hap_err
     if (variant_eq(&sn->variants[i], &step->variant))
       v = i;
   int64_t extent = v >= 0 ? hap_variant_extent(&sn->io, &sn->variants[v]) : 0;
-  if (v < 0 || extent <= 0)
-    return hap_lp_add_row(b->lp, &t, (double[]){1}, 1, step->predicted_s, INFINITY, err);
+  if (v < 0 || extent <= 0) {
+    add_step_row(b, -1, 0, step->predicted_s);
+    return;
+  }
   int64_t granule = sn->variants[v].granule;
   const int64_t *len = syn_lengths(x, extent, granule, sn->segment);
   int64_t probe = granule * (int64_t)fmax(1, round((double)extent / (double)granule / x->n));
@@ -136,14 +150,14 @@ static hap_status compute_step(lp_build *b, const hap_step *step, int t, hap_err
     int64_t at = len && len[i] > 0 ? len[i] : probe;
     double launch = x->c->devices[i].launch_s;
     double ti = node_time_at(x, k, v, i, at);
-    if (!isfinite(ti))
-      return hap_lp_add_row(b->lp, &t, (double[]){1}, 1, step->predicted_s, INFINITY, err);
+    if (!isfinite(ti)) {
+      b->n_rows = 0;
+      add_step_row(b, -1, 0, step->predicted_s);
+      return;
+    }
     double slope = fmax(0, ti - 2 * launch) * (double)extent / (double)at; /* fwd + bwd launches */
-    int ids[2] = {t, b->r[(size_t)sn->segment * (size_t)nc + (size_t)cl]};
-    double c[2] = {1, -slope};
-    HAP_TRY(hap_lp_add_row(b->lp, ids, c, 2, 2 * launch, INFINITY, err));
+    add_step_row(b, b->r[(size_t)sn->segment * (size_t)nc + (size_t)cl], -slope, 2 * launch);
   }
-  return HAP_OK;
 }
 
 /* Add to coef[s * nc + c] / *constant the bytes one property puts on a device of each class. */
@@ -223,6 +237,96 @@ out:
   return st;
 }
 
+static uint64_t rows_hash(const step_row *r, int n) {
+  uint64_t h = 1469598103934665603ULL ^ (uint64_t)n;
+  for (int i = 0; i < n; i++) {
+    uint64_t v[3] = {(uint64_t)(int64_t)r[i].var, 0, 0};
+    memcpy(&v[1], &r[i].coef, sizeof(double));
+    memcpy(&v[2], &r[i].lo, sizeof(double));
+    for (int j = 0; j < 3; j++) {
+      h = (h ^ v[j]) * 1099511628211ULL;
+      h ^= h >> 29;
+    }
+  }
+  return h;
+}
+
+/* The same rows, in the same order (values never NaN: the LP layer refuses those). Equal rows with
+ * zeros of different signs may hash apart and stay separate, which is harmless. */
+static bool rows_same(const step_row *a, int na, const step_row *b, int nb) {
+  if (na != nb)
+    return false;
+  for (int i = 0; i < na; i++)
+    if (a[i].var != b[i].var || a[i].coef != b[i].coef || a[i].lo != b[i].lo)
+      return false;
+  return true;
+}
+
+/* The epigraph rows of every step: one variable per distinct set of rows that involves a ratio,
+ * with objective weight = the number of steps that have it, in order of first appearance. */
+static hap_status step_rows(lp_build *b, const hap_plan *plan, hap_err *err) {
+  int32_t nc = b->x->n_classes, ns = plan->n_steps;
+  size_t per = (size_t)nc + 1, cap = 16;
+  while (cap < 2 * (size_t)(ns > 0 ? ns : 1))
+    cap *= 2;
+  step_row *all = malloc((size_t)(ns > 0 ? ns : 1) * per * sizeof *all); /* [distinct][per] */
+  int *n_all = malloc((size_t)(ns > 0 ? ns : 1) * sizeof *n_all);
+  double *weight = malloc((size_t)(ns > 0 ? ns : 1) * sizeof *weight);
+  int32_t *table = malloc(cap * sizeof *table); /* open addressing: distinct index or -1 */
+  hap_status st = HAP_OK;
+  if (!all || !n_all || !weight || !table) {
+    st = hap_err_set(err, HAP_ENOMEM, "out of memory building the ratio LP");
+    goto out;
+  }
+  for (size_t i = 0; i < cap; i++)
+    table[i] = -1;
+  int32_t n_distinct = 0;
+  for (int32_t j = 0; j < ns; j++) {
+    const hap_step *step = &plan->steps[j];
+    b->rows = all + (size_t)n_distinct * per;
+    b->n_rows = 0;
+    if (step->kind == HAP_STEP_COMPUTE)
+      compute_step(b, step);
+    else if (step->kind == HAP_STEP_COMM &&
+             (st = comm_step(b, step, step->predicted_s, err)) != HAP_OK)
+      goto out;
+    bool constant = true;
+    for (int i = 0; i < b->n_rows; i++)
+      constant = constant && b->rows[i].var < 0;
+    if (constant)
+      continue; /* sources and ratio-independent steps: a constant in the objective */
+    size_t slot = rows_hash(b->rows, b->n_rows) & (cap - 1);
+    while (table[slot] >= 0 &&
+           !rows_same(all + (size_t)table[slot] * per, n_all[table[slot]], b->rows, b->n_rows))
+      slot = (slot + 1) & (cap - 1);
+    if (table[slot] >= 0) {
+      weight[table[slot]] += 1;
+      continue;
+    }
+    table[slot] = n_distinct;
+    n_all[n_distinct] = b->n_rows;
+    weight[n_distinct++] = 1;
+  }
+  for (int32_t d = 0; d < n_distinct && st == HAP_OK; d++) {
+    int t;
+    if ((st = hap_lp_add_var(b->lp, 0, INFINITY, weight[d], &t, err)) != HAP_OK)
+      break;
+    for (int i = 0; i < n_all[d] && st == HAP_OK; i++) {
+      const step_row *r = &all[(size_t)d * per + (size_t)i];
+      int ids[2] = {t, r->var};
+      double c[2] = {1, r->coef};
+      st = hap_lp_add_row(b->lp, ids, c, r->var < 0 ? 1 : 2, r->lo, INFINITY, err);
+    }
+  }
+out:
+  b->rows = NULL;
+  free(all);
+  free(n_all);
+  free(weight);
+  free(table);
+  return st;
+}
+
 static hap_status build_and_solve(lp_build *b, const hap_plan *plan, double *ratios, hap_err *err) {
   syn_ctx *x = b->x;
   int32_t n = x->n, nc = x->n_classes;
@@ -245,17 +349,7 @@ static hap_status build_and_solve(lp_build *b, const hap_plan *plan, double *rat
     HAP_TRY(hap_lp_add_row(b->lp, b->ids, b->coefs, nc, 1, 1, err));
   }
   HAP_TRY(memory_rows(b, plan, err));
-  for (int32_t j = 0; j < plan->n_steps; j++) {
-    const hap_step *step = &plan->steps[j];
-    int t;
-    HAP_TRY(hap_lp_add_var(b->lp, 0, INFINITY, 1, &t, err));
-    if (step->kind == HAP_STEP_COMPUTE)
-      HAP_TRY(compute_step(b, step, t, err));
-    else if (step->kind == HAP_STEP_COMM)
-      HAP_TRY(comm_step(b, step, t, step->predicted_s, err));
-    else
-      HAP_TRY(hap_lp_add_row(b->lp, &t, (double[]){1}, 1, step->predicted_s, INFINITY, err));
-  }
+  HAP_TRY(step_rows(b, plan, err));
   double *sol = malloc((size_t)hap_lp_n_vars(b->lp) * sizeof *sol);
   if (sol == NULL)
     return hap_err_set(err, HAP_ENOMEM, "out of memory solving the ratio LP");
@@ -281,7 +375,7 @@ static hap_status build_and_solve(lp_build *b, const hap_plan *plan, double *rat
 bool syn_balance(syn_ctx *x, const int8_t *variants, double *ratios, hap_err *err) {
   (void)err; /* a failed LP is not fatal: the alternation simply stops */
   hap_plan *plan = hap_plan_create("balance", "", 0, "", 0, x->n, x->n_segments);
-  lp_build b = {x, hap_lp_create("ratios"), NULL, NULL, NULL, NULL, NULL, NULL};
+  lp_build b = {x, hap_lp_create("ratios"), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0};
   b.r = calloc((size_t)x->n_segments * (size_t)x->n_classes, sizeof *b.r);
   b.rep = calloc((size_t)x->n_classes, sizeof *b.rep);
   b.count = malloc((size_t)x->n_classes * sizeof *b.count);

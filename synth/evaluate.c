@@ -13,6 +13,91 @@ struct syn_len_entry {
   int64_t *len; /* [n] */
 };
 
+/* A cached result: kind COMM (a -> b), SOURCE (a) or MEMORY (a, stored as `storage`: its
+ * per-class bytes at memo_vals + vals), each a function of the properties and the ratios only. */
+enum { MEMO_EMPTY = 0, MEMO_COMM, MEMO_SOURCE, MEMO_MEMORY };
+
+struct syn_memo_entry {
+  syn_prop a, b;
+  int kind;
+  hap_comm_op op;
+  hap_coll_impl impl;
+  hap_storage storage; /* MEMORY: part of the key */
+  hap_storage made;    /* SOURCE: the storage chosen */
+  double t;            /* COMM, SOURCE: s */
+  size_t vals;
+};
+
+static bool prop_same(const syn_prop *a, const syn_prop *b) {
+  return a->tensor == b->tensor && a->layout == b->layout && a->segment == b->segment &&
+         a->granule == b->granule;
+}
+
+static uint64_t memo_hash(int kind, const syn_prop *a, const syn_prop *b, int extra) {
+  int64_t v[10] = {kind,      a->tensor, a->layout,  a->segment, a->granule,
+                   b->tensor, b->layout, b->segment, b->granule, extra};
+  uint64_t h = 1469598103934665603ULL;
+  for (int i = 0; i < 10; i++) {
+    h = (h ^ (uint64_t)v[i]) * 1099511628211ULL;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+/* The entry for (kind, a, b, storage), or NULL when absent. */
+static const syn_memo_entry *memo_get(const syn_ctx *x, int kind, const syn_prop *a,
+                                      const syn_prop *b, hap_storage storage) {
+  if (x->cap_memo == 0)
+    return NULL;
+  size_t mask = x->cap_memo - 1;
+  for (size_t i = memo_hash(kind, a, b, (int)storage) & mask;; i = (i + 1) & mask) {
+    const syn_memo_entry *e = &x->memo[i];
+    if (e->kind == MEMO_EMPTY)
+      return NULL;
+    if (e->kind == kind && e->storage == storage && prop_same(&e->a, a) && prop_same(&e->b, b))
+      return e;
+  }
+}
+
+/* Insert a new entry (absent: memo_get returned NULL); NULL when memory runs out (the caller just
+ * does not cache). */
+static syn_memo_entry *memo_put(syn_ctx *x, int kind, const syn_prop *a, const syn_prop *b,
+                                hap_storage storage) {
+  if ((x->n_memo + 1) * 2 > x->cap_memo) {
+    size_t cap = x->cap_memo ? 2 * x->cap_memo : 1024;
+    syn_memo_entry *t = calloc(cap, sizeof *t);
+    if (t == NULL)
+      return NULL;
+    for (size_t i = 0; i < x->cap_memo; i++) {
+      const syn_memo_entry *e = &x->memo[i];
+      if (e->kind == MEMO_EMPTY)
+        continue;
+      size_t j = memo_hash(e->kind, &e->a, &e->b, (int)e->storage) & (cap - 1);
+      while (t[j].kind != MEMO_EMPTY)
+        j = (j + 1) & (cap - 1);
+      t[j] = *e;
+    }
+    free(x->memo);
+    x->memo = t;
+    x->cap_memo = cap;
+  }
+  size_t mask = x->cap_memo - 1;
+  size_t i = memo_hash(kind, a, b, (int)storage) & mask;
+  while (x->memo[i].kind != MEMO_EMPTY)
+    i = (i + 1) & mask;
+  syn_memo_entry *e = &x->memo[i];
+  *e = (syn_memo_entry){.a = *a, .b = *b, .kind = kind, .storage = storage};
+  x->n_memo++;
+  return e;
+}
+
+static void memo_clear(syn_ctx *x) {
+  if (x->n_memo > 0)
+    memset(x->memo, 0, x->cap_memo * sizeof *x->memo);
+  x->n_memo = 0;
+  x->n_memo_vals = 0;
+}
+
 static bool same_device_spec(const hap_device *a, const hap_device *b) {
   for (int t = 0; t < HAP_DTYPE_COUNT; t++)
     if (a->sustained_flops[t] != b->sustained_flops[t])
@@ -26,16 +111,21 @@ static void clear_lengths(syn_ctx *x) {
   for (int32_t i = 0; i < x->n_lens; i++)
     free(x->lens[i].len);
   x->n_lens = 0;
+  memo_clear(x);
 }
 
 void syn_ctx_free(syn_ctx *x) {
   clear_lengths(x);
   free(x->lens);
+  free(x->memo);
+  free(x->memo_vals);
   free(x->ratios);
   free(x->nodes);
   free(x->last_use);
   free(x->n_uses);
   free(x->h_suffix);
+  free(x->avail);
+  free(x->h_window);
   free(x->dev_class);
   free(x->mem_limit);
   free(x->mem_scratch);
@@ -81,10 +171,12 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
   x->last_use = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *x->last_use);
   x->n_uses = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *x->n_uses);
   x->h_suffix = calloc((size_t)g->n_nodes + 1, sizeof *x->h_suffix);
+  x->h_window = calloc((size_t)g->n_nodes + 1, sizeof *x->h_window);
+  x->avail = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *x->avail);
   x->dev_class = calloc((size_t)x->n, sizeof *x->dev_class);
   int32_t *ranks = malloc((size_t)x->n * sizeof *ranks);
-  if (!x->ratios || !x->nodes || !x->last_use || !x->n_uses || !x->h_suffix || !x->dev_class ||
-      !ranks) {
+  if (!x->ratios || !x->nodes || !x->last_use || !x->n_uses || !x->h_suffix || !x->h_window ||
+      !x->avail || !x->dev_class || !ranks) {
     free(ranks);
     syn_ctx_free(x);
     return hap_err_set(err, HAP_ENOMEM, "out of memory setting up the synthesizer");
@@ -118,8 +210,10 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
     syn_ctx_free(x);
     return st;
   }
-  for (int32_t t = 0; t < g->n_tensors; t++)
+  for (int32_t t = 0; t < g->n_tensors; t++) {
     x->last_use[t] = -1;
+    x->avail[t] = -1;
+  }
   for (int32_t k = 0; k < g->n_nodes; k++) {
     syn_node *sn = &x->nodes[k];
     hap_graph_node_io(g, k, &sn->io);
@@ -136,8 +230,12 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
       syn_ctx_free(x);
       return st;
     }
+    for (int o = 0; o < g->nodes[k].n_outputs; o++)
+      x->avail[g->nodes[k].outputs[o]] = k;
     for (int i = 0; i < g->nodes[k].n_inputs; i++) {
       int32_t t = g->nodes[k].inputs[i];
+      if (x->avail[t] < 0)
+        x->avail[t] = k; /* a source enters the states with its first consumer */
       bool repeat = false;
       for (int j = 0; j < i; j++)
         repeat = repeat || g->nodes[k].inputs[j] == t;
@@ -245,6 +343,7 @@ static double param_bound(syn_ctx *x, const syn_prop *p) {
 hap_status syn_set_ratios(syn_ctx *x, const double *ratios, hap_err *err) {
   memcpy(x->ratios, ratios, (size_t)x->n_segments * (size_t)x->n * sizeof *ratios);
   clear_lengths(x);
+  x->h_window_ready = false;
   const hap_graph *g = x->g;
   for (int32_t k = 0; k < g->n_nodes; k++) {
     syn_node *sn = &x->nodes[k];
@@ -291,8 +390,51 @@ void syn_bytes(syn_ctx *x, const syn_prop *p, double *per_rank) {
     per_rank[i] = len ? full * (double)len[i] / (double)extent : full / x->n;
 }
 
+static void prop_memory(syn_ctx *x, const syn_prop *p, hap_storage storage, double *mem,
+                        double *per_class);
+
 void syn_prop_memory(syn_ctx *x, const syn_prop *p, hap_storage storage, double *mem,
                      double *per_class) {
+  if (mem != NULL || per_class == NULL) {
+    prop_memory(x, p, storage, mem, per_class);
+    return;
+  }
+  static const syn_prop none = {-1, 0, 0, 0};
+  size_t nc = (size_t)x->n_classes;
+  const syn_memo_entry *e = memo_get(x, MEMO_MEMORY, p, &none, storage);
+  if (e == NULL) {
+    if (x->n_memo_vals + nc > x->cap_memo_vals) {
+      size_t cap = x->cap_memo_vals ? 2 * x->cap_memo_vals : 64 * nc;
+      double *v = realloc(x->memo_vals, cap * sizeof *v);
+      if (v == NULL) {
+        prop_memory(x, p, storage, NULL, per_class);
+        return;
+      }
+      x->memo_vals = v;
+      x->cap_memo_vals = cap;
+    }
+    double *vals = x->memo_vals + x->n_memo_vals;
+    memset(vals, 0, nc * sizeof *vals);
+    prop_memory(x, p, storage, NULL, vals);
+    syn_memo_entry *put = memo_put(x, MEMO_MEMORY, p, &none, storage);
+    if (put != NULL) {
+      put->vals = x->n_memo_vals;
+      x->n_memo_vals += nc;
+    }
+    e = put;
+    if (e == NULL) {
+      for (size_t c = 0; c < nc; c++)
+        per_class[c] += vals[c];
+      return;
+    }
+  }
+  const double *vals = x->memo_vals + e->vals;
+  for (size_t c = 0; c < nc; c++)
+    per_class[c] += vals[c];
+}
+
+static void prop_memory(syn_ctx *x, const syn_prop *p, hap_storage storage, double *mem,
+                        double *per_class) {
   const hap_tensor *t = &x->g->tensors[p->tensor];
   double *b = x->mem_scratch;
   double factor = t->kind == HAP_TENSOR_PARAMETER ? 2 : 1;
@@ -327,8 +469,33 @@ static double gather_pair(syn_ctx *x, hap_coll_kind fwd, hap_coll_kind bwd, hap_
   return fmin(ring, grouped);
 }
 
+static double comm_time(syn_ctx *x, const syn_prop *from, const syn_prop *to, hap_comm_op *op,
+                        hap_coll_impl *impl);
+
 double syn_comm_time(syn_ctx *x, const syn_prop *from, const syn_prop *to, hap_comm_op *op,
                      hap_coll_impl *impl) {
+  const syn_memo_entry *e = memo_get(x, MEMO_COMM, from, to, HAP_STORE_INPUT);
+  if (e == NULL) {
+    hap_comm_op o = HAP_COMM_SLICE; /* left so when no communication does it (HUGE_VAL) */
+    hap_coll_impl im = HAP_IMPL_AUTO;
+    double t = comm_time(x, from, to, &o, &im);
+    syn_memo_entry *put = memo_put(x, MEMO_COMM, from, to, HAP_STORE_INPUT);
+    if (put != NULL) {
+      put->t = t;
+      put->op = o;
+      put->impl = im;
+    }
+    *op = o;
+    *impl = im;
+    return t;
+  }
+  *op = e->op;
+  *impl = e->impl;
+  return e->t;
+}
+
+static double comm_time(syn_ctx *x, const syn_prop *from, const syn_prop *to, hap_comm_op *op,
+                        hap_coll_impl *impl) {
   double *bytes = malloc((size_t)x->n * sizeof *bytes);
   if (bytes == NULL)
     return HUGE_VAL;
@@ -370,7 +537,27 @@ double syn_comm_time(syn_ctx *x, const syn_prop *from, const syn_prop *to, hap_c
   return t;
 }
 
+static double source_time(syn_ctx *x, const syn_prop *to, hap_storage *storage);
+
 double syn_source_time(syn_ctx *x, const syn_prop *to, hap_storage *storage) {
+  static const syn_prop none = {-1, 0, 0, 0};
+  const syn_memo_entry *e = memo_get(x, MEMO_SOURCE, to, &none, HAP_STORE_INPUT);
+  if (e == NULL) {
+    hap_storage st = HAP_STORE_INPUT;
+    double t = source_time(x, to, &st);
+    syn_memo_entry *put = memo_put(x, MEMO_SOURCE, to, &none, HAP_STORE_INPUT);
+    if (put != NULL) {
+      put->t = t;
+      put->made = st;
+    }
+    *storage = st;
+    return t;
+  }
+  *storage = e->made;
+  return e->t;
+}
+
+static double source_time(syn_ctx *x, const syn_prop *to, hap_storage *storage) {
   const hap_tensor *t = &x->g->tensors[to->tensor];
   if (to->layout == HAP_LAYOUT_REDUCE)
     return HUGE_VAL; /* a source is never a partial sum; keep_once makes one from Identity */

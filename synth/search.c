@@ -4,9 +4,24 @@
  * applies node k with one of its sharding variants: each input property it needs is already
  * there, or made by the cheapest source or single communication (the other properties stay, so
  * the resulting state does not depend on which one was used, only the cost does), its outputs are
- * added and dead tensors dropped (HAP's removal of irrelevant properties). A* with the admissible
- * and consistent heuristic "every remaining node at its cheapest variant, communication free"
- * returns an optimal program at the first complete pop. */
+ * added and dead tensors dropped (HAP's removal of irrelevant properties). A* returns an optimal
+ * program at the first complete pop.
+ *
+ * The heuristic (window bounds). Which tensors a state after k nodes holds does not depend on the
+ * program (each enters with its producer or first consumer and leaves after its last consumer);
+ * only their layouts do, and what a node pays for an input depends only on that tensor's own
+ * properties. So W(a, b), the cheapest way through nodes [a, b) when every tensor live after a
+ * nodes is free in every layout (memory ignored), is a lower bound on what any state after a nodes
+ * pays for those nodes. The nodes are cut into windows of at most MAX_WINDOW nodes at points where
+ * few tensors are live; at a cut a, h(a) = W(a, b) + h(b) for the next cut b, and inside a window
+ * h is the per-node bound (each node at its cheapest variant, communication free, plus the
+ * sources of parameters only it uses) of the window's remaining nodes + h(b). The per-node bound
+ * alone leaves out all communication, so A* expanded every state dearer than the optimum by less
+ * than the communication of all remaining layers: a number that grew faster than the layers.
+ * W(a, b) counts the communication inside each window; each is a small search of its own (the
+ * same A*, relaxed, with the per-node bound as its heuristic). h is admissible but not consistent
+ * (it drops after a cut), so f is kept monotone along paths (pathmax): it stays a lower bound on
+ * every completion, and a state inside a window keeps its window's bound. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +136,12 @@ typedef struct search {
   syn_prop *scratch; /* working property set */
   int32_t cap_scratch;
   double *wmem; /* [n_classes] working memory of the state being built */
+  /* What is solved: nodes from the root's k up to `end`, f = g + h[k] */
+  int32_t end;
+  const double *h; /* [n_nodes + 1] admissible cost still to pay after k nodes, s */
+  /* -1, or the relaxation the window bounds solve: tensors that entered the states before this
+   * many nodes are free in every layout and never enter a state; memory is not tracked */
+  int32_t free_before;
 } search;
 
 static int heap_push(search *s, heap_item it) {
@@ -181,7 +202,7 @@ static syn_state **table_slot(search *s, int32_t k, uint64_t hash, const syn_pro
 }
 
 static int table_grow(search *s) {
-  size_t cap = s->cap_table ? 2 * s->cap_table : 1u << 14;
+  size_t cap = s->cap_table ? 2 * s->cap_table : 256;
   syn_state **t = calloc(cap, sizeof(syn_state *));
   if (t == NULL)
     return -1;
@@ -290,7 +311,10 @@ static int32_t apply(search *s, const syn_prop *from, const double *from_mem, in
   double cost = sn->cost_s[v];
   double *mem = s->wmem;
   memcpy(mem, from_mem, (size_t)x->n_classes * sizeof *mem);
+  bool relaxed = s->free_before >= 0;
   for (int i = 0; i < node->n_inputs; i++) {
+    if (x->avail[node->inputs[i]] < s->free_before)
+      continue;
     syn_prop want = needed_prop(x, node->inputs[i], var->in[i], sn->segment, var->granule);
     syn_choice c = syn_choose_input(x, w, m, &want);
     if (!isfinite(c.seconds))
@@ -298,14 +322,17 @@ static int32_t apply(search *s, const syn_prop *from, const double *from_mem, in
     cost += c.seconds;
     if (!c.present) {
       w[m++] = want;
-      syn_prop_memory(x, &want, c.source ? c.storage : HAP_STORE_INPUT, NULL, mem);
+      if (!relaxed)
+        syn_prop_memory(x, &want, c.source ? c.storage : HAP_STORE_INPUT, NULL, mem);
     }
   }
   for (int o = 0; o < node->n_outputs; o++) {
     w[m] = needed_prop(x, node->outputs[o], var->out[o], sn->segment, var->granule);
-    syn_prop_memory(x, &w[m++], HAP_STORE_INPUT, NULL, mem);
+    if (!relaxed)
+      syn_prop_memory(x, &w[m], HAP_STORE_INPUT, NULL, mem);
+    m++;
   }
-  if (!within_limits(x, mem))
+  if (!relaxed && !within_limits(x, mem))
     return -1;
   /* drop the properties of tensors no later node needs */
   int32_t keep = 0;
@@ -317,7 +344,7 @@ static int32_t apply(search *s, const syn_prop *from, const double *from_mem, in
   for (int32_t i = 0; i < keep; i++)
     if (u == 0 || !prop_eq(&w[u - 1], &w[i]))
       w[u++] = w[i];
-  if (k + 1 == x->g->n_nodes) {
+  if (k + 1 == x->g->n_nodes && x->avail[x->g->loss] >= s->free_before) {
     bool loss_ok = false;
     for (int32_t i = 0; i < u; i++)
       if (w[i].tensor == x->g->loss && w[i].layout < 0)
@@ -364,10 +391,11 @@ static bool dominates(const syn_ctx *x, const syn_state *a, double g, const doub
   return true;
 }
 
-/* Expand `st`: push every improving successor. */
-static hap_status expand(search *s, syn_state *st, hap_err *err) {
+/* Expand `st` (popped at f, s): push every improving successor. */
+static hap_status expand(search *s, syn_state *st, double f, hap_err *err) {
   syn_ctx *x = s->x;
   int32_t k = st->k;
+  bool relaxed = s->free_before >= 0;
   for (int v = 0; v < x->nodes[k].n_variants; v++) {
     if (!isfinite(x->nodes[k].cost_s[v]))
       continue;
@@ -382,11 +410,13 @@ static hap_status expand(search *s, syn_state *st, hap_err *err) {
     /* The table keeps the cheapest state per property set; a costlier one survives only if it
      * holds less memory somewhere (it may fit where the cheaper one will not). */
     syn_state **slot = table_slot(s, k + 1, hash, s->scratch, n);
-    if (*slot != NULL && (x->minimize_memory ? max_mem(x, (*slot)->mem) <= max_mem(x, s->wmem)
-                          : x->keep_leaner   ? dominates(x, *slot, g, s->wmem)
-                                             : (*slot)->g <= g))
+    bool keep_leaner = x->keep_leaner && !relaxed;
+    bool by_memory = x->minimize_memory && !relaxed;
+    if (*slot != NULL && (by_memory     ? max_mem(x, (*slot)->mem) <= max_mem(x, s->wmem)
+                          : keep_leaner ? dominates(x, *slot, g, s->wmem)
+                                        : (*slot)->g <= g))
       continue;
-    if (x->max_generated > 0 && s->generated > x->max_generated)
+    if (!relaxed && x->max_generated > 0 && s->generated > x->max_generated)
       return hap_err_set(err, HAP_EUNSUPPORTED,
                          "the search under the memory limit grew past %lld states",
                          (long long)x->max_generated);
@@ -396,10 +426,11 @@ static hap_status expand(search *s, syn_state *st, hap_err *err) {
                          (double)s->mem.total / 1048576.0);
     if (*slot == NULL)
       s->n_table++;
-    if (*slot == NULL || g < (*slot)->g || x->minimize_memory)
+    if (*slot == NULL || g < (*slot)->g || by_memory)
       *slot = child;
-    heap_item it = {x->minimize_memory ? max_mem(x, s->wmem) : g + x->h_suffix[k + 1], k + 1,
-                    child->seq, child};
+    /* pathmax: f never falls along a path (h is admissible but not consistent across cuts) */
+    heap_item it = {by_memory ? max_mem(x, s->wmem) : fmax(f, g + s->h[k + 1]), k + 1, child->seq,
+                    child};
     if (heap_push(s, it) != 0)
       return hap_err_set(err, HAP_ENOMEM, "out of memory in the program search");
   }
@@ -428,55 +459,191 @@ static syn_state *complete_greedily(search *s, syn_state *st) {
   return st;
 }
 
+/* Empty the open list, the table and the state pool (its newest chunk is kept for reuse). */
+static void search_reset(search *s) {
+  s->n_heap = 0;
+  if (s->n_table > 0)
+    memset(s->table, 0, s->cap_table * sizeof(syn_state *));
+  s->n_table = 0;
+  while (s->mem.head != NULL && s->mem.head->next != NULL) {
+    pool_chunk *older = s->mem.head->next;
+    s->mem.head->next = older->next;
+    s->mem.total -= older->cap;
+    free(older);
+  }
+  if (s->mem.head != NULL)
+    s->mem.head->used = 0;
+}
+
+static void search_free(search *s) {
+  pool_free(&s->mem);
+  free(s->heap);
+  free(s->table);
+  free(s->scratch);
+  free(s->wmem);
+}
+
+/* A* from an empty state after k0 nodes to the first pop of a state after s->end nodes (*done; NULL
+ * when none is reachable). `o` (may be NULL) gives the interrupt and the progress callback. */
+static hap_status search_run(search *s, int32_t k0, const hap_synth_options *o, int round,
+                             syn_state **done, bool *interrupted, hap_err *err) {
+  syn_ctx *x = s->x;
+  *done = NULL;
+  syn_state *deepest = NULL;
+  uint64_t hash0 = props_hash(k0, NULL, 0);
+  syn_state *root = new_state(s, NULL, k0, -1, 0, NULL, 0, hash0, NULL);
+  if (root == NULL)
+    return hap_err_set(err, HAP_ENOMEM, "out of memory in the program search");
+  *table_slot(s, k0, hash0, NULL, 0) = root;
+  s->n_table++;
+  /* the root's f: h[k0] is not known yet in a bound search (it is what the search finds) */
+  double f0 = s->free_before >= 0 || x->minimize_memory ? 0 : s->h[k0];
+  if (heap_push(s, (heap_item){f0, k0, root->seq, root}) != 0)
+    return hap_err_set(err, HAP_ENOMEM, "out of memory in the program search");
+  if (k0 == s->end) {
+    *done = root;
+    return HAP_OK;
+  }
+  bool relaxed = s->free_before >= 0;
+  while (s->n_heap > 0) {
+    heap_item it = heap_pop(s);
+    syn_state *cur = it.s;
+    syn_state **slot = table_slot(s, cur->k, cur->hash, cur->props, cur->n_props);
+    if (*slot != cur && (relaxed || !x->keep_leaner || dominates(x, *slot, cur->g, cur->mem)))
+      continue; /* superseded by a cheaper path to the same state, holding no more memory */
+    if (cur->k == s->end) {
+      *done = cur;
+      return HAP_OK;
+    }
+    if (deepest == NULL || cur->k > deepest->k)
+      deepest = cur;
+    s->expanded++;
+    if (o != NULL && o->interrupt != NULL && *o->interrupt) {
+      *done = complete_greedily(s, deepest);
+      *interrupted = true;
+      return HAP_OK;
+    }
+    if (o != NULL && o->progress != NULL && s->expanded % 4096 == 0)
+      o->progress(o->progress_ctx, round, s->expanded, it.f);
+    HAP_TRY(expand(s, cur, it.f, err));
+  }
+  return HAP_OK;
+}
+
+/* Window cuts cut[0] = 0 < cut[1] < ... < cut[m] = n nodes: from a cut, the next is the point at
+ * most MAX_WINDOW nodes on where the fewest tensors are live (the farthest among equals), so the
+ * relaxation frees few tensors. Returns m; live needs n + 2 entries, cut n + 1. */
+enum { MAX_WINDOW = 12 }; /* nodes; a transformer layer is about 11 */
+
+static int32_t window_cuts(const syn_ctx *x, int32_t *live, int32_t *cut) {
+  int32_t n = x->g->n_nodes;
+  memset(live, 0, ((size_t)n + 2) * sizeof *live);
+  for (int32_t t = 0; t < x->g->n_tensors; t++) {
+    int32_t from = x->avail[t] + 1, to = x->last_use[t]; /* in the states after k nodes for k in
+                                                             [from, to] */
+    if (x->avail[t] < 0 || to < from)
+      continue;
+    live[from]++;
+    live[to + 1]--;
+  }
+  for (int32_t k = 1; k <= n; k++)
+    live[k] += live[k - 1];
+  int32_t m = 0;
+  cut[0] = 0;
+  while (cut[m] < n) {
+    int32_t a = cut[m], b = n;
+    if (n - a > MAX_WINDOW) {
+      b = a + 1;
+      for (int32_t j = a + 2; j <= a + MAX_WINDOW; j++)
+        if (live[j] <= live[b])
+          b = j;
+    }
+    cut[++m] = b;
+  }
+  return m;
+}
+
+/* Fill x->h_window (see the top of this file): at a cut a, h(a) = W(a, b) + h(b) with b the next
+ * cut; inside a window, the per-node bound of its remaining nodes + h(b). s is a search of x, used
+ * for its buffers and left reset; the bound searches' expansions are added to *expanded. */
+static hap_status window_bounds(syn_ctx *x, search *s, int64_t *expanded, hap_err *err) {
+  int32_t n = x->g->n_nodes;
+  double *h = x->h_window;
+  if (x->plain_heuristic) {
+    memcpy(h, x->h_suffix, ((size_t)n + 1) * sizeof *h);
+    x->h_window_ready = true;
+    return HAP_OK;
+  }
+  int32_t *cut = malloc(((size_t)n + 1) * sizeof *cut);
+  int32_t *live = malloc(((size_t)n + 2) * sizeof *live);
+  double *w = malloc(((size_t)n + 1) * sizeof *w); /* per-node bound to the window's end, s */
+  hap_status st = HAP_OK;
+  if (cut == NULL || live == NULL || w == NULL) {
+    st = hap_err_set(err, HAP_ENOMEM, "out of memory in the program search");
+    goto out;
+  }
+  int32_t m = window_cuts(x, live, cut);
+  h[n] = 0;
+  s->h = w; /* the bound searches' heuristic */
+  for (int32_t c = m - 1; c >= 0; c--) {
+    int32_t a = cut[c], b = cut[c + 1];
+    for (int32_t j = a; j <= b; j++)
+      w[j] = x->h_suffix[j] - x->h_suffix[b];
+    search_reset(s);
+    s->free_before = a;
+    s->end = b;
+    syn_state *done = NULL;
+    bool interrupted = false;
+    st = search_run(s, a, NULL, 0, &done, &interrupted, err);
+    *expanded += s->expanded;
+    s->expanded = 0;
+    if (st != HAP_OK)
+      goto out;
+    /* never below the per-node bound; nothing reachable: the per-node bound (the real search
+     * finds nothing either) */
+    h[a] = (done != NULL ? fmax(done->g, w[a]) : w[a]) + h[b];
+    for (int32_t j = a + 1; j < b; j++)
+      h[j] = w[j] + h[b];
+  }
+  /* a little under the bound, so that rounding in the sums never makes it inadmissible */
+  for (int32_t k = 0; k < n; k++)
+    h[k] *= 1 - 1e-12;
+  x->h_window_ready = true;
+out:
+  s->free_before = -1;
+  s->h = NULL;
+  s->generated = 0;
+  search_reset(s);
+  free(cut);
+  free(live);
+  free(w);
+  return st;
+}
+
 hap_status syn_search(syn_ctx *x, const hap_synth_options *o, int round, int8_t *variants,
                       double *cost_s, double *peak_bytes, hap_synth_stats *stats, hap_err *err) {
   search s;
   memset(&s, 0, sizeof s);
   s.x = x;
+  s.free_before = -1;
   hap_status st = HAP_OK;
-  syn_state *done = NULL, *deepest = NULL;
-  s.wmem = malloc((size_t)x->n_classes * sizeof *s.wmem);
+  syn_state *done = NULL;
+  int64_t bound_expanded = 0;
+  bool interrupted = false;
+  s.wmem = calloc((size_t)x->n_classes, sizeof *s.wmem);
   if (s.wmem == NULL || table_grow(&s) != 0) {
     st = hap_err_set(err, HAP_ENOMEM, "out of memory in the program search");
     goto out;
   }
-  syn_state *root = new_state(&s, NULL, 0, -1, 0, NULL, 0, props_hash(0, NULL, 0), NULL);
-  if (root != NULL) {
-    *table_slot(&s, 0, root->hash, NULL, 0) = root;
-    s.n_table++;
-  }
-  if (root == NULL || heap_push(&s, (heap_item){x->h_suffix[0], 0, root->seq, root}) != 0) {
-    st = hap_err_set(err, HAP_ENOMEM, "out of memory in the program search");
+  if (!x->h_window_ready && !x->minimize_memory &&
+      (st = window_bounds(x, &s, &bound_expanded, err)) != HAP_OK)
     goto out;
-  }
-  if (x->g->n_nodes == 0) {
-    done = root;
-  }
-  while (done == NULL && s.n_heap > 0) {
-    heap_item it = heap_pop(&s);
-    syn_state *cur = it.s;
-    syn_state **slot = table_slot(&s, cur->k, cur->hash, cur->props, cur->n_props);
-    if (*slot != cur && (!x->keep_leaner || dominates(x, *slot, cur->g, cur->mem)))
-      continue; /* superseded by a cheaper path to the same state, holding no more memory */
-    if (cur->k == x->g->n_nodes) {
-      done = cur;
-      break;
-    }
-    if (deepest == NULL || cur->k > deepest->k)
-      deepest = cur;
-    s.expanded++;
-    if (o != NULL && o->interrupt != NULL && *o->interrupt) {
-      done = complete_greedily(&s, deepest);
-      if (stats)
-        stats->interrupted = true;
-      break;
-    }
-    if (o != NULL && o->progress != NULL && s.expanded % 4096 == 0)
-      o->progress(o->progress_ctx, round, s.expanded, it.f);
-    st = expand(&s, cur, err);
-    if (st != HAP_OK)
-      goto out;
-  }
+  s.h = x->minimize_memory ? x->h_suffix : x->h_window;
+  s.end = x->g->n_nodes;
+  if ((st = search_run(&s, 0, o, round, &done, &interrupted, err)) != HAP_OK)
+    goto out;
+  if (interrupted && stats)
+    stats->interrupted = true;
   if (done == NULL) {
     st = hap_err_set(err, HAP_EUNSUPPORTED,
                      "no program reaches the loss '%s' within the devices' memory",
@@ -493,13 +660,9 @@ hap_status syn_search(syn_ctx *x, const hap_synth_options *o, int round, int8_t 
     variants[p->k - 1] = p->variant;
 out:
   if (stats) {
-    stats->states_expanded += s.expanded;
+    stats->states_expanded += s.expanded + bound_expanded;
     stats->states_generated += s.generated;
   }
-  pool_free(&s.mem);
-  free(s.heap);
-  free(s.table);
-  free(s.scratch);
-  free(s.wmem);
+  search_free(&s);
   return st;
 }

@@ -25,6 +25,7 @@ typedef struct syn_node {
 } syn_node;
 
 typedef struct syn_len_entry syn_len_entry;
+typedef struct syn_memo_entry syn_memo_entry;
 
 typedef struct syn_ctx {
   const hap_graph *g;
@@ -39,9 +40,24 @@ typedef struct syn_ctx {
   int32_t *n_uses;    /* [g->n_tensors]: consuming nodes */
   double *h_suffix;   /* [n_nodes + 1]: sum over nodes >= k of their cheapest allowed variant */
   int32_t *dev_class; /* [n]: devices with identical specs share a class */
+  /* [g->n_tensors]: the node after which a tensor is in the search's states (its producer, or a
+   * source's first consumer); -1 if no node uses or makes it */
+  int32_t *avail;
+  /* [n_nodes + 1]: the search's heuristic after k nodes, s (window bounds, search.c), valid while
+   * h_window_ready; syn_set_ratios clears the flag */
+  double *h_window;
+  bool h_window_ready;
+  /* h_window = h_suffix, no window bounds (tests compare the two) */
+  bool plain_heuristic;
   int32_t n_classes;
   syn_len_entry *lens; /* cache of shard lengths per (extent, granule, segment) */
   int32_t n_lens, cap_lens;
+  /* cache of communication and source times and per-class memory per property (evaluate.c),
+   * emptied with the lengths when the ratios change */
+  syn_memo_entry *memo;
+  size_t n_memo, cap_memo;
+  double *memo_vals; /* per-class bytes of the memory entries */
+  size_t n_memo_vals, cap_memo_vals;
   double *mem_limit;     /* [n_classes] bytes a device of the class may hold */
   double *mem_scratch;   /* [n] */
   double *class_scratch; /* [n_classes] */

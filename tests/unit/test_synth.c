@@ -1,6 +1,7 @@
 /* hap-synth: HAP-SPEC §3.6 (ratios 2:1 on free communication), hap never worse than the
  * data-parallel baselines whose programs are in its search space, emitted plans pass the plan
- * validator, byte-identical plans for identical inputs, and a clean stop on interrupt. */
+ * validator, byte-identical plans for identical inputs, a clean stop on interrupt, and the search's
+ * window-bound heuristic returning the same optimum as the plain per-node bound. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include "cluster_io.h"
 #include "plan_io.h"
 #include "synth.h"
+#include "synth_internal.h"
 #include "zoo.h"
 
 static hap_graph *model(const char *spec) {
@@ -306,4 +308,148 @@ Test(synth, segments_get_their_own_ratios_and_valid_resharding) {
   hap_plan_destroy(p);
   hap_cluster_destroy(c);
   hap_graph_destroy(g);
+}
+
+/* The search under fixed ratios with the plain per-node heuristic and with the window bounds: the
+ * same optimal cost (both are admissible; only the number of expanded states may differ), the
+ * window bound never above that cost, and the program it returns replays to its cost. Returns the
+ * (window) search's expanded states; *failed when neither finds a program. */
+static int64_t same_optimum(syn_ctx *x, const char *what, bool *failed) {
+  int32_t n = x->g->n_nodes;
+  int8_t *plain = calloc((size_t)n + 1, 1), *window = calloc((size_t)n + 1, 1);
+  cr_assert(plain && window);
+  double c_plain = 0, c_window = 0, replayed = 0;
+  hap_synth_stats sp = {0}, sw = {0};
+  hap_err ep = {0}, ew = {0};
+  x->plain_heuristic = true;
+  x->h_window_ready = false;
+  hap_status st_plain = syn_search(x, NULL, 0, plain, &c_plain, NULL, &sp, &ep);
+  x->plain_heuristic = false;
+  x->h_window_ready = false;
+  hap_status st_window = syn_search(x, NULL, 0, window, &c_window, NULL, &sw, &ew);
+  /* under a memory limit the plain search may hit the state cap first: nothing to compare */
+  bool capped = x->max_generated > 0 && st_plain != HAP_OK && strstr(ep.msg, "grew past") != NULL;
+  if (!capped)
+    cr_assert_eq(st_plain, st_window, "%s: plain %s / window %s", what, ep.msg, ew.msg);
+  *failed = st_plain != HAP_OK;
+  if (!*failed) {
+    cr_assert(fabs(c_plain - c_window) <= 1e-9 * c_plain, "%s: plain %.17g s, window %.17g s", what,
+              c_plain, c_window);
+    cr_assert(x->h_window[0] <= c_window * (1 + 1e-12), "%s: bound %.17g s above the optimum %.17g",
+              what, x->h_window[0], c_window);
+    cr_assert(x->h_window[0] >= x->h_suffix[0] * (1 - 1e-9), "%s: window bound below the plain one",
+              what);
+    hap_err err = {0};
+    cr_assert_eq(syn_replay(x, window, NULL, &replayed, &err), HAP_OK, "%s", err.msg);
+    cr_assert(fabs(replayed - c_window) <= 1e-9 * c_window, "%s: replayed %.17g, searched %.17g",
+              what, replayed, c_window);
+  }
+  free(plain);
+  free(window);
+  return sw.states_expanded;
+}
+
+Test(synth, window_bounds_keep_the_optimum, .timeout = 120) {
+  static const char *models[] = {
+      "mlp:layers=4,batch=64,seq=16,hidden=256",
+      "bert-base:layers=3,batch=32,seq=32,width=128,hidden=512,heads=4,vocab=1024",
+      "vit:layers=3,batch=32,width=128,hidden=512,heads=4",
+      "bert-moe:layers=2,batch=32,seq=32,width=128,hidden=512,heads=4,vocab=1024,devices=8",
+      "vgg19:batch=32", "gpt:layers=2,batch=8,seq=64,width=128,heads=4,vocab=512",
+      /* small enough for the plain search to finish under a memory limit */
+      "vit:layers=1,batch=16,width=64,hidden=128,heads=2",
+      "bert-base:layers=1,batch=16,seq=16,width=64,hidden=128,heads=2,vocab=256"};
+  static const char *clusters[] = {"paper-hetero:gpus_per_host=1", "paper-hetero:gpus_per_host=2",
+                                   "paper-homo:gpus_per_host=1"};
+  int lean_compared = 0; /* memory-bound cases where both searches found the optimum */
+  for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
+    hap_graph *g = model(models[m]);
+    for (size_t cl = 0; cl < sizeof clusters / sizeof *clusters; cl++) {
+      hap_cluster *c = bundled(clusters[cl]);
+      syn_ctx x;
+      hap_err err = {0};
+      cr_assert_eq(syn_ctx_init(&x, g, c, HAP_STRATEGY_HAP, 0, &err), HAP_OK, "%s", err.msg);
+      size_t nr = (size_t)x.n_segments * (size_t)x.n;
+      double *ratios = malloc(nr * sizeof *ratios);
+      cr_assert_not_null(ratios);
+      /* even ratios, then uneven ones (device i gets a share growing with i) */
+      for (int shape = 0; shape < 2; shape++) {
+        for (int32_t s = 0; s < x.n_segments; s++)
+          for (int32_t i = 0; i < x.n; i++)
+            ratios[(size_t)s * (size_t)x.n + (size_t)i] =
+                (shape == 0 ? 1.0 : (double)(i + 1 + s)) /
+                (shape == 0 ? x.n : (double)x.n * (x.n + 1) / 2 + (double)s * x.n);
+        cr_assert_eq(syn_set_ratios(&x, ratios, &err), HAP_OK, "%s", err.msg);
+        char what[160];
+        snprintf(what, sizeof what, "%s on %s, %s ratios", models[m], clusters[cl],
+                 shape == 0 ? "even" : "uneven");
+        bool failed = false;
+        same_optimum(&x, what, &failed);
+        cr_assert(!failed, "%s: no program", what);
+        /* memory binding: under a limit halfway between the leanest program's peak and the free
+         * optimum's, the lean search (keep_leaner) must agree between the two heuristics too */
+        int8_t *prog = calloc((size_t)g->n_nodes + 1, 1);
+        cr_assert_not_null(prog);
+        double cost = 0, peak = 0, leanest = 0;
+        hap_synth_stats st = {0};
+        cr_assert_eq(syn_search(&x, NULL, 0, prog, &cost, &peak, &st, &err), HAP_OK, "%s", err.msg);
+        x.minimize_memory = true;
+        cr_assert_eq(syn_search(&x, NULL, 0, prog, &cost, &leanest, &st, &err), HAP_OK, "%s",
+                     err.msg);
+        x.minimize_memory = false;
+        free(prog);
+        double *saved = malloc((size_t)x.n_classes * sizeof *saved);
+        cr_assert_not_null(saved);
+        memcpy(saved, x.mem_limit, (size_t)x.n_classes * sizeof *saved);
+        for (int32_t k = 0; k < x.n_classes; k++)
+          x.mem_limit[k] = 0.5 * (leanest + peak);
+        x.keep_leaner = true;
+        x.max_generated = 200000;
+        snprintf(what, sizeof what, "%s on %s, %s ratios, memory-bound", models[m], clusters[cl],
+                 shape == 0 ? "even" : "uneven");
+        same_optimum(&x, what, &failed);
+        lean_compared += !failed && leanest < peak;
+        x.keep_leaner = false;
+        x.max_generated = 0;
+        memcpy(x.mem_limit, saved, (size_t)x.n_classes * sizeof *saved);
+        free(saved);
+      }
+      free(ratios);
+      syn_ctx_free(&x);
+      hap_cluster_destroy(c);
+    }
+    hap_graph_destroy(g);
+  }
+  cr_assert_geq(lean_compared, 12, "only %d memory-bound comparisons", lean_compared);
+}
+
+/* The reason for the window bounds: on repeated layers the states expanded grow linearly with the
+ * layers (the plain per-node bound let them grow about as L^1.8). */
+Test(synth, window_bounds_expand_linearly_in_layers, .timeout = 120) {
+  hap_cluster *c = bundled("paper-hetero:gpus_per_host=1");
+  int64_t expanded[2];
+  static const int layers[2] = {4, 16};
+  for (int i = 0; i < 2; i++) {
+    char spec[96];
+    snprintf(spec, sizeof spec, "vit:layers=%d,batch=256", layers[i]);
+    hap_graph *g = model(spec);
+    syn_ctx x;
+    hap_err err = {0};
+    cr_assert_eq(syn_ctx_init(&x, g, c, HAP_STRATEGY_HAP, 0, &err), HAP_OK, "%s", err.msg);
+    double *ratios = malloc((size_t)x.n_segments * (size_t)x.n * sizeof *ratios);
+    cr_assert_not_null(ratios);
+    for (size_t r = 0; r < (size_t)x.n_segments * (size_t)x.n; r++)
+      ratios[r] = 1.0 / x.n;
+    cr_assert_eq(syn_set_ratios(&x, ratios, &err), HAP_OK, "%s", err.msg);
+    bool failed = false;
+    expanded[i] = same_optimum(&x, spec, &failed);
+    cr_assert(!failed);
+    free(ratios);
+    syn_ctx_free(&x);
+    hap_graph_destroy(g);
+  }
+  /* 4x the layers: at most 4x the states (plus a little for the fixed head and tail) */
+  cr_assert(expanded[1] <= 4 * expanded[0] + 64, "4 layers: %lld states, 16 layers: %lld",
+            (long long)expanded[0], (long long)expanded[1]);
+  hap_cluster_destroy(c);
 }
