@@ -134,19 +134,33 @@ void syn_ctx_free(syn_ctx *x) {
 }
 
 /* Which variants a strategy may use. Data parallelism: parameters and buffers whole on every
- * device, every other Gather on dim 0 (the batch), Reduce only as partial sums of the loss. */
-static bool strategy_allows(const syn_ctx *x, int32_t k, const hap_variant *v) {
+ * device, every other Gather on dim 0 (the batch), Reduce only as partial sums of the loss.
+ * `state[t]`: tensor t is a parameter, a buffer, or computed from those alone (a transposed
+ * weight): such tensors are whole on every device, and so is every op that only reads them. */
+static bool strategy_allows(const syn_ctx *x, int32_t k, const hap_variant *v, const bool *state) {
   if (x->strategy == HAP_STRATEGY_HAP)
     return true;
   const hap_node *node = &x->g->nodes[k];
+  bool all_state = true;
+  for (int i = 0; i < node->n_inputs; i++)
+    all_state = all_state && state[node->inputs[i]];
+  if (all_state) {
+    for (int i = 0; i < node->n_inputs; i++)
+      if (v->in[i] != HAP_LAYOUT_IDENTITY)
+        return false;
+    for (int o = 0; o < node->n_outputs; o++)
+      if (v->out[o] != HAP_LAYOUT_IDENTITY)
+        return false;
+    return true;
+  }
   for (int i = 0; i < node->n_inputs; i++) {
     const hap_tensor *t = &x->g->tensors[node->inputs[i]];
-    bool state = t->kind == HAP_TENSOR_PARAMETER || t->kind == HAP_TENSOR_BUFFER;
-    if (state && v->in[i] != HAP_LAYOUT_IDENTITY)
+    bool st = state[node->inputs[i]];
+    if (st && v->in[i] != HAP_LAYOUT_IDENTITY)
       return false;
-    if (!state && v->in[i] != 0 && v->in[i] != HAP_LAYOUT_IDENTITY)
+    if (!st && v->in[i] != 0 && v->in[i] != HAP_LAYOUT_IDENTITY)
       return false;
-    if (!state && v->in[i] == HAP_LAYOUT_IDENTITY && t->shape.rank > 0)
+    if (!st && v->in[i] == HAP_LAYOUT_IDENTITY && t->shape.rank > 0)
       return false; /* data-parallel ops never see a whole activation */
   }
   for (int o = 0; o < node->n_outputs; o++) {
@@ -214,19 +228,33 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
     x->last_use[t] = -1;
     x->avail[t] = -1;
   }
+  bool *state = calloc(g->n_tensors > 0 ? (size_t)g->n_tensors : 1, sizeof *state);
+  if (state == NULL) {
+    syn_ctx_free(x);
+    return hap_err_set(err, HAP_ENOMEM, "out of memory setting up the synthesizer");
+  }
+  for (int32_t t = 0; t < g->n_tensors; t++)
+    state[t] =
+        g->tensors[t].kind == HAP_TENSOR_PARAMETER || g->tensors[t].kind == HAP_TENSOR_BUFFER;
   for (int32_t k = 0; k < g->n_nodes; k++) {
     syn_node *sn = &x->nodes[k];
+    bool from_state = g->nodes[k].n_inputs > 0;
+    for (int i = 0; i < g->nodes[k].n_inputs; i++)
+      from_state = from_state && state[g->nodes[k].inputs[i]];
+    for (int o = 0; o < g->nodes[k].n_outputs; o++)
+      state[g->nodes[k].outputs[o]] = from_state;
     hap_graph_node_io(g, k, &sn->io);
     sn->segment = g->nodes[k].segment;
     sn->n_variants = hap_op_variants(g->nodes[k].op, &sn->io, sn->variants, HAP_MAX_VARIANTS);
     bool any = false;
     for (int v = 0; v < sn->n_variants; v++) {
-      sn->allowed[v] = strategy_allows(x, k, &sn->variants[v]);
+      sn->allowed[v] = strategy_allows(x, k, &sn->variants[v], state);
       any = any || sn->allowed[v];
     }
     if (!any) {
       st = hap_err_set(err, HAP_EUNSUPPORTED, "node '%s' (%s) has no %s variant", g->nodes[k].name,
                        hap_op_name(g->nodes[k].op), hap_strategy_name(s));
+      free(state);
       syn_ctx_free(x);
       return st;
     }
@@ -244,6 +272,7 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
         x->n_uses[t]++;
     }
   }
+  free(state);
   x->last_use[g->loss] = g->n_nodes;
   return HAP_OK;
 }

@@ -244,6 +244,35 @@ hap_status hap_synthesize(const hap_graph *g, const hap_cluster *c, const hap_sy
       hap_plan_destroy(p);
     }
   }
+  /* The baselines' programs are in HAP's space; the search ranks by the additive estimate, the
+   * hook by its own model (overlap), under which a baseline may win: offer them to it too. */
+  if (plan != NULL && strategy == HAP_STRATEGY_HAP && o != NULL && o->rescore != NULL &&
+      !stats->interrupted) {
+    for (int b = HAP_STRATEGY_DP_EV; b <= HAP_STRATEGY_DP_CP; b++) {
+      hap_synth_options bo = *o;
+      bo.strategy = (hap_strategy)b;
+      bo.rescore = NULL;
+      bo.progress = NULL;
+      hap_plan *bp = NULL;
+      hap_synth_stats bs;
+      hap_err berr = {0};
+      if (hap_synthesize(g, c, &bo, &bp, &bs, &berr) != HAP_OK)
+        continue; /* e.g. it does not fit in memory */
+      stats->states_expanded += bs.states_expanded;
+      stats->states_generated += bs.states_generated;
+      double score = o->rescore(o->rescore_ctx, bp, g, c);
+      char *name = score < best_score ? strdup(hap_strategy_name(HAP_STRATEGY_HAP)) : NULL;
+      if (name == NULL) {
+        hap_plan_destroy(bp);
+        continue;
+      }
+      free(bp->strategy);
+      bp->strategy = name;
+      best_score = score;
+      hap_plan_destroy(plan);
+      plan = bp;
+    }
+  }
   if (plan == NULL) {
     st = hap_err_set(err, HAP_EUNSUPPORTED, "no plan was found");
     goto out;

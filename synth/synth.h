@@ -35,9 +35,10 @@ typedef struct hap_synth_options {
    * and the round. */
   void (*progress)(void *ctx, int round, int64_t expanded, double best_s);
   void *progress_ctx;
-  /* Re-scoring hook (may be NULL): the best plan of each starting point is priced again by this
-   * function (e.g. the discrete-event simulator, which models overlap), in seconds, and the
-   * lowest wins. Without it the synthesizer's own cost decides. */
+  /* Re-scoring hook (may be NULL): the best plan of each starting point, and for strategy hap the
+   * dp-ev and dp-cp plans (their programs are in HAP's space), are priced again by this function
+   * (e.g. the discrete-event simulator, which models overlap), in seconds, and the lowest wins;
+   * the plan keeps its strategy name "hap". Without it the synthesizer's own cost decides. */
   double (*rescore)(void *ctx, const hap_plan *plan, const hap_graph *g, const hap_cluster *c);
   void *rescore_ctx;
 } hap_synth_options;

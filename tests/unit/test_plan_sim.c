@@ -240,3 +240,32 @@ Test(plan_sim, cluster_of_another_size_refused) {
   hap_cluster_destroy(two);
   hap_graph_destroy(g);
 }
+
+/* With the simulator as the re-scoring hook, HAP's plan is never slower in simulation than either
+ * baseline: their programs are among the candidates it compares. */
+Test(plan_sim, rescored_hap_never_slower_than_the_baselines) {
+  static const char *const models[] = {
+      "mlp:layers=2,batch=24,seq=8,hidden=32",
+      "bert-base:layers=2,batch=32,seq=16,width=64,heads=4,vocab=128",
+      "vit:layers=2,batch=32,image=32,patch=8,width=64,heads=4,classes=10"};
+  static const char *const clusters[] = {"cpu-2", "paper-hetero:gpus_per_host=1",
+                                         "paper-homo:gpus_per_host=2"};
+  for (size_t m = 0; m < sizeof models / sizeof models[0]; m++)
+    for (size_t k = 0; k < sizeof clusters / sizeof clusters[0]; k++) {
+      hap_graph *g = model(models[m]);
+      hap_cluster *c = bundled(clusters[k]);
+      hap_plan *h = synth(g, c, HAP_STRATEGY_HAP, true);
+      cr_assert_str_eq(h->strategy, "hap");
+      double th = hap_plan_sim_rescore(NULL, h, g, c);
+      for (int s = HAP_STRATEGY_DP_EV; s <= HAP_STRATEGY_DP_CP; s++) {
+        hap_plan *b = synth(g, c, (hap_strategy)s, false);
+        double tb = hap_plan_sim_rescore(NULL, b, g, c);
+        cr_assert_leq(th, tb, "%s on %s: hap %.9g s, %s %.9g s", models[m], clusters[k], th,
+                      hap_strategy_name((hap_strategy)s), tb);
+        hap_plan_destroy(b);
+      }
+      hap_plan_destroy(h);
+      hap_cluster_destroy(c);
+      hap_graph_destroy(g);
+    }
+}
