@@ -626,6 +626,7 @@ static int run(const opts *o) {
       lst = hap_model_load(mspec, &g, &err);
     if (lst != HAP_OK) {
       hap_cli_error(prog, &err);
+      hap_cluster_destroy(c);
       hap_graph_destroy(g);
       rc = 1;
       break;
