@@ -1,42 +1,70 @@
-/* hap-profile — inspect and combine cluster profiles; (measuring comes with the profiling issue).
+/* hap-profile — measure, inspect and combine cluster profiles.
+ *   measure -o OUT     (under mpirun) every rank measures its device, every pair and collective;
+ *                      rank 0 writes one profile (also: no command name, with --backend)
  *   show FILE|SPEC     devices, hosts and links, collective fits (and, for a profile, its sweeps)
  *   merge OUT IN...    combine per-machine profiles into one */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "cluster_io.h"
 #include "cluster_open.h"
+#include "comm_mpi.h"
+#include "device_cpu.h"
+#include "emulate.h"
 #include "hap_config.h"
 #include "json_write.h"
+#include "measure.h"
 #include "profile_store.h"
 
 static const char *prog = "hap-profile";
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "Usage: hap-profile COMMAND [OPTIONS]\n"
-          "\n"
-          "Cluster profiles: what a cluster's devices, links and collectives measure.\n"
-          "\n"
-          "Commands:\n"
-          "  show FILE|SPEC        the cluster model of a profile (.h5) or a cluster spec\n"
-          "                        ('paper-hetero:gpus_per_host=4', a hap-cluster JSON file):\n"
-          "                        hosts and links, devices, collective fits; for a profile also\n"
-          "                        its point-to-point and collective sweeps\n"
-          "  merge -o OUT IN...    combine per-machine profiles into one (atomic write)\n"
-          "\n"
-          "Measuring (hap-profile run under mpirun) is not built yet: see README.md.\n"
-          "\n"
-          "Options:\n"
-          "  -f, --format FMT      table (default) or json\n"
-          "  -o, --output FILE     output of merge\n"
-          "  -h, --help            this help\n"
-          "  -V, --version         print the version\n"
-          "\n"
-          "Exit status: 0 ok, 1 failure, 2 usage error.\n");
+  fprintf(
+      f, "Usage: hap-profile COMMAND [OPTIONS]\n"
+         "       mpirun -np N hap-profile measure --backend cpu [--quick] -o OUT.h5\n"
+         "\n"
+         "Cluster profiles: what a cluster's devices, links and collectives measure.\n"
+         "\n"
+         "Commands:\n"
+         "  measure -o OUT        run under mpirun: every rank is a device; measures GEMM\n"
+         "                        FLOP/s, memory bandwidth, launch overhead, every rank pair\n"
+         "                        (ping-pong) and the collectives; rank 0 writes one profile\n"
+         "                        (atomic). 'hap-profile --backend cpu -o OUT' means the same\n"
+         "  show FILE|SPEC        the cluster model of a profile (.h5) or a cluster spec\n"
+         "                        ('paper-hetero:gpus_per_host=4', a hap-cluster JSON file):\n"
+         "                        hosts and links, devices, collective fits; for a profile also\n"
+         "                        its point-to-point and collective sweeps\n"
+         "  merge -o OUT IN...    combine per-machine profiles into one (atomic write)\n"
+         "\n"
+         "Options:\n"
+         "  -f, --format FMT      table (default) or json\n"
+         "  -o, --output FILE     output of measure and merge\n"
+         "\n"
+         "Measure options:\n"
+         "  -b, --backend NAME    device backend: cpu (each MPI rank a CPU device, GEMM through\n"
+         "                        OpenBLAS); cuda is not built yet\n"
+         "  -q, --quick           a small plan for CI (seconds) instead of the default (minutes)\n"
+         "      --only WHAT       compute (GEMM sweep, memory, launch) or comm (memory, launch,\n"
+         "                        pairs, collectives); default both\n"
+         "      --emulate-speed L comma-separated speeds in (0, 1], one per rank: rank i's\n"
+         "                        kernels take 1/s_i as long (heterogeneous clusters on one host)\n"
+         "      --threads N       OpenBLAS threads per rank (default 1)\n"
+         "      --timeout SEC     stop every rank when no measurement step finishes for SEC\n"
+         "                        seconds (a peer died or hangs); default 300\n"
+         "      --quiet           no progress on stderr (it is drawn only on a TTY anyway)\n"
+         "  -h, --help            this help\n"
+         "  -V, --version         print the version\n"
+         "\n"
+         "Exit status: 0 ok, 1 failure, 2 usage error.\n");
 }
 
 /* ---- table output -------------------------------------------------------------------------- */
@@ -286,16 +314,254 @@ out:
   return rc;
 }
 
+/* ---- measure -------------------------------------------------------------------------------- */
+
+typedef struct measure_opts {
+  const char *backend; /* NULL: not given */
+  bool quick, quiet;
+  bool only_compute, only_comm;
+  const char *emulate; /* NULL: native speed */
+  int32_t threads;
+  double timeout_s;
+} measure_opts;
+
+/* State the signal handlers read: set before measuring, then only the phase changes. */
+static char sig_tmp[4200];   /* OUT.tmp.<pid>, removed on a fatal signal ("" = none) */
+static char sig_prefix[128]; /* "hap-profile: rank 3: " */
+static char sig_phase[2][160];
+static volatile sig_atomic_t sig_phase_cur;
+static volatile sig_atomic_t sig_timeout_s;
+
+static void put(const char *s) {
+  ssize_t rc = write(STDERR_FILENO, s, strlen(s));
+  (void)rc;
+}
+
+/* A fatal signal or the watchdog: one line, no output file, exit 1. Async-signal-safe. */
+static void fatal_signal(int sig) {
+  put(sig_prefix);
+  if (sig == SIGALRM) {
+    char num[24];
+    int n = (int)sig_timeout_s, i = (int)sizeof num - 1;
+    num[i] = '\0';
+    do {
+      num[--i] = (char)('0' + n % 10);
+      n /= 10;
+    } while (n > 0 && i > 0);
+    put("no measurement step finished for ");
+    put(num + i);
+    put(" s (--timeout) during ");
+    put(sig_phase[sig_phase_cur]);
+    put("; a peer rank died or hangs; stopping without writing a profile\n");
+  } else {
+    put(sig == SIGTERM ? "stopped by SIGTERM" : sig == SIGINT ? "stopped by SIGINT" : "stopped");
+    put(" during ");
+    put(sig_phase[sig_phase_cur]);
+    put(" (mpirun stops every rank when one rank fails); no profile written\n");
+  }
+  if (sig_tmp[0] != '\0')
+    unlink(sig_tmp);
+  _exit(1);
+}
+
+static void set_phase(const char *phase) {
+  int next = 1 - (int)sig_phase_cur;
+  snprintf(sig_phase[next], sizeof sig_phase[next], "%s", phase);
+  sig_phase_cur = next;
+}
+
+typedef struct progress_state {
+  int rank;
+  bool draw;
+  unsigned timeout_s;
+} progress_state;
+
+static void on_progress(void *arg, const char *phase, int32_t done, int32_t total) {
+  const progress_state *ps = arg;
+  set_phase(phase);
+  alarm(ps->timeout_s); /* the watchdog: restarted at every step */
+  if (ps->draw && ps->rank == 0)
+    fprintf(stderr, "\r\033[K%s: [%3d/%3d] %s", prog, done + 1, total, phase);
+}
+
+static void install_handlers(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = fatal_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGALRM, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+}
+
+/* Environment worth keeping with the numbers: thread and MPI settings, versions, the machine. */
+static hap_status record_env(hap_profile *p, const measure_opts *o, int size, hap_err *err) {
+  static const char *const keys[] = {
+      "OPENBLAS_NUM_THREADS",         "OMP_NUM_THREADS", "OMPI_MCA_btl", "OMPI_MCA_pml",
+      "OMPI_MCA_mpi_yield_when_idle", "HAP_DATASETS"};
+  char buf[512];
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    const char *v = getenv(keys[i]);
+    if (v != NULL)
+      HAP_TRY(hap_profile_set_env(p, keys[i], v, err));
+  }
+  HAP_TRY(hap_profile_set_env(p, "mpi.library", hap_comm_mpi_library(buf, sizeof buf), err));
+  snprintf(buf, sizeof buf, "%d", size);
+  HAP_TRY(hap_profile_set_env(p, "hap.ranks", buf, err));
+  HAP_TRY(hap_profile_set_env(p, "hap.plan", o->quick ? "quick" : "default", err));
+  HAP_TRY(hap_profile_set_env(p, "hap.only",
+                              o->only_compute ? "compute"
+                              : o->only_comm  ? "comm"
+                                              : "all",
+                              err));
+  HAP_TRY(hap_profile_set_env(p, "hap.emulate_speed", o->emulate ? o->emulate : "", err));
+  struct utsname u;
+  if (uname(&u) == 0) {
+    snprintf(buf, sizeof buf, "%s %s %s", u.sysname, u.release, u.machine);
+    HAP_TRY(hap_profile_set_env(p, "os", buf, err));
+  }
+  return HAP_OK;
+}
+
+/* Rank 0: can OUT's temporary be created? (Fail before minutes of measuring, not after.) */
+static hap_status check_output(const char *out, hap_err *err) {
+  int fd = open(sig_tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0)
+    return hap_err_set(err, HAP_EIO, "%s: cannot create %s: %s", out, sig_tmp, strerror(errno));
+  close(fd);
+  unlink(sig_tmp);
+  return HAP_OK;
+}
+
+static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const char *out) {
+  hap_err err = {0};
+  double *speeds = NULL;
+  int32_t n_speeds = 0;
+  if (o->backend == NULL || strcmp(o->backend, "cpu") != 0) {
+    if (o->backend != NULL && strcmp(o->backend, "cuda") == 0)
+      hap_cli_usage_error(prog, "--backend cuda: the CUDA+NCCL profiler is not built yet "
+                                "(expected cpu)");
+    else if (o->backend != NULL)
+      hap_cli_usage_error(prog, "--backend: unknown backend '%s' (expected cpu)", o->backend);
+    else
+      hap_cli_usage_error(prog, "measure needs --backend (expected cpu)");
+    return 2;
+  }
+  if (out == NULL) {
+    hap_cli_usage_error(prog, "measure needs -o OUT (the profile to write)");
+    return 2;
+  }
+  if (o->emulate != NULL && hap_emulate_parse(o->emulate, &speeds, &n_speeds, &err) != HAP_OK) {
+    hap_cli_usage_error(prog, "%s", err.msg);
+    return 2;
+  }
+  hap_comm *world = NULL;
+  if (hap_comm_mpi_init(argc, argv, &world, &err) != HAP_OK) {
+    hap_cli_error(prog, &err);
+    free(speeds);
+    return 1;
+  }
+  int rank = world->rank, size = world->size;
+  if (speeds != NULL && n_speeds != size) {
+    if (rank == 0)
+      hap_cli_usage_error(prog, "--emulate-speed: %d speeds for %d ranks, expected one per rank",
+                          n_speeds, size);
+    free(speeds);
+    hap_comm_mpi_finalize(world);
+    return 2;
+  }
+  double speed = speeds != NULL ? speeds[rank] : 1.0;
+  free(speeds);
+
+  snprintf(sig_prefix, sizeof sig_prefix, "%s: rank %d: ", prog, rank);
+  set_phase("start-up");
+  sig_tmp[0] = '\0';
+  if (rank == 0 && (size_t)snprintf(sig_tmp, sizeof sig_tmp, "%s.tmp.%ld", out, (long)getpid()) >=
+                       sizeof sig_tmp) {
+    hap_err_set(&err, HAP_EINVAL, "%s: path too long", out);
+  }
+  sig_timeout_s = (sig_atomic_t)o->timeout_s;
+  install_handlers();
+  progress_state ps = {rank, hap_cli_progress_enabled(stderr, o->quiet), (unsigned)o->timeout_s};
+
+  hap_measure_config cfg;
+  hap_measure_defaults(&cfg, o->quick);
+  cfg.gemm = !o->only_comm;
+  cfg.comm = !o->only_compute;
+  cfg.progress = on_progress;
+  cfg.progress_arg = &ps;
+
+  hap_dev *dev = NULL;
+  hap_profile *p = NULL;
+  hap_status st = err.status;
+  if (st == HAP_OK && rank == 0)
+    st = check_output(out, &err);
+  if (st == HAP_OK)
+    st = hap_dev_cpu_open(o->threads, speed, &dev, &err);
+  if (st == HAP_OK) {
+    alarm(ps.timeout_s);
+    st = hap_measure_profile(world, dev, &cfg, &p, &err);
+  }
+  if (ps.draw && rank == 0)
+    fprintf(stderr, "\r\033[K");
+  if (st == HAP_OK && rank == 0) {
+    set_phase("writing the profile");
+    st = hap_profile_set_meta(p, NULL, NULL, "cpu+mpi", &err);
+    if (st == HAP_OK)
+      st = record_env(p, o, size, &err);
+    if (st == HAP_OK)
+      st = hap_profile_write(p, out, &err);
+  }
+  alarm(0);
+  if (st != HAP_OK) {
+    fprintf(stderr, "%s", sig_prefix);
+    hap_cli_error(prog, &err);
+    hap_profile_destroy(p);
+    hap_dev_close(dev);
+    if (size > 1)
+      world->ops->abort(world, 1); /* the other ranks may be waiting on this one */
+    hap_comm_mpi_finalize(world);
+    return 1;
+  }
+  if (rank == 0 && !o->quiet)
+    fprintf(stderr, "%s: wrote %s (%d devices on %d hosts, %d pairs, %d collective sweeps)\n", prog,
+            out, p->n_devices, p->n_hosts, p->n_p2p, p->n_colls);
+  hap_profile_destroy(p);
+  hap_dev_close(dev);
+  hap_comm_mpi_finalize(world);
+  return 0;
+}
+
+/* A positive number for an option, or -1. */
+static double parse_positive(const char *s, double max) {
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (end == s || *end != '\0' || errno != 0 || !(v > 0) || v > max)
+    return -1;
+  return v;
+}
+
 int main(int argc, char **argv) {
+  enum { OPT_ONLY = 256, OPT_EMULATE, OPT_THREADS, OPT_TIMEOUT, OPT_QUIET };
   static const struct option long_opts[] = {{"format", required_argument, NULL, 'f'},
                                             {"output", required_argument, NULL, 'o'},
+                                            {"backend", required_argument, NULL, 'b'},
+                                            {"quick", no_argument, NULL, 'q'},
+                                            {"only", required_argument, NULL, OPT_ONLY},
+                                            {"emulate-speed", required_argument, NULL, OPT_EMULATE},
+                                            {"threads", required_argument, NULL, OPT_THREADS},
+                                            {"timeout", required_argument, NULL, OPT_TIMEOUT},
+                                            {"quiet", no_argument, NULL, OPT_QUIET},
                                             {"help", no_argument, NULL, 'h'},
                                             {"version", no_argument, NULL, 'V'},
                                             {NULL, 0, NULL, 0}};
   hap_format format = HAP_FORMAT_TABLE;
   const char *output = NULL;
+  measure_opts mo = {.threads = 1, .timeout_s = 300};
+  bool measure_flags = false; /* a measure-only option was given */
   int c;
-  while ((c = getopt_long(argc, argv, "f:o:hV", long_opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "f:o:b:qhV", long_opts, NULL)) != -1) {
     switch (c) {
     case 'f':
       if (hap_format_parse(optarg, &format) != HAP_OK || format == HAP_FORMAT_CSV) {
@@ -304,17 +570,75 @@ int main(int argc, char **argv) {
       }
       break;
     case 'o': output = optarg; break;
+    case 'b':
+      mo.backend = optarg;
+      measure_flags = true;
+      break;
+    case 'q':
+      mo.quick = true;
+      measure_flags = true;
+      break;
+    case OPT_ONLY:
+      mo.only_compute = strcmp(optarg, "compute") == 0;
+      mo.only_comm = strcmp(optarg, "comm") == 0;
+      if (!mo.only_compute && !mo.only_comm) {
+        hap_cli_usage_error(prog, "--only: unknown part '%s' (expected compute or comm)", optarg);
+        return 2;
+      }
+      measure_flags = true;
+      break;
+    case OPT_EMULATE:
+      mo.emulate = optarg;
+      measure_flags = true;
+      break;
+    case OPT_THREADS: {
+      double v = parse_positive(optarg, 1024);
+      if (v < 1 || v != (double)(int32_t)v) {
+        hap_cli_usage_error(prog, "--threads: '%s', expected a whole number in 1..1024", optarg);
+        return 2;
+      }
+      mo.threads = (int32_t)v;
+      measure_flags = true;
+      break;
+    }
+    case OPT_TIMEOUT: {
+      double v = parse_positive(optarg, 86400);
+      if (v < 1 || v != (double)(int32_t)v) {
+        hap_cli_usage_error(prog, "--timeout: '%s', expected whole seconds in 1..86400", optarg);
+        return 2;
+      }
+      mo.timeout_s = v;
+      measure_flags = true;
+      break;
+    }
+    case OPT_QUIET: mo.quiet = true; break;
     case 'h': usage(stdout); return 0;
     case 'V': printf("hap-profile %s\n", HAP_VERSION); return 0;
     default: fprintf(stderr, "Try '%s --help'.\n", prog); return 2;
     }
   }
+  if (optind >= argc && mo.backend != NULL) /* hap-profile --backend cpu -o OUT */
+    return cmd_measure(&argc, &argv, &mo, output);
   if (optind >= argc) {
-    hap_cli_usage_error(prog, "missing command (show, merge)");
+    hap_cli_usage_error(prog, "missing command (measure, show, merge)");
     return 2;
   }
   const char *cmd = argv[optind++];
   int rest = argc - optind;
+  if (strcmp(cmd, "measure") == 0) {
+    if (rest != 0) {
+      hap_cli_usage_error(prog, "measure takes no arguments, got '%s'", argv[optind]);
+      return 2;
+    }
+    return cmd_measure(&argc, &argv, &mo, output);
+  }
+  if (measure_flags) {
+    hap_cli_usage_error(prog,
+                        "--backend, --quick, --only, --emulate-speed, --threads and "
+                        "--timeout belong to measure, not %s",
+                        cmd);
+    return 2;
+  }
   if (strcmp(cmd, "show") == 0) {
     if (rest != 1) {
       hap_cli_usage_error(prog, "show takes one profile or cluster spec");
@@ -329,6 +653,6 @@ int main(int argc, char **argv) {
     }
     return cmd_merge(output, rest, argv + optind);
   }
-  hap_cli_usage_error(prog, "unknown command '%s' (expected show or merge)", cmd);
+  hap_cli_usage_error(prog, "unknown command '%s' (expected measure, show or merge)", cmd);
   return 2;
 }

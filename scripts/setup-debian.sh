@@ -13,6 +13,7 @@ packages=(
   libopenblas-dev
   python3 python3-h5py
   time # GNU time: peak memory in reports/bench-synth.sh
+  procps # pgrep: tests/profile/test_kill.sh finds an MPI rank to kill
   clang-format clang-tidy
 )
 

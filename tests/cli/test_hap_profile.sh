@@ -40,6 +40,35 @@ expect bad-format 2 "$bin" --format csv show cpu-2
 expect show-no-arg 2 "$bin" show
 expect merge-no-output 2 "$bin" merge a.h5
 
+# measure: malformed options fail before MPI starts (exit 2, one line naming the flag)
+expect measure-no-backend 2 "$bin" measure -o "$tmp/m.h5"
+check measure-no-backend-says grep -q -- 'measure needs --backend' "$tmp/err"
+expect measure-bad-backend 2 "$bin" measure --backend tpu -o "$tmp/m.h5"
+check measure-bad-backend-says grep -q -- "--backend: unknown backend 'tpu' (expected cpu)" "$tmp/err"
+expect measure-cuda-backend 2 "$bin" measure --backend cuda -o "$tmp/m.h5"
+check measure-cuda-backend-says grep -q -- 'not built yet' "$tmp/err"
+expect measure-no-output 2 "$bin" measure --backend cpu
+check measure-no-output-says grep -q -- 'needs -o OUT' "$tmp/err"
+expect measure-extra-arg 2 "$bin" measure --backend cpu -o "$tmp/m.h5" extra
+expect measure-bad-only 2 "$bin" measure --backend cpu --only gpu -o "$tmp/m.h5"
+check measure-bad-only-says grep -q -- "--only: unknown part 'gpu'" "$tmp/err"
+for speed in '' '1,,0.5' '1,0.5,' ',1' 'fast' '1,x' '0' '-1' '1.5' '1,0' 'nan' 'inf' '1e999' \
+  '0.5 ' ' 0.5' '0x1p-1,1'; do
+  expect "measure-bad-speed-[$speed]" 2 "$bin" measure --backend cpu --emulate-speed "$speed" -o "$tmp/m.h5"
+  check "measure-bad-speed-[$speed]-says" grep -q -- '--emulate-speed: ' "$tmp/err"
+  check "measure-bad-speed-[$speed]-no-file" test ! -e "$tmp/m.h5"
+done
+for n in 0 -1 1.5 x 2000 ''; do
+  expect "measure-bad-threads-[$n]" 2 "$bin" measure --backend cpu --threads "$n" -o "$tmp/m.h5"
+  check "measure-bad-threads-[$n]-says" grep -q -- '--threads: ' "$tmp/err"
+done
+for n in 0 -5 1e9 soon ''; do
+  expect "measure-bad-timeout-[$n]" 2 "$bin" measure --backend cpu --timeout "$n" -o "$tmp/m.h5"
+  check "measure-bad-timeout-[$n]-says" grep -q -- '--timeout: ' "$tmp/err"
+done
+expect measure-flag-on-show 2 "$bin" show --quick cpu-2
+check measure-flag-on-show-says grep -q 'belong to measure' "$tmp/err"
+
 for spec in paper-hetero:64 paper-hetero:gpus_per_host=4:32 paper-hetero:gpus_per_host=1:8 \
   paper-homo:64 a100-h100:32 cpu-2:2; do
   n=${spec##*:}

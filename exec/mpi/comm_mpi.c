@@ -1,0 +1,303 @@
+/* comm_mpi.c — the `mpi` communication backend (comm_mpi.h). Counts are checked against INT_MAX
+ * (MPI's int counts); uneven variants convert their int64 arrays to int on the heap. */
+#include "comm_mpi.h"
+
+#include <limits.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct mpi_impl {
+  MPI_Comm comm;
+  int owned; /* MPI_Comm_free on destroy (not the world) */
+} mpi_impl;
+
+static MPI_Comm comm_of(hap_comm *c) { return ((mpi_impl *)c->impl)->comm; }
+
+/* HAP_EMPI with "mpi: CALL failed (rank R): MPI's text" for a non-success code. */
+static hap_status check(hap_comm *c, int rc, const char *call, hap_err *err) {
+  if (rc == MPI_SUCCESS)
+    return HAP_OK;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS || len <= 0) {
+    len = 0;
+  }
+  text[len < MPI_MAX_ERROR_STRING ? len : MPI_MAX_ERROR_STRING - 1] = '\0';
+  return hap_err_set(err, HAP_EMPI, "mpi: %s failed on rank %d: %s", call, c->rank,
+                     len > 0 ? text : "unknown error");
+}
+
+static hap_status fits_int(int64_t v, const char *call, hap_err *err) {
+  if (v < 0 || v > INT_MAX)
+    return hap_err_set(err, v < 0 ? HAP_EINVAL : HAP_EUNSUPPORTED,
+                       "mpi: %s count %lld, expected 0..%d", call, (long long)v, INT_MAX);
+  return HAP_OK;
+}
+
+static hap_status mpi_type(hap_dtype dt, MPI_Datatype *out, hap_err *err) {
+  switch (dt) {
+  case HAP_F32: *out = MPI_FLOAT; return HAP_OK;
+  case HAP_F64: *out = MPI_DOUBLE; return HAP_OK;
+  case HAP_I32: *out = MPI_INT32_T; return HAP_OK;
+  case HAP_I64: *out = MPI_INT64_T; return HAP_OK;
+  default:
+    return hap_err_set(err, HAP_EUNSUPPORTED,
+                       "mpi: reduction in %s, expected float32, float64, int32 or int64",
+                       hap_dtype_name(dt));
+  }
+}
+
+static hap_status mpi_op(hap_reduce_op op, MPI_Op *out, hap_err *err) {
+  switch (op) {
+  case HAP_REDUCE_SUM: *out = MPI_SUM; return HAP_OK;
+  case HAP_REDUCE_MAX: *out = MPI_MAX; return HAP_OK;
+  case HAP_REDUCE_MIN: *out = MPI_MIN; return HAP_OK;
+  }
+  return hap_err_set(err, HAP_EINVAL, "mpi: reduction op %d, expected sum, max or min", (int)op);
+}
+
+/* int copies of n int64 values (each in 0..INT_MAX); NULL on failure with err set. */
+static int *int_array(const int64_t *v, int32_t n, const char *call, hap_err *err) {
+  int *a = malloc((size_t)(n > 0 ? n : 1) * sizeof *a);
+  if (a == NULL) {
+    hap_err_set(err, HAP_ENOMEM, "mpi: %s: out of memory", call);
+    return NULL;
+  }
+  for (int32_t i = 0; i < n; i++) {
+    if (fits_int(v[i], call, err) != HAP_OK) {
+      free(a);
+      return NULL;
+    }
+    a[i] = (int)v[i];
+  }
+  return a;
+}
+
+static hap_status mpi_all_reduce(hap_comm *c, const void *send, void *recv, int64_t count,
+                                 hap_dtype dtype, hap_reduce_op op, hap_err *err) {
+  MPI_Datatype t = MPI_DATATYPE_NULL;
+  MPI_Op o = MPI_OP_NULL;
+  HAP_TRY(fits_int(count, "MPI_Allreduce", err));
+  HAP_TRY(mpi_type(dtype, &t, err));
+  HAP_TRY(mpi_op(op, &o, err));
+  const void *s = send == recv ? MPI_IN_PLACE : send;
+  return check(c, MPI_Allreduce(s, recv, (int)count, t, o, comm_of(c)), "MPI_Allreduce", err);
+}
+
+static hap_status mpi_all_gather(hap_comm *c, const void *send, void *recv, int64_t bytes,
+                                 hap_err *err) {
+  HAP_TRY(fits_int(bytes, "MPI_Allgather", err));
+  return check(c, MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, comm_of(c)),
+               "MPI_Allgather", err);
+}
+
+static hap_status mpi_all_gatherv(hap_comm *c, const void *send, int64_t send_bytes, void *recv,
+                                  const int64_t *recv_bytes, const int64_t *displs, hap_err *err) {
+  HAP_TRY(fits_int(send_bytes, "MPI_Allgatherv", err));
+  int *counts = int_array(recv_bytes, c->size, "MPI_Allgatherv", err);
+  int *offs = counts ? int_array(displs, c->size, "MPI_Allgatherv", err) : NULL;
+  hap_status st = HAP_EINVAL;
+  if (counts != NULL && offs != NULL)
+    st = check(
+        c,
+        MPI_Allgatherv(send, (int)send_bytes, MPI_BYTE, recv, counts, offs, MPI_BYTE, comm_of(c)),
+        "MPI_Allgatherv", err);
+  free(counts);
+  free(offs);
+  return st;
+}
+
+static hap_status mpi_reduce_scatter(hap_comm *c, const void *send, void *recv, int64_t count,
+                                     hap_dtype dtype, hap_reduce_op op, hap_err *err) {
+  MPI_Datatype t = MPI_DATATYPE_NULL;
+  MPI_Op o = MPI_OP_NULL;
+  HAP_TRY(fits_int(count * c->size, "MPI_Reduce_scatter_block", err));
+  HAP_TRY(mpi_type(dtype, &t, err));
+  HAP_TRY(mpi_op(op, &o, err));
+  return check(c, MPI_Reduce_scatter_block(send, recv, (int)count, t, o, comm_of(c)),
+               "MPI_Reduce_scatter_block", err);
+}
+
+static hap_status mpi_reduce_scatterv(hap_comm *c, const void *send, void *recv,
+                                      const int64_t *counts, hap_dtype dtype, hap_reduce_op op,
+                                      hap_err *err) {
+  MPI_Datatype t = MPI_DATATYPE_NULL;
+  MPI_Op o = MPI_OP_NULL;
+  HAP_TRY(mpi_type(dtype, &t, err));
+  HAP_TRY(mpi_op(op, &o, err));
+  int *n = int_array(counts, c->size, "MPI_Reduce_scatter", err);
+  if (n == NULL)
+    return err ? err->status : HAP_EINVAL;
+  hap_status st =
+      check(c, MPI_Reduce_scatter(send, recv, n, t, o, comm_of(c)), "MPI_Reduce_scatter", err);
+  free(n);
+  return st;
+}
+
+static hap_status mpi_all_to_all(hap_comm *c, const void *send, void *recv, int64_t bytes,
+                                 hap_err *err) {
+  HAP_TRY(fits_int(bytes * c->size, "MPI_Alltoall", err));
+  return check(c, MPI_Alltoall(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, comm_of(c)),
+               "MPI_Alltoall", err);
+}
+
+static hap_status mpi_all_to_allv(hap_comm *c, const void *send, const int64_t *send_bytes,
+                                  const int64_t *send_displs, void *recv, const int64_t *recv_bytes,
+                                  const int64_t *recv_displs, hap_err *err) {
+  const char *call = "MPI_Alltoallv";
+  int *sc = int_array(send_bytes, c->size, call, err);
+  int *sd = sc ? int_array(send_displs, c->size, call, err) : NULL;
+  int *rc = sd ? int_array(recv_bytes, c->size, call, err) : NULL;
+  int *rd = rc ? int_array(recv_displs, c->size, call, err) : NULL;
+  hap_status st = HAP_EINVAL;
+  if (rd != NULL)
+    st = check(c, MPI_Alltoallv(send, sc, sd, MPI_BYTE, recv, rc, rd, MPI_BYTE, comm_of(c)), call,
+               err);
+  free(sc);
+  free(sd);
+  free(rc);
+  free(rd);
+  return st;
+}
+
+static hap_status mpi_broadcast(hap_comm *c, void *buf, int64_t bytes, int32_t root, hap_err *err) {
+  HAP_TRY(fits_int(bytes, "MPI_Bcast", err));
+  if (root < 0 || root >= c->size)
+    return hap_err_set(err, HAP_EINVAL, "mpi: MPI_Bcast root %d, expected 0..%d", root,
+                       c->size - 1);
+  return check(c, MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, comm_of(c)), "MPI_Bcast", err);
+}
+
+static hap_status peer_ok(hap_comm *c, int32_t peer, int32_t tag, const char *call, hap_err *err) {
+  if (peer < 0 || peer >= c->size || peer == c->rank || tag < 0 || tag > 32767)
+    return hap_err_set(err, HAP_EINVAL,
+                       "mpi: %s peer %d tag %d, expected another rank of 0..%d and a tag in "
+                       "0..32767",
+                       call, peer, tag, c->size - 1);
+  return HAP_OK;
+}
+
+static hap_status mpi_send(hap_comm *c, const void *buf, int64_t bytes, int32_t peer, int32_t tag,
+                           hap_err *err) {
+  HAP_TRY(fits_int(bytes, "MPI_Send", err));
+  HAP_TRY(peer_ok(c, peer, tag, "MPI_Send", err));
+  return check(c, MPI_Send(buf, (int)bytes, MPI_BYTE, peer, tag, comm_of(c)), "MPI_Send", err);
+}
+
+static hap_status mpi_recv(hap_comm *c, void *buf, int64_t bytes, int32_t peer, int32_t tag,
+                           hap_err *err) {
+  HAP_TRY(fits_int(bytes, "MPI_Recv", err));
+  HAP_TRY(peer_ok(c, peer, tag, "MPI_Recv", err));
+  return check(c, MPI_Recv(buf, (int)bytes, MPI_BYTE, peer, tag, comm_of(c), MPI_STATUS_IGNORE),
+               "MPI_Recv", err);
+}
+
+static hap_status mpi_barrier(hap_comm *c, hap_err *err) {
+  return check(c, MPI_Barrier(comm_of(c)), "MPI_Barrier", err);
+}
+
+static hap_status wrap(MPI_Comm comm, int owned, hap_comm **out, hap_err *err);
+
+static hap_status mpi_split(hap_comm *c, int32_t color, int32_t key, hap_comm **out, hap_err *err) {
+  *out = NULL;
+  MPI_Comm nc = MPI_COMM_NULL;
+  HAP_TRY(check(c, MPI_Comm_split(comm_of(c), color < 0 ? MPI_UNDEFINED : color, key, &nc),
+                "MPI_Comm_split", err));
+  if (nc == MPI_COMM_NULL)
+    return HAP_OK;
+  hap_status st =
+      check(c, MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", err);
+  if (st == HAP_OK)
+    st = wrap(nc, 1, out, err);
+  if (st != HAP_OK)
+    MPI_Comm_free(&nc);
+  return st;
+}
+
+static void mpi_abort(hap_comm *c, int code) {
+  MPI_Abort(comm_of(c), code);
+  abort(); /* MPI_Abort does not return; this keeps the contract if it ever does */
+}
+
+static void mpi_destroy(hap_comm *c) {
+  if (c == NULL)
+    return;
+  mpi_impl *m = c->impl;
+  if (m->owned)
+    MPI_Comm_free(&m->comm);
+  free(m);
+  free(c);
+}
+
+static const hap_comm_ops mpi_ops = {
+    .name = "mpi",
+    .all_reduce = mpi_all_reduce,
+    .all_gather = mpi_all_gather,
+    .all_gatherv = mpi_all_gatherv,
+    .reduce_scatter = mpi_reduce_scatter,
+    .reduce_scatterv = mpi_reduce_scatterv,
+    .all_to_all = mpi_all_to_all,
+    .all_to_allv = mpi_all_to_allv,
+    .broadcast = mpi_broadcast,
+    .send = mpi_send,
+    .recv = mpi_recv,
+    .barrier = mpi_barrier,
+    .split = mpi_split,
+    .abort = mpi_abort,
+    .destroy = mpi_destroy,
+};
+
+static hap_status wrap(MPI_Comm comm, int owned, hap_comm **out, hap_err *err) {
+  hap_comm *c = calloc(1, sizeof *c);
+  mpi_impl *m = calloc(1, sizeof *m);
+  if (c == NULL || m == NULL) {
+    free(c);
+    free(m);
+    return hap_err_set(err, HAP_ENOMEM, "mpi: out of memory creating a communicator");
+  }
+  int rank = 0, size = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  m->comm = comm;
+  m->owned = owned;
+  c->ops = &mpi_ops;
+  c->impl = m;
+  c->rank = rank;
+  c->size = size;
+  *out = c;
+  return HAP_OK;
+}
+
+hap_status hap_comm_mpi_init(int *argc, char ***argv, hap_comm **world, hap_err *err) {
+  *world = NULL;
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited && MPI_Init(argc, argv) != MPI_SUCCESS)
+    return hap_err_set(err, HAP_EMPI, "mpi: MPI_Init failed");
+  if (MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN) != MPI_SUCCESS)
+    return hap_err_set(err, HAP_EMPI, "mpi: cannot set MPI_ERRORS_RETURN on MPI_COMM_WORLD");
+  return wrap(MPI_COMM_WORLD, 0, world, err);
+}
+
+const char *hap_comm_mpi_library(char *buf, size_t len) {
+  char v[MPI_MAX_LIBRARY_VERSION_STRING];
+  int n = 0;
+  if (len == 0)
+    return buf;
+  buf[0] = '\0';
+  if (MPI_Get_library_version(v, &n) != MPI_SUCCESS || n <= 0)
+    return buf;
+  v[n < MPI_MAX_LIBRARY_VERSION_STRING ? n : MPI_MAX_LIBRARY_VERSION_STRING - 1] = '\0';
+  snprintf(buf, len, "%.*s", (int)strcspn(v, "\n"), v);
+  return buf;
+}
+
+void hap_comm_mpi_finalize(hap_comm *world) {
+  hap_comm_destroy(world);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized)
+    MPI_Finalize();
+}

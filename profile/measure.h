@@ -1,0 +1,67 @@
+/* measure.h — hap-profile's measurements over exec/'s device (backend.h) and communication
+ * (comm.h) tables, gathered into one hap_profile (core's profile_store.h) on rank 0.
+ *   compute:  GEMM sweep over (m, n, k, dtype) -> seconds (median) and FLOP/s per shape;
+ *             memory bandwidth (copy, 2 x bytes / p50); launch overhead (empty kernel, p50)
+ *   comm:     every ordered rank pair: ping-pong, one sample = half a round trip of S bytes;
+ *             each collective over the world, each host's ranks and one rank per host (when those
+ *             differ from the world): one sample = the slowest rank's time for one call after a
+ *             barrier; sizes as nccl-tests count them (cluster.h, hap_coll_fit)
+ * then p50/p95, algbw/busbw (hap_profile_compute_stats) and the alpha-beta fits (fit_rel.h).
+ * Contract: collective over `world` (every rank calls with the same configuration); ranks agree on
+ * failures (a rank-local error stops every rank with the same status). Only rank 0 gets a
+ * profile. The progress callback runs on every rank between measurements (a watchdog can use it).
+ * Ownership: the configuration's arrays belong to the caller; *out (rank 0) is owned by the
+ * caller (hap_profile_destroy). */
+#ifndef HAP_MEASURE_H
+#define HAP_MEASURE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "comm.h"
+#include "profile_store.h"
+
+typedef struct hap_gemm_shape {
+  int64_t m, n, k;
+  hap_dtype dtype;
+} hap_gemm_shape;
+
+/* Called before each measurement step: phase ("gemm", "p2p 0->1", "all_reduce world"), step
+ * done so far and total steps of the whole run. */
+typedef void (*hap_measure_progress_fn)(void *arg, const char *phase, int32_t done, int32_t total);
+
+typedef struct hap_measure_config {
+  bool gemm; /* the GEMM sweep (memory bandwidth and launch overhead are always measured) */
+  bool comm; /* point-to-point and collective sweeps */
+  const hap_gemm_shape *gemm_shapes;
+  int32_t n_gemm_shapes, gemm_reps, gemm_warmup;
+  int64_t membw_bytes; /* copied buffer, bytes */
+  int32_t membw_reps;
+  int32_t launch_reps, launch_iters; /* samples, and empty kernels averaged into each */
+  const int64_t *p2p_sizes;          /* strictly increasing, bytes */
+  int32_t n_p2p_sizes, p2p_reps, p2p_warmup;
+  int32_t p2p_iters;         /* round trips averaged into one sample */
+  const int64_t *coll_sizes; /* strictly increasing, bytes; rounded up per group to a multiple
+                                of 4 x ranks (float32 elements, equal shares) */
+  int32_t n_coll_sizes, coll_reps, coll_warmup;
+  int32_t coll_iters;  /* back-to-back calls averaged into one sample */
+  uint32_t coll_kinds; /* bit (1u << hap_coll_kind) per collective to measure */
+  hap_measure_progress_fn progress;
+  void *progress_arg;
+} hap_measure_config;
+
+/* The built-in plans: quick (CI, seconds on two CPU ranks) or default (real use, minutes).
+ * Arrays point to static storage. */
+void hap_measure_defaults(hap_measure_config *cfg, bool quick);
+
+/* Check a configuration: positive repetitions, strictly increasing positive sizes, known dtypes. */
+hap_status hap_measure_check(const hap_measure_config *cfg, hap_err *err);
+
+/* Run the configured measurements on every rank (dev is this rank's device) and, on rank 0,
+ * return the profile (statistics and fits computed, validated; backend and environment left to
+ * the caller). Other ranks get *out = NULL. */
+hap_status hap_measure_profile(hap_comm *world, hap_dev *dev, const hap_measure_config *cfg,
+                               hap_profile **out, hap_err *err);
+
+#endif

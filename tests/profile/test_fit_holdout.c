@@ -1,0 +1,134 @@
+/* test_fit_holdout.c — do the profile's alpha-beta fits predict message sizes they never saw?
+ * Run under mpirun (2+ ranks). Profile A measures sizes 8 B x 4^i (the fit set); profile B
+ * measures the sizes halfway between on a log scale, 16 B x 4^i (held out). For every p2p pair
+ * and collective of A, the fit's prediction at each held-out size is compared with B's measured
+ * p50: relative error |t_fit - p50| / p50. Prints every error, each sweep's median and maximum,
+ * and the median over all held-out points of all sweeps; passes (exit 0) when that pooled median
+ * is at most --max-median (default 0.10).
+ * Usage: test_fit_holdout [--max-median F] [--reps N] [--iters N] [--max-bytes B] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm_mpi.h"
+#include "device_cpu.h"
+#include "fit.h"
+#include "measure.h"
+
+#define MAX_SIZES 32
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median_of(double *x, int n) {
+  qsort(x, (size_t)n, sizeof *x, cmp_double);
+  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* Errors of `predict` at B's sizes (appended to pool[*n_pool]); returns the median. */
+static double report(const char *what, const int64_t *sizes, const double *p50, int n,
+                     double (*predict)(const void *, double), const void *fit, double *pool,
+                     int *n_pool) {
+  double err[MAX_SIZES], worst = 0;
+  printf("%-28s", what);
+  for (int i = 0; i < n; i++) {
+    double t = predict(fit, (double)sizes[i]);
+    err[i] = fabs(t - p50[i]) / p50[i];
+    worst = err[i] > worst ? err[i] : worst;
+    pool[(*n_pool)++] = err[i];
+    printf(" %lld:%.0f%%", (long long)sizes[i], 100 * err[i]);
+  }
+  double med = median_of(err, n);
+  printf("\n%-28s median %.1f%%, max %.1f%%\n", "", 100 * med, 100 * worst);
+  return med;
+}
+
+static double link_time(const void *f, double s) {
+  const hap_link *l = f;
+  return l->latency_s + s / l->bandwidth_Bps;
+}
+
+static double piece_time(const void *f, double s) { return hap_piecewise_time(f, s); }
+
+int main(int argc, char **argv) {
+  double max_median = 0.10;
+  int reps = 20, iters = 1;
+  long long max_bytes = 8 << 20;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--max-median") == 0)
+      max_median = atof(argv[i + 1]);
+    else if (strcmp(argv[i], "--reps") == 0)
+      reps = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--iters") == 0)
+      iters = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--max-bytes") == 0)
+      max_bytes = atoll(argv[i + 1]);
+  }
+  hap_err err = {0};
+  hap_comm *world = NULL;
+  hap_dev *dev = NULL;
+  if (hap_comm_mpi_init(&argc, &argv, &world, &err) != HAP_OK ||
+      hap_dev_cpu_open(1, 1.0, &dev, &err) != HAP_OK) {
+    fprintf(stderr, "test_fit_holdout: %s\n", err.msg);
+    return 1;
+  }
+  int64_t fit_sizes[MAX_SIZES], held_sizes[MAX_SIZES];
+  int n_fit = 0, n_held = 0;
+  for (int64_t s = 8; s <= max_bytes && n_fit < MAX_SIZES; s *= 4)
+    fit_sizes[n_fit++] = s;
+  for (int64_t s = 16; s < fit_sizes[n_fit - 1] && n_held < MAX_SIZES; s *= 4)
+    held_sizes[n_held++] = s;
+
+  hap_measure_config cfg;
+  hap_measure_defaults(&cfg, true);
+  cfg.gemm = false;
+  cfg.membw_bytes = 1 << 20;
+  cfg.p2p_reps = cfg.coll_reps = reps;
+  cfg.p2p_iters = cfg.coll_iters = iters;
+  hap_profile *a = NULL, *b = NULL;
+  cfg.p2p_sizes = cfg.coll_sizes = fit_sizes;
+  cfg.n_p2p_sizes = cfg.n_coll_sizes = n_fit;
+  hap_status st = hap_measure_profile(world, dev, &cfg, &a, &err);
+  cfg.p2p_sizes = cfg.coll_sizes = held_sizes;
+  cfg.n_p2p_sizes = cfg.n_coll_sizes = n_held;
+  if (st == HAP_OK)
+    st = hap_measure_profile(world, dev, &cfg, &b, &err);
+  int rc = 0;
+  if (st != HAP_OK) {
+    fprintf(stderr, "test_fit_holdout: rank %d: %s\n", world->rank, err.msg);
+    rc = 1;
+  } else if (world->rank == 0) {
+    double *pool = malloc((size_t)(a->n_p2p + a->n_colls) * MAX_SIZES * sizeof *pool);
+    int n_pool = 0;
+    printf("fit sizes 8 B .. %lld B (x4), held-out sizes 16 B .. %lld B (x4), %d reps; relative "
+           "error of the fit at each held-out size vs its measured p50\n",
+           (long long)fit_sizes[n_fit - 1], (long long)held_sizes[n_held - 1], reps);
+    for (int32_t j = 0; j < a->n_p2p; j++) {
+      const hap_profile_p2p *fa = &a->p2p[j];
+      const hap_profile_p2p *mb = hap_profile_find_p2p(b, fa->src, fa->dst);
+      char what[64];
+      snprintf(what, sizeof what, "p2p %d->%d", fa->src, fa->dst);
+      report(what, mb->sizes_bytes, mb->p50_s, mb->n_sizes, link_time, &fa->fit, pool, &n_pool);
+    }
+    for (int32_t j = 0; j < a->n_colls; j++) {
+      const hap_profile_coll *fa = &a->colls[j];
+      const hap_profile_coll *mb = hap_profile_find_coll(b, fa->kind, fa->group);
+      char what[96];
+      snprintf(what, sizeof what, "%s %s", hap_coll_kind_name(fa->kind), fa->group);
+      report(what, mb->sizes_bytes, mb->p50_s, mb->n_sizes, piece_time, &fa->fit, pool, &n_pool);
+    }
+    double pooled = median_of(pool, n_pool);
+    rc = pooled > max_median;
+    printf("%s: median error over all %d held-out points %.1f%% (limit %.0f%%)\n",
+           rc ? "FAIL" : "PASS", n_pool, 100 * pooled, 100 * max_median);
+    free(pool);
+  }
+  hap_profile_destroy(a);
+  hap_profile_destroy(b);
+  hap_dev_close(dev);
+  hap_comm_mpi_finalize(world);
+  return rc;
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# End-to-end: `hap-profile measure` on 2 MPI ranks of this host (cpu + mpi backends).
+#   1. the quick profile finishes in under 60 s, `hap-profile show` prints its tables (it loads
+#      into the cluster model), h5py reads it (check_measured_profile.py), no temporary is left;
+#   2. the no-command form `hap-profile --backend cpu ...` measures too;
+#   3. --emulate-speed 1,0.5: rank 1's sustained GEMM FLOP/s is half of rank 0's within 10 %;
+#   4. errors that need MPI: one speed for two ranks (exit 2), an unwritable output (exit 1, no
+#      file, before anything is measured).
+# Usage: test_measure.sh HAP_PROFILE MPIEXEC CHECK_MEASURED_PROFILE_PY
+set -u
+bin=$1
+mpiexec=$2
+check_py=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; sed 's/^/  /' "$tmp/err" | head -8; }
+run2() { "$mpiexec" -np 2 "$@" >"$tmp/out" 2>"$tmp/err"; }
+
+start=$(date +%s%N)
+if run2 "$bin" measure --backend cpu --quick -o "$tmp/p.h5"; then ok; else bad "quick profile"; fi
+ms=$((($(date +%s%N) - start) / 1000000))
+echo "quick profile on 2 ranks: ${ms} ms"
+if [ "$ms" -lt 60000 ]; then ok; else bad "quick profile took ${ms} ms (limit 60 s)"; fi
+if "$bin" show "$tmp/p.h5" >"$tmp/show" 2>"$tmp/err"; then ok; else bad "show"; fi
+for want in '2 devices on 1 hosts' '^p2p sweep' '^collective fit' 'all_reduce      world'; do
+  if grep -q "$want" "$tmp/show"; then ok; else bad "show lacks '$want'"; fi
+done
+/usr/bin/python3 "$check_py" "$tmp/p.h5" 2 >"$tmp/err" 2>&1
+case $? in 0 | 77) ok ;; *) bad "h5py check" ;; esac
+if [ -z "$(find "$tmp" -name '*.tmp.*')" ]; then ok; else bad "temporary files left"; fi
+
+if run2 "$bin" --backend cpu --quick --only comm --quiet -o "$tmp/q.h5" && [ -s "$tmp/q.h5" ] &&
+  ! grep -q '^hap-profile' "$tmp/err"; then ok; else bad "no-command form with --only comm --quiet"; fi
+
+if run2 "$bin" measure --backend cpu --quick --only compute --emulate-speed 1,0.5 -o "$tmp/e.h5"; then
+  ok
+else
+  bad "emulated profile"
+fi
+/usr/bin/python3 "$check_py" "$tmp/e.h5" 2 --speed-ratio 0.5 >"$tmp/err" 2>&1
+rc=$?
+cat "$tmp/err"
+case $rc in 0 | 77) ok ;; *) bad "emulated speed ratio" ;; esac
+
+run2 "$bin" measure --backend cpu --quick --emulate-speed 1 -o "$tmp/x.h5"
+rc=$?
+if [ "$rc" -ne 0 ] && grep -q -- '--emulate-speed: 1 speeds for 2 ranks' "$tmp/err" &&
+  [ ! -e "$tmp/x.h5" ]; then ok; else bad "speed count mismatch (exit $rc)"; fi
+run2 "$bin" measure --backend cpu --quick -o "$tmp/no/such/dir/p.h5"
+rc=$?
+if [ "$rc" -ne 0 ] && grep -q 'cannot create' "$tmp/err"; then ok; else bad "unwritable output (exit $rc)"; fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
