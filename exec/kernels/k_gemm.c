@@ -1,0 +1,424 @@
+/* k_gemm.c — the GEMM family: linear, matmul/bmm (broadcast batch dims), einsum (any valid
+ * two-operand equation, reduced to one batched GEMM), conv2d (im2col + GEMM). Semantics:
+ * docs/ops.md; GEMMs accumulate in float32 (OpenBLAS), bias and other sums in double. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kern_internal.h"
+
+/* Column sums of g [m, n] added to db [n] (double accumulation). */
+static hap_status add_col_sums(const float *g, int64_t m, int64_t n, float *db, hap_err *err) {
+  double *acc = k_calloc((size_t)n, sizeof(double), err);
+  if (acc == NULL)
+    return HAP_ENOMEM;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++)
+      acc[j] += g[i * n + j];
+  for (int64_t j = 0; j < n; j++)
+    db[j] += (float)acc[j];
+  free(acc);
+  return HAP_OK;
+}
+
+/* ---- linear: y = x W^T + b over the last dim ------------------------------------------------ */
+
+typedef struct lin_dims {
+  int64_t m, n, k;
+} lin_dims;
+
+static lin_dims linear_dims(const hap_op_io *io) {
+  const hap_shape *x = &io->in[0];
+  int64_t k = x->dims[x->rank - 1];
+  return (lin_dims){k_prod(x, 0, x->rank - 1), io->in[1].dims[0], k};
+}
+
+hap_status k_linear_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                        hap_err *err) {
+  (void)st;
+  (void)err;
+  lin_dims d = linear_dims(c->io);
+  const float *x = c->in[0], *w = c->in[1];
+  float *y = out[0];
+  k_sgemm(false, true, d.m, d.n, d.k, 1.0f, x, d.k, w, d.k, 0.0f, y, d.n);
+  if (c->io->n_in > 2 && !k_once_zero(c, 2)) {
+    const float *b = c->in[2];
+    for (int64_t i = 0; i < d.m; i++)
+      for (int64_t j = 0; j < d.n; j++)
+        y[i * d.n + j] += b[j];
+  }
+  return HAP_OK;
+}
+
+hap_status k_linear_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                        const hap_kernel_state *st, hap_err *err) {
+  (void)st;
+  const hap_op_io *io = c->io;
+  lin_dims d = linear_dims(io);
+  const float *x = c->in[0], *w = c->in[1], *g = dout[0];
+  if (io->in_grad[0]) /* dx [m, k] += g [m, n] W [n, k] */
+    k_sgemm(false, false, d.m, d.k, d.n, 1.0f, g, d.n, w, d.k, 1.0f, din[0], d.k);
+  if (io->in_grad[1]) /* dW [n, k] += g^T [n, m] x [m, k] */
+    k_sgemm(true, false, d.n, d.k, d.m, 1.0f, g, d.n, x, d.k, 1.0f, din[1], d.k);
+  if (io->n_in > 2 && io->in_grad[2] && !k_once_zero(c, 2))
+    return add_col_sums(g, d.m, d.n, din[2], err);
+  return HAP_OK;
+}
+
+/* ---- matmul, bmm ----------------------------------------------------------------------------- */
+
+typedef struct mm_plan {
+  int64_t m, n, k, batches;
+  hap_shape batch;                            /* output batch dims */
+  int64_t sa[HAP_MAX_DIMS], sb[HAP_MAX_DIMS]; /* matrix strides of a, b per output batch dim */
+} mm_plan;
+
+static void mm_plan_of(const hap_op_io *io, mm_plan *p) {
+  const hap_shape *a = &io->in[0], *b = &io->in[1], *o = &io->out[0];
+  memset(p, 0, sizeof *p);
+  p->m = a->dims[a->rank - 2];
+  p->k = a->dims[a->rank - 1];
+  p->n = b->dims[b->rank - 1];
+  p->batch = *o;
+  p->batch.rank -= 2;
+  hap_shape ab = *a, bb = *b;
+  ab.rank -= 2;
+  bb.rank -= 2;
+  k_bcast_strides(&ab, &p->batch, p->sa);
+  k_bcast_strides(&bb, &p->batch, p->sb);
+  p->batches = k_numel(&p->batch);
+}
+
+/* Matrix offsets (in matrices) of a and b for output batch t. */
+static void mm_offsets(const mm_plan *p, int64_t t, int64_t *ia, int64_t *ib) {
+  *ia = *ib = 0;
+  for (int d = p->batch.rank - 1; d >= 0; d--) {
+    int64_t i = t % p->batch.dims[d];
+    t /= p->batch.dims[d];
+    *ia += i * p->sa[d];
+    *ib += i * p->sb[d];
+  }
+}
+
+hap_status k_matmul_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                        hap_err *err) {
+  (void)st;
+  (void)err;
+  mm_plan p;
+  mm_plan_of(c->io, &p);
+  const float *a = c->in[0], *b = c->in[1];
+  float *y = out[0];
+  for (int64_t t = 0; t < p.batches; t++) {
+    int64_t ia, ib;
+    mm_offsets(&p, t, &ia, &ib);
+    k_sgemm(false, false, p.m, p.n, p.k, 1.0f, a + ia * p.m * p.k, p.k, b + ib * p.k * p.n, p.n,
+            0.0f, y + t * p.m * p.n, p.n);
+  }
+  return HAP_OK;
+}
+
+hap_status k_matmul_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                        const hap_kernel_state *st, hap_err *err) {
+  (void)st;
+  (void)err;
+  mm_plan p;
+  mm_plan_of(c->io, &p);
+  const float *a = c->in[0], *b = c->in[1], *g = dout[0];
+  for (int64_t t = 0; t < p.batches; t++) {
+    int64_t ia, ib;
+    mm_offsets(&p, t, &ia, &ib);
+    const float *gt = g + t * p.m * p.n;
+    if (c->io->in_grad[0]) /* da [m, k] += g [m, n] b^T */
+      k_sgemm(false, true, p.m, p.k, p.n, 1.0f, gt, p.n, b + ib * p.k * p.n, p.n, 1.0f,
+              din[0] + ia * p.m * p.k, p.k);
+    if (c->io->in_grad[1]) /* db [k, n] += a^T g */
+      k_sgemm(true, false, p.k, p.n, p.m, 1.0f, a + ia * p.m * p.k, p.k, gt, p.n, 1.0f,
+              din[1] + ib * p.k * p.n, p.n);
+  }
+  return HAP_OK;
+}
+
+/* ---- einsum ---------------------------------------------------------------------------------- */
+
+typedef struct ein_eq {
+  char ix[3][HAP_MAX_DIMS + 1]; /* operand a, operand b, output */
+} ein_eq;
+
+static hap_status ein_parse(const hap_kernel_call *c, ein_eq *e, hap_err *err) {
+  const char *eq = hap_attr_s(c->io->attrs, hap_op_attr_index(HAP_OP_EINSUM, "equation"));
+  memset(e, 0, sizeof *e);
+  int part = 0, n = 0;
+  for (const char *p = eq; *p; p++) {
+    if (*p >= 'a' && *p <= 'z') {
+      if (n >= HAP_MAX_DIMS || part > 2)
+        return hap_err_set(err, HAP_EUNSUPPORTED, "einsum '%s': too many indices", eq);
+      e->ix[part][n++] = *p;
+    } else if (*p == ',' && part == 0) {
+      part = 1;
+      n = 0;
+    } else if (*p == '-' && p[1] == '>' && part == 1) {
+      part = 2;
+      n = 0;
+      p++;
+    } else {
+      return hap_err_set(err, HAP_EUNSUPPORTED,
+                         "einsum '%s': only two-operand equations of lowercase indices "
+                         "('ab,bc->ac') are supported",
+                         eq);
+    }
+  }
+  if (part != 2)
+    return hap_err_set(err, HAP_EUNSUPPORTED, "einsum '%s': expected 'ab,bc->ac'", eq);
+  return HAP_OK;
+}
+
+/* Where a letter goes in the batched GEMM [T, M, K] x [T, K, N] -> [T, M, N]. */
+enum { CL_T, CL_M, CL_N, CL_K, CL_SUM_A, CL_SUM_B, CL_BCAST, CL_COUNT };
+
+/* out (op: idx_o) = sum over the rest of A (idx_a) * B (idx_b); overwrite or accumulate. Indices
+ * only in A or only in B are summed first; indices only in the output broadcast. */
+static hap_status ein_contract(const char *ia, const float *A, const hap_shape *sa, const char *ib,
+                               const float *B, const hap_shape *sb, const char *io_, float *O,
+                               const hap_shape *so, bool accumulate, hap_err *err) {
+  int64_t ext[26] = {0};
+  unsigned where[26] = {0}; /* bit 0: A, 1: B, 2: out */
+  const char *ix[3] = {ia, ib, io_};
+  const hap_shape *sh[3] = {sa, sb, so};
+  for (int t = 0; t < 3; t++)
+    for (int d = 0; ix[t][d]; d++) {
+      ext[ix[t][d] - 'a'] = sh[t]->dims[d];
+      where[ix[t][d] - 'a'] |= 1u << t;
+    }
+  /* Each class's letters in a fixed order (output order for T, M, N; A's order for K) and each
+   * letter's stride inside its class block. */
+  int cls[26];
+  int64_t within[26] = {0}, size[CL_COUNT];
+  for (int k = 0; k < CL_COUNT; k++)
+    size[k] = 1;
+  char order[26 + 1] = {0};
+  int no = 0;
+  for (int d = 0; io_[d]; d++)
+    order[no++] = io_[d];
+  for (int d = 0; ia[d]; d++)
+    if (!strchr(io_, ia[d]))
+      order[no++] = ia[d];
+  for (int d = 0; ib[d]; d++)
+    if (!strchr(io_, ib[d]) && !strchr(ia, ib[d]))
+      order[no++] = ib[d];
+  for (int i = no - 1; i >= 0; i--) { /* last letters vary fastest */
+    int l = order[i] - 'a';
+    unsigned w = where[l];
+    cls[l] = w == 7u   ? CL_T
+             : w == 5u ? CL_M
+             : w == 6u ? CL_N
+             : w == 3u ? CL_K
+             : w == 1u ? CL_SUM_A
+             : w == 2u ? CL_SUM_B
+                       : CL_BCAST;
+    within[l] = size[cls[l]];
+    size[cls[l]] *= ext[l];
+  }
+  int64_t T = size[CL_T], M = size[CL_M], N = size[CL_N], K = size[CL_K];
+  float *a2 = k_calloc((size_t)(T * M * K), sizeof(float), err);
+  float *b2 = k_calloc((size_t)(T * K * N), sizeof(float), err);
+  float *c2 = k_calloc((size_t)(T * M * N), sizeof(float), err);
+  if (a2 == NULL || b2 == NULL || c2 == NULL) {
+    free(a2);
+    free(b2);
+    free(c2);
+    return HAP_ENOMEM;
+  }
+  /* Stride of each operand dim in the packed [T, M, K] / [T, K, N] / [T, M, N] layouts. */
+  int64_t coef[3][HAP_MAX_DIMS] = {{0}};
+  for (int t = 0; t < 3; t++)
+    for (int d = 0; ix[t][d]; d++) {
+      int l = ix[t][d] - 'a';
+      int64_t w = within[l];
+      switch (cls[l]) {
+      case CL_T: coef[t][d] = w * (t == 0 ? M * K : t == 1 ? K * N : M * N); break;
+      case CL_M: coef[t][d] = w * (t == 0 ? K : N); break;
+      case CL_N: coef[t][d] = w; break;
+      case CL_K: coef[t][d] = t == 0 ? w : w * N; break;
+      default: coef[t][d] = 0; break; /* summed or broadcast */
+      }
+    }
+  const float *src[2] = {A, B};
+  float *dst[2] = {a2, b2};
+  for (int t = 0; t < 2; t++) {
+    int64_t n = k_numel(sh[t]), idx[HAP_MAX_DIMS] = {0}, at = 0;
+    int r = sh[t]->rank;
+    for (int64_t f = 0; f < n; f++) {
+      dst[t][at] += src[t][f];
+      for (int d = r - 1; d >= 0; d--) {
+        idx[d]++;
+        at += coef[t][d];
+        if (idx[d] < sh[t]->dims[d])
+          break;
+        at -= coef[t][d] * sh[t]->dims[d];
+        idx[d] = 0;
+      }
+    }
+  }
+  for (int64_t t = 0; t < T; t++)
+    k_sgemm(false, false, M, N, K, 1.0f, a2 + t * M * K, K, b2 + t * K * N, N, 0.0f, c2 + t * M * N,
+            N);
+  int64_t n = k_numel(so), idx[HAP_MAX_DIMS] = {0}, at = 0;
+  for (int64_t f = 0; f < n; f++) {
+    O[f] = accumulate ? O[f] + c2[at] : c2[at];
+    for (int d = so->rank - 1; d >= 0; d--) {
+      idx[d]++;
+      at += coef[2][d];
+      if (idx[d] < so->dims[d])
+        break;
+      at -= coef[2][d] * so->dims[d];
+      idx[d] = 0;
+    }
+  }
+  free(a2);
+  free(b2);
+  free(c2);
+  return HAP_OK;
+}
+
+hap_status k_einsum_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                        hap_err *err) {
+  (void)st;
+  ein_eq e;
+  HAP_TRY(ein_parse(c, &e, err));
+  const hap_op_io *io = c->io;
+  return ein_contract(e.ix[0], c->in[0], &io->in[0], e.ix[1], c->in[1], &io->in[1], e.ix[2], out[0],
+                      &io->out[0], false, err);
+}
+
+hap_status k_einsum_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                        const hap_kernel_state *st, hap_err *err) {
+  (void)st;
+  ein_eq e;
+  HAP_TRY(ein_parse(c, &e, err));
+  const hap_op_io *io = c->io;
+  if (io->in_grad[0]) /* da = einsum(g, b -> a) */
+    HAP_TRY(ein_contract(e.ix[2], dout[0], &io->out[0], e.ix[1], c->in[1], &io->in[1], e.ix[0],
+                         din[0], &io->in[0], true, err));
+  if (io->in_grad[1]) /* db = einsum(a, g -> b) */
+    HAP_TRY(ein_contract(e.ix[0], c->in[0], &io->in[0], e.ix[2], dout[0], &io->out[0], e.ix[1],
+                         din[1], &io->in[1], true, err));
+  return HAP_OK;
+}
+
+/* ---- conv2d: im2col + GEMM per image --------------------------------------------------------- */
+
+typedef struct conv_dims {
+  int64_t n, c, h, w, o, kh, kw, ho, wo, stride, pad;
+} conv_dims;
+
+static conv_dims conv_dims_of(const hap_op_io *io) {
+  const hap_shape *x = &io->in[0], *w = &io->in[1], *y = &io->out[0];
+  return (conv_dims){x->dims[0],
+                     x->dims[1],
+                     x->dims[2],
+                     x->dims[3],
+                     w->dims[0],
+                     w->dims[2],
+                     w->dims[3],
+                     y->dims[2],
+                     y->dims[3],
+                     k_attr_i(io, HAP_OP_CONV2D, "stride"),
+                     k_attr_i(io, HAP_OP_CONV2D, "padding")};
+}
+
+/* col [C*kh*kw, ho*wo] from one image x [C, H, W] (zero padding). */
+static void im2col(const conv_dims *d, const float *x, float *col) {
+  int64_t hw = d->ho * d->wo;
+  for (int64_t ci = 0; ci < d->c; ci++)
+    for (int64_t i = 0; i < d->kh; i++)
+      for (int64_t j = 0; j < d->kw; j++) {
+        float *row = col + ((ci * d->kh + i) * d->kw + j) * hw;
+        for (int64_t oy = 0; oy < d->ho; oy++) {
+          int64_t iy = oy * d->stride + i - d->pad;
+          for (int64_t ox = 0; ox < d->wo; ox++) {
+            int64_t jx = ox * d->stride + j - d->pad;
+            bool in = iy >= 0 && iy < d->h && jx >= 0 && jx < d->w;
+            row[oy * d->wo + ox] = in ? x[(ci * d->h + iy) * d->w + jx] : 0.0f;
+          }
+        }
+      }
+}
+
+/* dx [C, H, W] += the columns of col scattered back. */
+static void col2im(const conv_dims *d, const float *col, float *dx) {
+  int64_t hw = d->ho * d->wo;
+  for (int64_t ci = 0; ci < d->c; ci++)
+    for (int64_t i = 0; i < d->kh; i++)
+      for (int64_t j = 0; j < d->kw; j++) {
+        const float *row = col + ((ci * d->kh + i) * d->kw + j) * hw;
+        for (int64_t oy = 0; oy < d->ho; oy++) {
+          int64_t iy = oy * d->stride + i - d->pad;
+          if (iy < 0 || iy >= d->h)
+            continue;
+          for (int64_t ox = 0; ox < d->wo; ox++) {
+            int64_t jx = ox * d->stride + j - d->pad;
+            if (jx >= 0 && jx < d->w)
+              dx[(ci * d->h + iy) * d->w + jx] += row[oy * d->wo + ox];
+          }
+        }
+      }
+}
+
+hap_status k_conv2d_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                        hap_err *err) {
+  (void)st;
+  conv_dims d = conv_dims_of(c->io);
+  int64_t ck = d.c * d.kh * d.kw, hw = d.ho * d.wo;
+  float *col = k_calloc((size_t)(ck * hw), sizeof(float), err);
+  if (col == NULL)
+    return HAP_ENOMEM;
+  const float *x = c->in[0], *w = c->in[1];
+  const float *b = c->io->n_in > 2 && !k_once_zero(c, 2) ? c->in[2] : NULL;
+  float *y = out[0];
+  for (int64_t i = 0; i < d.n; i++) {
+    float *yi = y + i * d.o * hw;
+    im2col(&d, x + i * d.c * d.h * d.w, col);
+    k_sgemm(false, false, d.o, hw, ck, 1.0f, w, ck, col, hw, 0.0f, yi, hw);
+    for (int64_t o = 0; b && o < d.o; o++)
+      for (int64_t p = 0; p < hw; p++)
+        yi[o * hw + p] += b[o];
+  }
+  free(col);
+  return HAP_OK;
+}
+
+hap_status k_conv2d_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                        const hap_kernel_state *st, hap_err *err) {
+  (void)st;
+  const hap_op_io *io = c->io;
+  conv_dims d = conv_dims_of(io);
+  int64_t ck = d.c * d.kh * d.kw, hw = d.ho * d.wo;
+  float *col = k_calloc((size_t)(ck * hw), sizeof(float), err);
+  if (col == NULL)
+    return HAP_ENOMEM;
+  const float *x = c->in[0], *w = c->in[1], *g = dout[0];
+  bool want_b = io->n_in > 2 && io->in_grad[2] && !k_once_zero(c, 2);
+  double *db = want_b ? k_calloc((size_t)d.o, sizeof(double), err) : NULL;
+  if (want_b && db == NULL) {
+    free(col);
+    return HAP_ENOMEM;
+  }
+  for (int64_t i = 0; i < d.n; i++) {
+    const float *gi = g + i * d.o * hw;
+    if (io->in_grad[1]) { /* dW [O, ck] += g_i [O, hw] col^T */
+      im2col(&d, x + i * d.c * d.h * d.w, col);
+      k_sgemm(false, true, d.o, ck, hw, 1.0f, gi, hw, col, hw, 1.0f, din[1], ck);
+    }
+    if (io->in_grad[0]) { /* dcol [ck, hw] = W^T g_i, scattered into dx */
+      k_sgemm(true, false, ck, hw, d.o, 1.0f, w, ck, gi, hw, 0.0f, col, hw);
+      col2im(&d, col, din[0] + i * d.c * d.h * d.w);
+    }
+    for (int64_t o = 0; db && o < d.o; o++)
+      for (int64_t p = 0; p < hw; p++)
+        db[o] += gi[o * hw + p];
+  }
+  for (int64_t o = 0; db && o < d.o; o++)
+    din[2][o] += (float)db[o];
+  free(db);
+  free(col);
+  return HAP_OK;
+}

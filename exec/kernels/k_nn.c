@@ -1,0 +1,355 @@
+/* k_nn.c — pooling, embedding, layer_norm and the losses (nll_loss, cross_entropy). Semantics:
+ * docs/ops.md; statistics and sums in double. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kern_internal.h"
+
+/* ---- max_pool2d (state: the argmax of every output, an input flat index) --------------------- */
+
+typedef struct pool_dims {
+  int64_t nc, h, w, ho, wo, k, stride, pad;
+} pool_dims;
+
+static pool_dims max_pool_dims(const hap_op_io *io) {
+  const hap_shape *x = &io->in[0], *y = &io->out[0];
+  int64_t k = k_attr_i(io, HAP_OP_MAX_POOL2D, "kernel");
+  int64_t s = k_attr_i(io, HAP_OP_MAX_POOL2D, "stride");
+  return (pool_dims){x->dims[0] * x->dims[1],
+                     x->dims[2],
+                     x->dims[3],
+                     y->dims[2],
+                     y->dims[3],
+                     k,
+                     s == 0 ? k : s,
+                     k_attr_i(io, HAP_OP_MAX_POOL2D, "padding")};
+}
+
+hap_status k_max_pool2d_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                            hap_err *err) {
+  pool_dims d = max_pool_dims(c->io);
+  int64_t n_out = k_numel(&c->io->out[0]);
+  void *buf = NULL;
+  HAP_TRY(k_state_begin(st, c->op, (size_t)n_out * sizeof(int64_t), &buf, err));
+  int64_t *arg = buf;
+  const float *x = c->in[0];
+  float *y = out[0];
+  for (int64_t p = 0; p < d.nc; p++)
+    for (int64_t oy = 0; oy < d.ho; oy++)
+      for (int64_t ox = 0; ox < d.wo; ox++) {
+        int64_t best_at = -1;
+        float best = -INFINITY;
+        for (int64_t i = 0; i < d.k; i++) {
+          int64_t iy = oy * d.stride + i - d.pad;
+          if (iy < 0 || iy >= d.h)
+            continue;
+          for (int64_t j = 0; j < d.k; j++) {
+            int64_t jx = ox * d.stride + j - d.pad;
+            if (jx < 0 || jx >= d.w)
+              continue;
+            int64_t at = (p * d.h + iy) * d.w + jx;
+            if (best_at < 0 || x[at] > best) { /* the first maximum wins ties */
+              best = x[at];
+              best_at = at;
+            }
+          }
+        }
+        int64_t o = (p * d.ho + oy) * d.wo + ox;
+        y[o] = best;
+        arg[o] = best_at;
+      }
+  k_state_end(st, buf);
+  return HAP_OK;
+}
+
+hap_status k_max_pool2d_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                            const hap_kernel_state *st, hap_err *err) {
+  int64_t n_out = k_numel(&c->io->out[0]);
+  hap_kernel_state tmp;
+  void *data = NULL;
+  HAP_TRY(k_state_for_backward(c, st, (size_t)n_out * sizeof(int64_t), &tmp, &data, err));
+  const int64_t *arg = data;
+  for (int64_t o = 0; o < n_out; o++)
+    if (arg[o] >= 0)
+      din[0][arg[o]] += dout[0][o];
+  hap_kernel_state_free(&tmp);
+  return HAP_OK;
+}
+
+/* ---- adaptive_avg_pool2d (PyTorch's bins) ---------------------------------------------------- */
+
+static int64_t bin_lo(int64_t i, int64_t in, int64_t out) { return i * in / out; }
+static int64_t bin_hi(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
+
+hap_status k_avg_pool_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                          hap_err *err) {
+  (void)st;
+  (void)err;
+  const hap_shape *x = &c->io->in[0], *yo = &c->io->out[0];
+  int64_t nc = x->dims[0] * x->dims[1], h = x->dims[2], w = x->dims[3];
+  int64_t oh = yo->dims[2], ow = yo->dims[3];
+  const float *xv = c->in[0];
+  float *y = out[0];
+  for (int64_t p = 0; p < nc; p++)
+    for (int64_t i = 0; i < oh; i++)
+      for (int64_t j = 0; j < ow; j++) {
+        int64_t h0 = bin_lo(i, h, oh), h1 = bin_hi(i, h, oh);
+        int64_t w0 = bin_lo(j, w, ow), w1 = bin_hi(j, w, ow);
+        double s = 0;
+        for (int64_t a = h0; a < h1; a++)
+          for (int64_t b = w0; b < w1; b++)
+            s += xv[(p * h + a) * w + b];
+        y[(p * oh + i) * ow + j] = (float)(s / (double)((h1 - h0) * (w1 - w0)));
+      }
+  return HAP_OK;
+}
+
+hap_status k_avg_pool_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                          const hap_kernel_state *st, hap_err *err) {
+  (void)st;
+  (void)err;
+  const hap_shape *x = &c->io->in[0], *yo = &c->io->out[0];
+  int64_t nc = x->dims[0] * x->dims[1], h = x->dims[2], w = x->dims[3];
+  int64_t oh = yo->dims[2], ow = yo->dims[3];
+  const float *g = dout[0];
+  float *dx = din[0];
+  for (int64_t p = 0; p < nc; p++)
+    for (int64_t i = 0; i < oh; i++)
+      for (int64_t j = 0; j < ow; j++) {
+        int64_t h0 = bin_lo(i, h, oh), h1 = bin_hi(i, h, oh);
+        int64_t w0 = bin_lo(j, w, ow), w1 = bin_hi(j, w, ow);
+        float v = (float)(g[(p * oh + i) * ow + j] / (double)((h1 - h0) * (w1 - w0)));
+        for (int64_t a = h0; a < h1; a++)
+          for (int64_t b = w0; b < w1; b++)
+            dx[(p * h + a) * w + b] += v;
+      }
+  return HAP_OK;
+}
+
+/* ---- embedding ------------------------------------------------------------------------------- */
+
+/* The local row of id t, or -1 for a zero row (vocab-parallel: not held here). */
+static hap_status embed_row(const hap_kernel_call *c, int64_t f, int64_t *row, hap_err *err) {
+  const hap_op_io *io = c->io;
+  int64_t id = k_index_at(c->in[0], io->in_dtype[0], f);
+  bool local = k_flag(c, HAP_VARIANT_LOCAL_ROWS);
+  int64_t v_full = local ? c->shard->full->in[1].dims[0] : io->in[1].dims[0];
+  if (id < 0 || id >= v_full)
+    return hap_err_set(err, HAP_EINVAL, "embedding: index %lld at position %lld, expected 0..%lld",
+                       (long long)id, (long long)f, (long long)(v_full - 1));
+  int64_t r = local ? id - c->shard->offset : id;
+  *row = r >= 0 && r < io->in[1].dims[0] ? r : -1;
+  return HAP_OK;
+}
+
+hap_status k_embedding_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                           hap_err *err) {
+  (void)st;
+  const hap_op_io *io = c->io;
+  int64_t n = k_numel(&io->in[0]), d = io->in[1].dims[1];
+  const float *w = c->in[1];
+  float *y = out[0];
+  for (int64_t f = 0; f < n; f++) {
+    int64_t row;
+    HAP_TRY(embed_row(c, f, &row, err));
+    if (row < 0)
+      memset(y + f * d, 0, (size_t)d * sizeof(float));
+    else if (d > 0)
+      memcpy(y + f * d, w + row * d, (size_t)d * sizeof(float));
+  }
+  return HAP_OK;
+}
+
+hap_status k_embedding_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                           const hap_kernel_state *st, hap_err *err) {
+  (void)st;
+  const hap_op_io *io = c->io;
+  if (!io->in_grad[1])
+    return HAP_OK;
+  int64_t n = k_numel(&io->in[0]), d = io->in[1].dims[1];
+  const float *g = dout[0];
+  for (int64_t f = 0; f < n; f++) {
+    int64_t row;
+    HAP_TRY(embed_row(c, f, &row, err));
+    for (int64_t j = 0; row >= 0 && j < d; j++)
+      din[1][row * d + j] += g[f * d + j];
+  }
+  return HAP_OK;
+}
+
+/* ---- layer_norm (state: mean and rstd per normalised row, float32) --------------------------- */
+
+typedef struct ln_dims {
+  int64_t rows, inner;
+  double eps;
+} ln_dims;
+
+static ln_dims ln_dims_of(const hap_op_io *io) {
+  const hap_shape *x = &io->in[0];
+  int nd = (int)k_attr_i(io, HAP_OP_LAYER_NORM, "normalized_dims");
+  int64_t inner = k_prod(x, x->rank - nd, x->rank);
+  return (ln_dims){inner ? k_numel(x) / inner : 0, inner, k_attr_f(io, HAP_OP_LAYER_NORM, "eps")};
+}
+
+hap_status k_layer_norm_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                            hap_err *err) {
+  ln_dims d = ln_dims_of(c->io);
+  void *buf = NULL;
+  HAP_TRY(k_state_begin(st, c->op, (size_t)(2 * d.rows) * sizeof(float), &buf, err));
+  float *stats = buf; /* [rows] mean, then [rows] rstd */
+  const float *x = c->in[0];
+  const float *w = c->io->n_in > 1 ? c->in[1] : NULL, *b = c->io->n_in > 2 ? c->in[2] : NULL;
+  float *y = out[0];
+  for (int64_t r = 0; r < d.rows; r++) {
+    const float *xr = x + r * d.inner;
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < d.inner; j++)
+      mean += xr[j];
+    mean /= (double)d.inner;
+    for (int64_t j = 0; j < d.inner; j++)
+      var += (xr[j] - mean) * (xr[j] - mean);
+    var /= (double)d.inner;
+    double rstd = 1 / sqrt(var + d.eps);
+    stats[r] = (float)mean;
+    stats[d.rows + r] = (float)rstd;
+    for (int64_t j = 0; j < d.inner; j++) {
+      double v = (xr[j] - mean) * rstd;
+      if (w)
+        v *= w[j];
+      if (b)
+        v += b[j];
+      y[r * d.inner + j] = (float)v;
+    }
+  }
+  k_state_end(st, buf);
+  return HAP_OK;
+}
+
+hap_status k_layer_norm_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                            const hap_kernel_state *st, hap_err *err) {
+  const hap_op_io *io = c->io;
+  ln_dims d = ln_dims_of(io);
+  hap_kernel_state tmp;
+  void *data = NULL;
+  HAP_TRY(k_state_for_backward(c, st, (size_t)(2 * d.rows) * sizeof(float), &tmp, &data, err));
+  const float *stats = data;
+  const float *x = c->in[0], *g = dout[0], *w = io->n_in > 1 ? c->in[1] : NULL;
+  bool want_w = io->n_in > 1 && io->in_grad[1], want_b = io->n_in > 2 && io->in_grad[2];
+  double *acc = k_calloc((size_t)(2 * d.inner), sizeof(double), err); /* dw, db */
+  if (acc == NULL) {
+    hap_kernel_state_free(&tmp);
+    return HAP_ENOMEM;
+  }
+  for (int64_t r = 0; r < d.rows; r++) {
+    const float *xr = x + r * d.inner, *gr = g + r * d.inner;
+    double mean = stats[r], rstd = stats[d.rows + r];
+    double s1 = 0, s2 = 0; /* sum dxhat, sum dxhat * xhat */
+    for (int64_t j = 0; j < d.inner; j++) {
+      double xh = (xr[j] - mean) * rstd;
+      double dxh = w ? (double)gr[j] * w[j] : gr[j];
+      s1 += dxh;
+      s2 += dxh * xh;
+      acc[j] += (double)gr[j] * xh;
+      acc[d.inner + j] += gr[j];
+    }
+    if (!io->in_grad[0])
+      continue;
+    s1 /= (double)d.inner;
+    s2 /= (double)d.inner;
+    for (int64_t j = 0; j < d.inner; j++) {
+      double xh = (xr[j] - mean) * rstd;
+      double dxh = w ? (double)gr[j] * w[j] : gr[j];
+      din[0][r * d.inner + j] += (float)(rstd * (dxh - s1 - xh * s2));
+    }
+  }
+  for (int64_t j = 0; j < d.inner; j++) {
+    if (want_w)
+      din[1][j] += (float)acc[j];
+    if (want_b)
+      din[2][j] += (float)acc[d.inner + j];
+  }
+  free(acc);
+  hap_kernel_state_free(&tmp);
+  return HAP_OK;
+}
+
+/* ---- nll_loss, cross_entropy ----------------------------------------------------------------- */
+
+typedef struct loss_dims {
+  int64_t n, classes, inner; /* input [n, classes, inner...] */
+  double count;              /* divisor of "mean" (1 for "sum") */
+} loss_dims;
+
+static loss_dims loss_dims_of(const hap_kernel_call *c) {
+  const hap_op_io *io = c->io;
+  const hap_shape *x = &io->in[0];
+  bool mean = strcmp(hap_attr_s(io->attrs, hap_op_attr_index(c->op, "reduction")), "mean") == 0;
+  const hap_shape *t = k_flag(c, HAP_VARIANT_GLOBAL_COUNT) ? &c->shard->full->in[1] : &io->in[1];
+  return (loss_dims){x->dims[0], x->dims[1], k_prod(x, 2, x->rank),
+                     mean ? (double)k_numel(t) : 1.0};
+}
+
+static hap_status loss_target(const hap_kernel_call *c, const loss_dims *d, int64_t f, int64_t *cls,
+                              hap_err *err) {
+  *cls = k_index_at(c->in[1], c->io->in_dtype[1], f);
+  if (*cls < 0 || *cls >= d->classes)
+    return hap_err_set(err, HAP_EINVAL, "%s: target %lld at position %lld, expected 0..%lld",
+                       hap_op_name(c->op), (long long)*cls, (long long)f,
+                       (long long)(d->classes - 1));
+  return HAP_OK;
+}
+
+/* log-sum-exp over the classes of target position (i, j). */
+static double lse_at(const float *x, const loss_dims *d, int64_t i, int64_t j) {
+  const float *p = x + i * d->classes * d->inner + j;
+  double mx = -INFINITY, z = 0;
+  for (int64_t k = 0; k < d->classes; k++)
+    mx = fmax(mx, p[k * d->inner]);
+  if (mx == -INFINITY)
+    return mx;
+  for (int64_t k = 0; k < d->classes; k++)
+    z += exp(p[k * d->inner] - mx);
+  return mx + log(z);
+}
+
+hap_status k_loss_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                      hap_err *err) {
+  (void)st;
+  loss_dims d = loss_dims_of(c);
+  const float *x = c->in[0];
+  double total = 0;
+  for (int64_t i = 0; i < d.n; i++)
+    for (int64_t j = 0; j < d.inner; j++) {
+      int64_t cls;
+      HAP_TRY(loss_target(c, &d, i * d.inner + j, &cls, err));
+      double lp = x[(i * d.classes + cls) * d.inner + j];
+      if (c->op == HAP_OP_CROSS_ENTROPY)
+        lp -= lse_at(x, &d, i, j);
+      total -= lp;
+    }
+  ((float *)out[0])[0] = (float)(total / d.count);
+  return HAP_OK;
+}
+
+hap_status k_loss_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                      const hap_kernel_state *st, hap_err *err) {
+  (void)st;
+  loss_dims d = loss_dims_of(c);
+  const float *x = c->in[0];
+  double scale = dout[0][0] / d.count;
+  float *dx = din[0];
+  for (int64_t i = 0; i < d.n; i++)
+    for (int64_t j = 0; j < d.inner; j++) {
+      int64_t cls;
+      HAP_TRY(loss_target(c, &d, i * d.inner + j, &cls, err));
+      int64_t base = i * d.classes * d.inner + j;
+      if (c->op == HAP_OP_CROSS_ENTROPY) {
+        double lse = lse_at(x, &d, i, j);
+        for (int64_t k = 0; k < d.classes; k++)
+          dx[base + k * d.inner] += (float)(scale * exp(x[base + k * d.inner] - lse));
+      }
+      dx[base + cls * d.inner] -= (float)scale;
+    }
+  return HAP_OK;
+}

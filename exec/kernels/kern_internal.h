@@ -1,0 +1,155 @@
+/* kern_internal.h — helpers shared by the kernel files (not installed; kernels.h is the API).
+ * Every kernel function here is called by kernels.c after the call has been validated: shapes
+ * consistent with the op, dtypes supported, buffers non-NULL where they hold elements. */
+#ifndef HAP_KERN_INTERNAL_H
+#define HAP_KERN_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels.h"
+
+typedef hap_status (*k_fwd_fn)(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                               hap_err *err);
+typedef hap_status (*k_bwd_fn)(const hap_kernel_call *c, const float *const *dout,
+                               float *const *din, const hap_kernel_state *st, hap_err *err);
+
+/* ---- shapes ---------------------------------------------------------------------------------- */
+
+int64_t k_numel(const hap_shape *s);
+/* Row-major strides (elements) of s. */
+void k_strides(const hap_shape *s, int64_t *st);
+/* Product of dims [from, to). */
+int64_t k_prod(const hap_shape *s, int from, int to);
+/* Strides of x (aligned right against out, NumPy broadcasting) per dim of out: 0 where x
+ * broadcasts or lacks the dim. */
+void k_bcast_strides(const hap_shape *x, const hap_shape *out, int64_t *st);
+int k_norm_dim(int64_t d, int rank);
+
+/* ---- attributes and flags -------------------------------------------------------------------- */
+
+int64_t k_attr_i(const hap_op_io *io, hap_op op, const char *name);
+double k_attr_f(const hap_op_io *io, hap_op op, const char *name);
+const hap_attr_value *k_attr(const hap_op_io *io, hap_op op, const char *name);
+bool k_flag(const hap_kernel_call *c, unsigned flag);
+/* Input i (in variant->once) is zero on this device: BIAS_ONCE and rank != 0. */
+bool k_once_zero(const hap_kernel_call *c, int input);
+/* A one-input add/sub's scalar is zero on this device. */
+bool k_scalar_zero(const hap_kernel_call *c);
+
+/* Global positions of a tensor's elements for GLOBAL_MASK: the local flat index f maps to
+ * ((f / (inner * len)) * full_len + (f / inner) % len + off) * inner + f % inner. */
+typedef struct k_gpos {
+  int64_t inner, len, full_len, off;
+} k_gpos;
+/* For input `input` of the call (its layout in the variant decides the sharded dim). */
+void k_gpos_of_input(const hap_kernel_call *c, int input, k_gpos *g);
+static inline int64_t k_gpos_at(const k_gpos *g, int64_t f) {
+  int64_t outer = f / (g->inner * g->len), j = (f / g->inner) % g->len;
+  return (outer * g->full_len + j + g->off) * g->inner + f % g->inner;
+}
+
+/* ---- memory and BLAS ------------------------------------------------------------------------- */
+
+/* calloc of n elements of size bytes (at least one, so empty shards get a valid pointer);
+ * NULL on failure, with err set. */
+void *k_calloc(size_t n, size_t size, hap_err *err);
+/* The state buffer a forward fills: in st when given (replacing what it held), else a scratch
+ * buffer the kernel releases with k_state_end. Zero-filled. */
+hap_status k_state_begin(hap_kernel_state *st, hap_op op, size_t n_bytes, void **data,
+                         hap_err *err);
+void k_state_end(const hap_kernel_state *st, void *data);
+/* The state backward reads: `given` when it matches (op, n_bytes), else recomputed by running
+ * the forward into `tmp` (free it with hap_kernel_state_free). */
+hap_status k_state_for_backward(const hap_kernel_call *c, const hap_kernel_state *given,
+                                size_t n_bytes, hap_kernel_state *tmp, void **data, hap_err *err);
+
+/* Row-major C[m, n] = alpha * op(A) op(B) + beta * C, op = transpose when ta / tb; leading dims
+ * in elements. Handles empty m, n, k. */
+void k_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+             int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+
+/* ---- kernels, by file ------------------------------------------------------------------------ */
+
+/* k_gemm.c */
+hap_status k_linear_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                        hap_err *err);
+hap_status k_linear_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                        const hap_kernel_state *st, hap_err *err);
+hap_status k_matmul_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                        hap_err *err);
+hap_status k_matmul_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                        const hap_kernel_state *st, hap_err *err);
+hap_status k_einsum_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                        hap_err *err);
+hap_status k_einsum_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                        const hap_kernel_state *st, hap_err *err);
+hap_status k_conv2d_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                        hap_err *err);
+hap_status k_conv2d_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                        const hap_kernel_state *st, hap_err *err);
+
+/* k_elem.c */
+hap_status k_unary_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                       hap_err *err);
+hap_status k_unary_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                       const hap_kernel_state *st, hap_err *err);
+hap_status k_binary_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                        hap_err *err);
+hap_status k_binary_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                        const hap_kernel_state *st, hap_err *err);
+hap_status k_softmax_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                         hap_err *err);
+hap_status k_softmax_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                         const hap_kernel_state *st, hap_err *err);
+hap_status k_reduce_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                        hap_err *err);
+hap_status k_reduce_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                        const hap_kernel_state *st, hap_err *err);
+hap_status k_layout_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                        hap_err *err);
+hap_status k_layout_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                        const hap_kernel_state *st, hap_err *err);
+hap_status k_cls_append_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                            hap_err *err);
+hap_status k_cls_append_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                            const hap_kernel_state *st, hap_err *err);
+
+/* k_nn.c */
+hap_status k_max_pool2d_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                            hap_err *err);
+hap_status k_max_pool2d_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                            const hap_kernel_state *st, hap_err *err);
+hap_status k_avg_pool_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                          hap_err *err);
+hap_status k_avg_pool_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                          const hap_kernel_state *st, hap_err *err);
+hap_status k_embedding_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                           hap_err *err);
+hap_status k_embedding_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                           const hap_kernel_state *st, hap_err *err);
+hap_status k_layer_norm_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                            hap_err *err);
+hap_status k_layer_norm_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                            const hap_kernel_state *st, hap_err *err);
+hap_status k_loss_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                      hap_err *err);
+hap_status k_loss_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                      const hap_kernel_state *st, hap_err *err);
+
+/* k_attn.c */
+hap_status k_mha_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                     hap_err *err);
+hap_status k_mha_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                     const hap_kernel_state *st, hap_err *err);
+hap_status k_top2_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                      hap_err *err);
+hap_status k_top2_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                      const hap_kernel_state *st, hap_err *err);
+
+/* Index value i of an int64 or int32 buffer. */
+static inline int64_t k_index_at(const void *buf, hap_dtype dt, int64_t i) {
+  return dt == HAP_I32 ? (int64_t)((const int32_t *)buf)[i] : ((const int64_t *)buf)[i];
+}
+
+#endif
