@@ -171,7 +171,8 @@ static hap_status fold(hap_plan_sim *ps, const double *dur, bool no_fold, hap_er
 }
 
 /* Build the engine over the groups and run it. */
-static hap_status simulate(hap_plan_sim *ps, const double *dur, hap_sim *sim, hap_err *err) {
+static hap_status simulate(hap_plan_sim *ps, const double *dur, bool serial, hap_sim *sim,
+                           hap_err *err) {
   const hap_lowered *lw = ps->lw;
   int32_t G = ps->n_groups, n = ps->n_devices;
   int32_t cap = 16;
@@ -198,7 +199,8 @@ static hap_status simulate(hap_plan_sim *ps, const double *dur, hap_sim *sim, ha
         deps[i] = lw->deps[k->dep0 + i] * G + g; /* engine id = task * G + group */
       hap_sim_task e = {.name = k->name,
                         .device = g,
-                        .stream = k->kind == HAP_TASK_COLLECTIVE ? HAP_SIM_COMM : HAP_SIM_COMPUTE,
+                        .stream = k->kind == HAP_TASK_COLLECTIVE && !serial ? HAP_SIM_COMM
+                                                                            : HAP_SIM_COMPUTE,
                         .kind = k->kind == HAP_TASK_COLLECTIVE ? HAP_SIM_COLLECTIVE : HAP_SIM_FIXED,
                         .duration_s = dur[(size_t)t * (size_t)n + (size_t)ps->group_rep[g]],
                         .deps = deps,
@@ -283,7 +285,7 @@ hap_status hap_plan_sim_run(hap_lowered *lw, const hap_cluster *c, const hap_pla
   if ((st = price(lw, c, cls, dur, err)) != HAP_OK ||
       (st = fold(ps, dur, o != NULL && o->no_fold, err)) != HAP_OK ||
       (st = hap_sim_create(ps->n_groups, &sim, err)) != HAP_OK ||
-      (st = simulate(ps, dur, sim, err)) != HAP_OK)
+      (st = simulate(ps, dur, o != NULL && o->serial, sim, err)) != HAP_OK)
     goto out;
   st = collect(ps, dur, sim, err);
 out:

@@ -21,6 +21,9 @@
 
 typedef struct hap_plan_sim_options {
   bool no_fold; /* simulate every device separately (slower, same answer) */
+  /* Communication does not overlap computation: collectives run on the compute stream, as on a
+   * backend whose collectives block the thread that runs the kernels (cpu + mpi). */
+  bool serial;
 } hap_plan_sim_options;
 
 /* One device over the iteration, s. */

@@ -1,0 +1,58 @@
+/* run.h — the plan runner: executes the lowered task list (core/lower.h) of one plan on this rank
+ * with real values: kernels from exec/kernels, layout changes through the comm table (comm.h),
+ * SGD updates, and a timestamp pair per task. Every rank of the communicator runs the same tasks
+ * in the same order (the plan is SPMD), rank r being plan device r.
+ *
+ * Data: each (tensor, layout) the program makes available is one buffer holding this rank's box
+ * of the tensor (box.h: Identity and Reduce the whole tensor, Gather(d) the rank's slice), and
+ * its gradient a buffer of the same box. Parameters, buffers and inputs start from init.h's
+ * deterministic values, so any rank count and any plan see the same model and data.
+ * Gradient conventions: the gradient of a property is the dual layout's (Identity <-> Reduce,
+ * Gather(d) <-> Gather(d)); the loss gradient is seeded with 1 (on every rank for a Reduce loss,
+ * on rank 0 for an Identity one).
+ * Ownership: hap_run_create returns an owned runner freed with hap_run_destroy; it borrows the
+ * lowered plan, the graph and the comm, which must outlive it. Only float32 activations and
+ * parameters (int64/int32 index inputs) are supported. */
+#ifndef HAP_RUN_RUN_H
+#define HAP_RUN_RUN_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "comm.h"
+#include "graph.h"
+#include "lower.h"
+#include "status.h"
+
+typedef struct hap_run_options {
+  uint64_t seed; /* parameters, inputs and dropout masks */
+  double lr;     /* SGD learning rate (0: updates leave the parameters unchanged) */
+  double speed;  /* this rank's emulated speed in (0, 1]: compute tasks take 1/speed as long */
+  /* When not NULL, the id of the task being run is stored here before each task (for a watchdog
+   * or signal handler to name it); -1 between iterations. */
+  volatile sig_atomic_t *current_task;
+} hap_run_options;
+
+typedef struct hap_run hap_run;
+
+hap_status hap_run_create(hap_lowered *lw, const hap_graph *g, hap_comm *comm,
+                          const hap_run_options *o, hap_run **out, hap_err *err);
+void hap_run_destroy(hap_run *r);
+
+/* One training iteration: forward, backward, update. start_s / end_s (may be NULL) get each
+ * task's times on this rank's clock (s, hap_clock_s), n_tasks entries. A failure names the task
+ * (and, for communication, the peer error). */
+hap_status hap_run_iteration(hap_run *r, double *start_s, double *end_s, hap_err *err);
+
+/* The last iteration's loss, the same value on every rank (collective). */
+hap_status hap_run_loss(hap_run *r, double *loss, hap_err *err);
+
+/* Parameter `tensor`'s gradient of the last iteration as a full tensor (float32, numel
+ * elements) on rank 0 (collective; `full` is only written on rank 0 and may be NULL elsewhere). */
+hap_status hap_run_gather_grad(hap_run *r, int32_t tensor, float *full, hap_err *err);
+
+/* The name of the task running when the last error happened (NULL if none). */
+const char *hap_run_failed_task(const hap_run *r);
+
+#endif

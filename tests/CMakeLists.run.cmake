@@ -1,0 +1,23 @@
+# hap-run end to end under mpirun (Open MPI): --check on every zoo model under hap, dp-ev and dp-cp
+# plans on 2 ranks and on 4 ranks (oversubscribed on this 2-core machine, with the heterogeneous
+# ratios of a V100 + P100 plan), the trace, usage errors and a killed rank. Included by
+# tests/CMakeLists.txt.
+find_program(HAP_MPIRUN NAMES mpirun mpiexec)
+if(TARGET hap-run AND TARGET hap-synth AND HAP_MPIRUN)
+  add_test(NAME run_check_2ranks
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check.sh $<TARGET_FILE:hap-synth>
+                   $<TARGET_FILE:hap-run> 2 cpu-2)
+  add_test(NAME run_check_4ranks
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check.sh $<TARGET_FILE:hap-synth>
+                   $<TARGET_FILE:hap-run> 4 paper-hetero:gpus_per_host=1,hosts=2)
+  add_test(NAME run_end_to_end
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_run.sh $<TARGET_FILE:hap-synth>
+                   $<TARGET_FILE:hap-run>)
+  set_tests_properties(run_check_2ranks run_check_4ranks run_end_to_end
+                       PROPERTIES LABELS "mpi;run" TIMEOUT 900 RUN_SERIAL TRUE)
+  if(HAP_SANITIZE)
+    # Open MPI's own allocations are not ours to free (tests/profile/lsan-mpi.supp).
+    set_tests_properties(run_check_2ranks run_check_4ranks run_end_to_end PROPERTIES
+      ENVIRONMENT "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/profile/lsan-mpi.supp:fast_unwind_on_malloc=0:print_suppressions=0")
+  endif()
+endif()

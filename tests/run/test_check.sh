@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# hap-run --check on every zoo model (small configurations) under hap, dp-ev and dp-cp plans:
+# the distributed loss and every parameter gradient equal a single-device run (1e-4 relative).
+# Usage: test_check.sh HAP_SYNTH HAP_RUN RANKS CLUSTER
+set -u
+synth=$1 run=$2 ranks=$3 cluster=$4
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+mpi=(mpirun --oversubscribe -np "$ranks")
+models=(
+  "mlp:layers=2,batch=24,seq=8,hidden=32"
+  "bert-base:layers=1,batch=8,seq=8,width=16,heads=2,vocab=32"
+  "vit:layers=1,batch=8,image=8,patch=4,width=16,heads=2,classes=10"
+  "bert-moe:layers=2,batch=8,seq=8,width=16,heads=2,vocab=32,experts=4"
+  "gpt:layers=1,batch=8,seq=8,width=16,heads=2,vocab=32"
+  "gpt:layers=1,batch=8,seq=8,width=16,heads=2,vocab=32,granularity=fine"
+  "vgg19:batch=2"
+)
+pass=0 fail=0
+for m in "${models[@]}"; do
+  for s in hap dp-ev dp-cp; do
+    if ! "$synth" "$m" -c "$cluster" -s "$s" -o "$tmp/plan.json" -q 2>"$tmp/err"; then
+      echo "FAIL $m $s: hap-synth: $(cat "$tmp/err")"
+      fail=$((fail + 1))
+      continue
+    fi
+    if timeout 600 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c "$cluster" --check -n 1 -w 0 -q \
+      >"$tmp/out" 2>&1 && grep -q '^check: passed' "$tmp/out"; then
+      pass=$((pass + 1))
+      echo "ok   $m $s: $(grep '^check: passed' "$tmp/out" | sed 's/.*(//; s/)//')"
+    else
+      fail=$((fail + 1))
+      echo "FAIL $m $s"
+      sed 's/^/  /' "$tmp/out" | head -8
+    fi
+  done
+done
+echo "test_check ($ranks ranks, $cluster): $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

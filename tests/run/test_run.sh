@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# hap-run end to end: usage errors, plans for another graph/cluster or rank count, the trace
+# (valid JSON, per-lane nesting, every measured task has a simulated twin of the same name), and
+# a rank killed mid-run ending every rank with a clear error.
+# Usage: test_run.sh HAP_SYNTH HAP_RUN
+set -u
+synth=$1 run=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+pass=0 fail=0
+expect() { # expect NAME STATUS COMMAND...
+  local name=$1 want=$2
+  shift 2
+  timeout 120 "$@" >"$tmp/out" 2>"$tmp/err"
+  local got=$?
+  if [ "$got" -eq "$want" ]; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    echo "FAIL $name: exit $got, expected $want"
+    sed 's/^/  /' "$tmp/err" "$tmp/out" | head -8
+  fi
+}
+check() { # check NAME COMMAND...
+  local name=$1
+  shift
+  if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $name"; fi
+}
+m="bert-base:layers=1,batch=8,seq=8,width=16,heads=2,vocab=32"
+mpi=(mpirun --oversubscribe -np 2)
+"$synth" "$m" -c cpu-2 -o "$tmp/plan.json" -q || { echo "hap-synth failed"; exit 1; }
+
+expect help 0 "$run" --help
+check help-text grep -q '^Usage: mpirun -np N hap-run' "$tmp/out"
+expect no-plan 2 "${mpi[@]}" "$run"
+expect no-model 2 "${mpi[@]}" "$run" "$tmp/plan.json" -c cpu-2
+check no-model-msg grep -q 'missing --model' "$tmp/err"
+expect bad-iters 2 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 --iters x
+expect bad-speed 2 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 --emulate-speed 1,2
+expect speed-count 1 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 --emulate-speed 1,1,1
+expect other-graph 1 "${mpi[@]}" "$run" "$tmp/plan.json" -m "mlp" -c cpu-2
+check other-graph-msg grep -q 'digest' "$tmp/err"
+expect other-cluster 1 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2:intra_gbps=5
+expect rank-count 1 mpirun --oversubscribe -np 3 "$run" "$tmp/plan.json" -m "$m" -c cpu-2
+check rank-count-msg grep -q 'mpirun -np 2' "$tmp/err"
+
+# a run with a trace: measured and simulated rows, twins by name, nesting per lane
+expect trace 0 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 -n 3 -w 1 -t "$tmp/t.json"
+check trace-summary grep -q '^simulated' "$tmp/out"
+check trace-valid python3 - "$tmp/t.json" <<'PY'
+import json, sys
+from collections import defaultdict
+d = json.load(open(sys.argv[1]))
+ev = [e for e in d["traceEvents"] if e["ph"] == "X"]
+sim = defaultdict(set)
+meas = defaultdict(set)
+lanes = defaultdict(list)
+for e in ev:
+    rank, measured = (e["pid"] - 1) // 2, e["pid"] % 2 == 0
+    (meas if measured else sim)[rank].add(e["args"]["task"])
+    assert e["name"] == e["args"]["task"]
+    lanes[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
+assert set(meas) == {0, 1} and set(sim) == {0, 1}, (set(meas), set(sim))
+for r in meas:
+    assert meas[r] <= sim[r], meas[r] - sim[r]
+for evs in lanes.values():
+    evs.sort()
+    stack = []
+    for s, e in evs:
+        while stack and stack[-1] <= s + 1e-3:
+            stack.pop()
+        assert not stack or e <= stack[-1] + 1e-3
+        stack.append(e)
+PY
+expect json 0 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 -n 2 -w 0 -f json
+check json-valid python3 -c "import json; d=json.load(open('$tmp/out')); assert d['simulated_s'] > 0 and d['measured_mean_s'] > 0"
+
+# kill rank 1 in the middle of a long run: every rank ends with an error naming a task, quickly
+"$synth" "mlp:layers=8,batch=64,seq=32,hidden=256" -c cpu-2 -o "$tmp/long.json" -q
+start=$(date +%s)
+"${mpi[@]}" "$run" "$tmp/long.json" -m "mlp:layers=8,batch=64,seq=32,hidden=256" -c cpu-2 \
+  -n 100000 -w 0 --timeout 10 >"$tmp/out" 2>"$tmp/err" &
+job=$!
+sleep 2
+pid=$(pgrep -f "hap-run $tmp/long.json" | tail -n 1)
+[ -n "$pid" ] && kill -9 "$pid"
+wait "$job"
+rc=$?
+took=$(($(date +%s) - start))
+check kill-nonzero [ "$rc" -ne 0 ]
+check kill-bounded [ "$took" -le 30 ]
+check kill-message grep -q "hap-run: rank [01]: .*task '" "$tmp/err"
+[ "$fail" -eq 0 ] || sed 's/^/  kill stderr: /' "$tmp/err" | head -5
+
+echo "test_run: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
