@@ -2,10 +2,11 @@
  * kernels and a timer, behind function pointers so hap-profile and hap-run drive `cpu` and (later)
  * `cuda` the same way. The communication table is comm.h.
  * Contract: every call is synchronous from the caller's point of view (it returns when the work is
- * done), so a caller may time it with now_s around it; emulated speed (emulate.h) is applied inside
- * each kernel and copy. Calls return a hap_status and fill err; none prints or exits.
- * Ownership: a backend's open function returns an owned hap_dev freed with hap_dev_close; memory
- * from alloc belongs to the device and is returned with release. */
+ * done), so a caller may time it with now_s around it; the one exception is empty_kernel on an
+ * asynchronous device (cuda), which only enqueues: synchronize waits for it. Emulated speed
+ * (emulate.h) is applied inside each kernel and copy. Calls return a hap_status and fill err; none
+ * prints or exits. Ownership: a backend's open function returns an owned hap_dev freed with
+ * hap_dev_close; memory from alloc belongs to the device and is returned with release. */
 #ifndef HAP_BACKEND_H
 #define HAP_BACKEND_H
 
@@ -47,6 +48,9 @@ typedef struct hap_dev_ops {
   hap_status (*synchronize)(hap_dev *d, hap_err *err);
   /* Seconds on the device's timer (monotonic; only differences mean anything). */
   double (*now_s)(hap_dev *d);
+  /* Optional (NULL: time with now_s): the device's own time of the last copy, fill or gemm, s
+   * (cuda: cudaEvents around the call, without the host's launch and wait overhead). */
+  double (*last_s)(hap_dev *d);
   void (*close)(hap_dev *d);
 } hap_dev_ops;
 

@@ -1,5 +1,9 @@
-/* devices_none.c — the device query of a build without CUDA: every query reports HAP_ENOGPU. */
+/* devices_none.c — the GPU side of a build without CUDA: every query and the `cuda` device
+ * backend report HAP_ENOGPU; the `nccl` comm backend HAP_EUNSUPPORTED. */
 #include "devices.h"
+
+#include "comm_nccl.h"
+#include "device_cuda.h"
 
 #include <string.h>
 
@@ -25,3 +29,22 @@ hap_status hap_gpu_versions(hap_gpu_lib_versions *out, hap_err *err) {
 hap_status hap_gpu_selftest(int index, hap_err *err) {
   return hap_err_set(err, HAP_ENOGPU, "built without CUDA: cannot run a kernel on GPU %d", index);
 }
+
+hap_status hap_dev_cuda_open(int32_t index, hap_dev **out, hap_err *err) {
+  *out = NULL;
+  return hap_err_set(err, HAP_ENOGPU, "built without CUDA: no GPU %d", index);
+}
+
+int32_t hap_dev_cuda_index(const hap_dev *d) {
+  (void)d;
+  return -1;
+}
+
+hap_status hap_comm_nccl_init(hap_comm *mpi_world, int32_t device, hap_comm **out, hap_err *err) {
+  (void)mpi_world;
+  (void)device;
+  *out = NULL;
+  return hap_err_set(err, HAP_EUNSUPPORTED, "nccl: built without CUDA");
+}
+
+int32_t hap_comm_nccl_version(void) { return 0; }

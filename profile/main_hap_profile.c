@@ -18,19 +18,25 @@
 #include "cluster_io.h"
 #include "cluster_open.h"
 #include "comm_mpi.h"
+#include "comm_nccl.h"
 #include "device_cpu.h"
+#include "device_cuda.h"
+#include "devices.h"
 #include "emulate.h"
 #include "hap_config.h"
 #include "json_write.h"
+#include "kernel_times.h"
 #include "measure.h"
+#include "plan_io.h"
 #include "profile_store.h"
+#include "zoo.h"
 
 static const char *prog = "hap-profile";
 
 static void usage(FILE *f) {
   fprintf(
       f, "Usage: hap-profile COMMAND [OPTIONS]\n"
-         "       mpirun -np N hap-profile measure --backend cpu [--quick] -o OUT.h5\n"
+         "       mpirun -np N hap-profile measure --backend cpu|cuda [--quick] -o OUT.h5\n"
          "\n"
          "Cluster profiles: what a cluster's devices, links and collectives measure.\n"
          "\n"
@@ -51,13 +57,19 @@ static void usage(FILE *f) {
          "\n"
          "Measure options:\n"
          "  -b, --backend NAME    device backend: cpu (each MPI rank a CPU device, GEMM through\n"
-         "                        OpenBLAS); cuda is not built yet\n"
+         "                        OpenBLAS, collectives over MPI) or cuda (each rank one GPU,\n"
+         "                        GEMM through cuBLAS, collectives over NCCL)\n"
          "  -q, --quick           a small plan for CI (seconds) instead of the default (minutes)\n"
          "      --only WHAT       compute (GEMM sweep, memory, launch) or comm (memory, launch,\n"
          "                        pairs, collectives); default both\n"
          "      --emulate-speed L comma-separated speeds in (0, 1], one per rank: rank i's\n"
          "                        kernels take 1/s_i as long (heterogeneous clusters on one host)\n"
          "      --threads N       OpenBLAS threads per rank (default 1)\n"
+         "      --plan FILE       time the kernels at exactly the local shapes each rank runs\n"
+         "                        under this hap-plan (needs --model and --cluster, the ones\n"
+         "                        the plan was made for), instead of the built-in shape grid\n"
+         "      --model SPEC      the plan's model (zoo spec or hap-graph file)\n"
+         "      --cluster SPEC    the plan's cluster (spec, hap-cluster file or profile)\n"
          "      --timeout SEC     stop every rank when no measurement step finishes for SEC\n"
          "                        seconds (a peer died or hangs); default 300\n"
          "      --quiet           no progress on stderr (it is drawn only on a TTY anyway)\n"
@@ -323,6 +335,7 @@ typedef struct measure_opts {
   const char *emulate; /* NULL: native speed */
   int32_t threads;
   double timeout_s;
+  const char *plan, *model, *cluster; /* --plan: kernel shapes from a plan */
 } measure_opts;
 
 /* State the signal handlers read: set before measuring, then only the phase changes. */
@@ -409,6 +422,7 @@ static hap_status record_env(hap_profile *p, const measure_opts *o, int size, ha
   snprintf(buf, sizeof buf, "%d", size);
   HAP_TRY(hap_profile_set_env(p, "hap.ranks", buf, err));
   HAP_TRY(hap_profile_set_env(p, "hap.plan", o->quick ? "quick" : "default", err));
+  HAP_TRY(hap_profile_set_env(p, "hap.kernel_shapes", o->plan ? o->plan : "built-in grid", err));
   HAP_TRY(hap_profile_set_env(p, "hap.only",
                               o->only_compute ? "compute"
                               : o->only_comm  ? "comm"
@@ -433,27 +447,103 @@ static hap_status check_output(const char *out, hap_err *err) {
   return HAP_OK;
 }
 
+/* This rank's index among the ranks of its host, from the launcher's environment (Open MPI,
+ * MPICH, Slurm), else its world rank: which GPU it takes. */
+static int32_t local_rank(int32_t rank) {
+  static const char *const keys[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                     "SLURM_LOCALID"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    const char *v = getenv(keys[i]);
+    char *end = NULL;
+    long x = v != NULL ? strtol(v, &end, 10) : -1;
+    if (v != NULL && end != v && *end == '\0' && x >= 0 && x < INT32_MAX)
+      return (int32_t)x;
+  }
+  return rank;
+}
+
+/* Open this rank's device: cpu, or the GPU local_rank mod the visible count. */
+static hap_status open_device(const measure_opts *o, int32_t rank, double speed, hap_dev **dev,
+                              hap_err *err) {
+  if (strcmp(o->backend, "cpu") == 0)
+    return hap_dev_cpu_open(o->threads, speed, dev, err);
+  int count = 0;
+  HAP_TRY(hap_gpu_query(NULL, 0, &count, err));
+  return hap_dev_cuda_open(local_rank(rank) % count, dev, err);
+}
+
+/* This rank's kernel cases: the plan's local shapes for this rank, or the built-in grid. */
+static hap_status kernel_cases(const measure_opts *o, int32_t rank, int32_t size, hap_kcase **out,
+                               int32_t *n, hap_err *err) {
+  if (o->plan == NULL)
+    return hap_kcases_default(o->quick, out, n, err);
+  hap_graph *g = NULL;
+  hap_cluster *c = NULL;
+  hap_plan *p = NULL;
+  hap_status st = hap_model_load(o->model, &g, err);
+  if (st == HAP_OK)
+    st = hap_cluster_open(o->cluster, &c, err);
+  if (st == HAP_OK)
+    st = hap_plan_read_file(o->plan, g, c, &p, err);
+  if (st == HAP_OK && p->n_devices != size)
+    st = hap_err_set(err, HAP_EINVAL,
+                     "%s: the plan has %d devices, this job %d ranks (rank i "
+                     "runs device i)",
+                     o->plan, p->n_devices, size);
+  if (st == HAP_OK)
+    st = hap_kcases_from_plan(p, g, rank, out, n, err);
+  hap_plan_destroy(p);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+  return st;
+}
+
 static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const char *out) {
   hap_err err = {0};
   double *speeds = NULL;
   int32_t n_speeds = 0;
-  if (o->backend == NULL || strcmp(o->backend, "cpu") != 0) {
-    if (o->backend != NULL && strcmp(o->backend, "cuda") == 0)
-      hap_cli_usage_error(prog, "--backend cuda: the CUDA+NCCL profiler is not built yet "
-                                "(expected cpu)");
-    else if (o->backend != NULL)
-      hap_cli_usage_error(prog, "--backend: unknown backend '%s' (expected cpu)", o->backend);
-    else
-      hap_cli_usage_error(prog, "measure needs --backend (expected cpu)");
+  if (o->backend == NULL) {
+    hap_cli_usage_error(prog, "measure needs --backend (expected cpu or cuda)");
+    return 2;
+  }
+  bool cuda = strcmp(o->backend, "cuda") == 0;
+  if (!cuda && strcmp(o->backend, "cpu") != 0) {
+    hap_cli_usage_error(prog, "--backend: unknown backend '%s' (expected cpu or cuda)", o->backend);
     return 2;
   }
   if (out == NULL) {
     hap_cli_usage_error(prog, "measure needs -o OUT (the profile to write)");
     return 2;
   }
+  if (o->plan != NULL && (o->model == NULL || o->cluster == NULL)) {
+    hap_cli_usage_error(prog, "--plan needs --model and --cluster (the plan's model and cluster)");
+    return 2;
+  }
+  if (o->plan == NULL && (o->model != NULL || o->cluster != NULL)) {
+    hap_cli_usage_error(prog, "--model and --cluster go with --plan");
+    return 2;
+  }
+  if (cuda && o->emulate != NULL) {
+    hap_cli_usage_error(prog, "--emulate-speed is for --backend cpu");
+    return 2;
+  }
   if (o->emulate != NULL && hap_emulate_parse(o->emulate, &speeds, &n_speeds, &err) != HAP_OK) {
     hap_cli_usage_error(prog, "%s", err.msg);
     return 2;
+  }
+  if (cuda) {
+    /* No GPU is the common failure: say so before MPI starts, once per job (launcher rank 0). */
+    int count = 0;
+    if (hap_gpu_query(NULL, 0, &count, &err) == HAP_ENOGPU) {
+      const char *r = getenv("OMPI_COMM_WORLD_RANK");
+      if (r == NULL)
+        r = getenv("PMI_RANK");
+      if (r == NULL || strcmp(r, "0") == 0)
+        fprintf(stderr, "%s: --backend cuda: no CUDA device (%s)\n", prog, err.msg);
+      free(speeds);
+      return 1;
+    }
+    hap_err_clear(&err);
   }
   hap_comm *world = NULL;
   if (hap_comm_mpi_init(argc, argv, &world, &err) != HAP_OK) {
@@ -473,6 +563,30 @@ static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const cha
   double speed = speeds != NULL ? speeds[rank] : 1.0;
   free(speeds);
 
+  /* Set-up that fails alike on every rank (no GPU, a bad plan): all ranks agree, the lowest
+   * failing rank says why, every rank exits 1 without an abort. */
+  hap_dev *dev = NULL;
+  hap_kcase *kcases = NULL;
+  int32_t n_kcases = 0;
+  hap_status st = open_device(o, rank, speed, &dev, &err);
+  bool no_gpu = st == HAP_ENOGPU;
+  if (st == HAP_OK && !o->only_comm && !cuda)
+    st = kernel_cases(o, rank, size, &kcases, &n_kcases, &err);
+  int32_t mine = st != HAP_OK ? rank : size, first = size;
+  hap_err aerr = {0};
+  if (world->ops->all_reduce(world, &mine, &first, 1, HAP_I32, HAP_REDUCE_MIN, &aerr) != HAP_OK)
+    first = st != HAP_OK ? rank : 0;
+  if (first < size) {
+    if (rank == first && no_gpu)
+      fprintf(stderr, "%s: --backend cuda: no CUDA device (%s)\n", prog, err.msg);
+    else if (rank == first)
+      hap_cli_error(prog, st != HAP_OK ? &err : &aerr);
+    free(kcases);
+    hap_dev_close(dev);
+    hap_comm_mpi_finalize(world);
+    return 1;
+  }
+
   snprintf(sig_prefix, sizeof sig_prefix, "%s: rank %d: ", prog, rank);
   set_phase("start-up");
   sig_tmp[0] = '\0';
@@ -488,16 +602,23 @@ static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const cha
   hap_measure_defaults(&cfg, o->quick);
   cfg.gemm = !o->only_comm;
   cfg.comm = !o->only_compute;
+  cfg.kernels = !o->only_comm && !cuda;
+  cfg.kcases = kcases;
+  cfg.n_kcases = n_kcases;
   cfg.progress = on_progress;
   cfg.progress_arg = &ps;
 
-  hap_dev *dev = NULL;
+  hap_comm *nccl = NULL;
   hap_profile *p = NULL;
-  hap_status st = err.status;
+  st = err.status;
   if (st == HAP_OK && rank == 0)
     st = check_output(out, &err);
-  if (st == HAP_OK)
-    st = hap_dev_cpu_open(o->threads, speed, &dev, &err);
+  if (st == HAP_OK && cuda && cfg.comm) {
+    set_phase("NCCL start-up");
+    alarm(ps.timeout_s);
+    st = hap_comm_nccl_init(world, hap_dev_cuda_index(dev), &nccl, &err);
+    cfg.data = nccl;
+  }
   if (st == HAP_OK) {
     alarm(ps.timeout_s);
     st = hap_measure_profile(world, dev, &cfg, &p, &err);
@@ -506,27 +627,43 @@ static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const cha
     fprintf(stderr, "\r\033[K");
   if (st == HAP_OK && rank == 0) {
     set_phase("writing the profile");
-    st = hap_profile_set_meta(p, NULL, NULL, "cpu+mpi", &err);
+    st = hap_profile_set_meta(p, NULL, NULL, cuda ? "cuda+nccl" : "cpu+mpi", &err);
     if (st == HAP_OK)
       st = record_env(p, o, size, &err);
+    if (st == HAP_OK && cuda) {
+      char v[32];
+      snprintf(v, sizeof v, "%d", hap_comm_nccl_version());
+      st = hap_profile_set_env(p, "nccl.version", v, &err);
+    }
     if (st == HAP_OK)
       st = hap_profile_write(p, out, &err);
   }
   alarm(0);
+  free(kcases);
   if (st != HAP_OK) {
     fprintf(stderr, "%s", sig_prefix);
     hap_cli_error(prog, &err);
     hap_profile_destroy(p);
-    hap_dev_close(dev);
+    if (size > 1 && nccl != NULL)
+      nccl->ops->abort(nccl, 1); /* NCCL kernels of the others may wait on this rank */
     if (size > 1)
       world->ops->abort(world, 1); /* the other ranks may be waiting on this one */
+    hap_comm_destroy(nccl);
+    hap_dev_close(dev);
     hap_comm_mpi_finalize(world);
     return 1;
   }
-  if (rank == 0 && !o->quiet)
-    fprintf(stderr, "%s: wrote %s (%d devices on %d hosts, %d pairs, %d collective sweeps)\n", prog,
-            out, p->n_devices, p->n_hosts, p->n_p2p, p->n_colls);
+  if (rank == 0 && !o->quiet) {
+    int32_t kernels = 0;
+    for (int32_t i = 0; i < p->n_devices; i++)
+      kernels += p->devices[i].n_kernels;
+    fprintf(stderr,
+            "%s: wrote %s (%d devices on %d hosts, %d pairs, %d collective sweeps, %d kernel "
+            "timings)\n",
+            prog, out, p->n_devices, p->n_hosts, p->n_p2p, p->n_colls, kernels);
+  }
   hap_profile_destroy(p);
+  hap_comm_destroy(nccl);
   hap_dev_close(dev);
   hap_comm_mpi_finalize(world);
   return 0;
@@ -543,7 +680,16 @@ static double parse_positive(const char *s, double max) {
 }
 
 int main(int argc, char **argv) {
-  enum { OPT_ONLY = 256, OPT_EMULATE, OPT_THREADS, OPT_TIMEOUT, OPT_QUIET };
+  enum {
+    OPT_ONLY = 256,
+    OPT_EMULATE,
+    OPT_THREADS,
+    OPT_TIMEOUT,
+    OPT_QUIET,
+    OPT_PLAN,
+    OPT_MODEL,
+    OPT_CLUSTER
+  };
   static const struct option long_opts[] = {{"format", required_argument, NULL, 'f'},
                                             {"output", required_argument, NULL, 'o'},
                                             {"backend", required_argument, NULL, 'b'},
@@ -553,6 +699,9 @@ int main(int argc, char **argv) {
                                             {"threads", required_argument, NULL, OPT_THREADS},
                                             {"timeout", required_argument, NULL, OPT_TIMEOUT},
                                             {"quiet", no_argument, NULL, OPT_QUIET},
+                                            {"plan", required_argument, NULL, OPT_PLAN},
+                                            {"model", required_argument, NULL, OPT_MODEL},
+                                            {"cluster", required_argument, NULL, OPT_CLUSTER},
                                             {"help", no_argument, NULL, 'h'},
                                             {"version", no_argument, NULL, 'V'},
                                             {NULL, 0, NULL, 0}};
@@ -612,6 +761,18 @@ int main(int argc, char **argv) {
       break;
     }
     case OPT_QUIET: mo.quiet = true; break;
+    case OPT_PLAN:
+      mo.plan = optarg;
+      measure_flags = true;
+      break;
+    case OPT_MODEL:
+      mo.model = optarg;
+      measure_flags = true;
+      break;
+    case OPT_CLUSTER:
+      mo.cluster = optarg;
+      measure_flags = true;
+      break;
     case 'h': usage(stdout); return 0;
     case 'V': printf("hap-profile %s\n", HAP_VERSION); return 0;
     default: fprintf(stderr, "Try '%s --help'.\n", prog); return 2;
@@ -634,8 +795,8 @@ int main(int argc, char **argv) {
   }
   if (measure_flags) {
     hap_cli_usage_error(prog,
-                        "--backend, --quick, --only, --emulate-speed, --threads and "
-                        "--timeout belong to measure, not %s",
+                        "--backend, --quick, --only, --emulate-speed, --threads, --timeout, "
+                        "--plan, --model and --cluster belong to measure, not %s",
                         cmd);
     return 2;
   }

@@ -12,6 +12,7 @@
 
 #define HOST_MAX    256
 #define TAG_SAMPLES 7
+#define TAG_KERNELS 8
 
 /* ---- built-in plans -------------------------------------------------------------------------- */
 
@@ -58,6 +59,8 @@ void hap_measure_defaults(hap_measure_config *cfg, bool quick) {
     cfg->p2p_reps = cfg->coll_reps = 10;
     cfg->p2p_warmup = cfg->coll_warmup = 2;
     cfg->p2p_iters = cfg->coll_iters = 5;
+    cfg->kernel_reps = 5;
+    cfg->kernel_warmup = 1;
   } else {
     cfg->gemm_shapes = default_gemm;
     cfg->n_gemm_shapes = (int32_t)(sizeof default_gemm / sizeof default_gemm[0]);
@@ -73,6 +76,8 @@ void hap_measure_defaults(hap_measure_config *cfg, bool quick) {
     cfg->coll_reps = 10;
     cfg->p2p_warmup = cfg->coll_warmup = 3;
     cfg->p2p_iters = cfg->coll_iters = 4;
+    cfg->kernel_reps = 10;
+    cfg->kernel_warmup = 2;
   }
 }
 
@@ -110,6 +115,12 @@ hap_status hap_measure_check(const hap_measure_config *cfg, hap_err *err) {
                            hap_dtype_name(g->dtype));
     }
   }
+  if (cfg->kernels && (cfg->n_kcases < 0 || (cfg->n_kcases > 0 && cfg->kcases == NULL) ||
+                       cfg->kernel_reps < 1 || cfg->kernel_warmup < 0))
+    return hap_err_set(err, HAP_EINVAL,
+                       "measure: %d kernel cases, %d reps, %d warm-ups: expected cases, reps >= 1 "
+                       "and warm-ups >= 0",
+                       cfg->n_kcases, cfg->kernel_reps, cfg->kernel_warmup);
   if (cfg->comm) {
     HAP_TRY(check_sizes("p2p_sizes", cfg->p2p_sizes, cfg->n_p2p_sizes, err));
     HAP_TRY(check_sizes("coll_sizes", cfg->coll_sizes, cfg->n_coll_sizes, err));
@@ -132,6 +143,7 @@ typedef struct dev_rec {
   char model[128];
   char library[160];
   int64_t memory_bytes; /* bytes */
+  int32_t kind;         /* hap_device_kind */
   int32_t threads, n_gemm;
   double speed;
   double membw_Bps; /* bytes/s */
@@ -140,6 +152,7 @@ typedef struct dev_rec {
 
 typedef struct run {
   hap_comm *world;
+  hap_comm *data; /* device-memory transfers: cfg->data or world */
   hap_dev *dev;
   const hap_measure_config *cfg;
   int32_t step, total;
@@ -150,7 +163,9 @@ typedef struct run {
   hap_profile *p;          /* rank 0 only */
   void *sendbuf, *recvbuf; /* comm buffers of bufbytes each */
   int64_t bufbytes;
-  double *samples; /* max(n_sizes) * reps */
+  double *samples;           /* max(n_sizes) * reps */
+  hap_profile_kernel *krows; /* this rank's kernel rows */
+  int32_t n_krows;
 } run;
 
 static void progress(run *r, const char *phase) {
@@ -262,7 +277,7 @@ static hap_status measure_gemm(run *r, double *secs, hap_err *err) {
       st = d->ops->gemm(d, g->dtype, g->m, g->n, g->k, a, b, c, err);
       if (st == HAP_OK)
         st = d->ops->synchronize(d, err);
-      t[k] = now(r) - t0;
+      t[k] = d->ops->last_s != NULL ? d->ops->last_s(d) : now(r) - t0;
     }
     if (st == HAP_OK)
       secs[i] = median(t, reps);
@@ -272,6 +287,72 @@ static hap_status measure_gemm(run *r, double *secs, hap_err *err) {
   d->ops->release(d, c);
   free(t);
   return st;
+}
+
+/* ---- kernels -------------------------------------------------------------------------------- */
+
+/* Time this rank's kernel cases into r->krows. A case the CPU kernels do not run (a float16
+ * input in a plan) is skipped. */
+static hap_status measure_kernels(run *r, double speed, hap_err *err) {
+  const hap_measure_config *cfg = r->cfg;
+  r->krows = calloc(2 * (size_t)cfg->n_kcases + 1, sizeof *r->krows);
+  if (r->krows == NULL)
+    return hap_err_set(err, HAP_ENOMEM, "measure: out of memory for kernel rows");
+  for (int32_t i = 0; i < cfg->n_kcases; i++) {
+    const hap_kcase *kc = &cfg->kcases[i];
+    char phase[96], s[64];
+    snprintf(phase, sizeof phase, "kernel %s %s%s", hap_op_name(kc->op),
+             hap_shape_str(&kc->io.in[0], s, sizeof s), kc->io.n_in > 1 ? " x ..." : "");
+    progress(r, phase);
+    int32_t n = 0;
+    hap_err kerr = {0};
+    hap_status st = hap_kcase_time(kc, cfg->kernel_reps, cfg->kernel_warmup, speed,
+                                   &r->krows[r->n_krows], &n, &kerr);
+    if (st == HAP_EUNSUPPORTED)
+      continue;
+    if (st != HAP_OK)
+      return hap_err_set(err, st, "%s", kerr.msg);
+    r->n_krows += n;
+  }
+  return HAP_OK;
+}
+
+/* Every rank's kernel rows to rank 0, into its device's table (device i = rank i). */
+static hap_status gather_kernels(run *r, hap_err *err) {
+  hap_comm *c = r->world;
+  for (int32_t src = 0; src < c->size; src++) {
+    int64_t n = r->n_krows;
+    hap_profile_kernel *rows = r->krows, *got = NULL;
+    if (src != 0 && c->rank == src) {
+      HAP_TRY(c->ops->send(c, &n, (int64_t)sizeof n, 0, TAG_KERNELS, err));
+      if (n > 0)
+        HAP_TRY(c->ops->send(c, rows, n * (int64_t)sizeof *rows, 0, TAG_KERNELS, err));
+    }
+    if (c->rank != 0)
+      continue;
+    if (src != 0) {
+      HAP_TRY(c->ops->recv(c, &n, (int64_t)sizeof n, src, TAG_KERNELS, err));
+      if (n < 0 || n > 1000000)
+        return hap_err_set(err, HAP_EINVAL, "measure: rank %d reports %lld kernel rows", src,
+                           (long long)n);
+      got = calloc((size_t)(n > 0 ? n : 1), sizeof *got);
+      if (got == NULL)
+        return hap_err_set(err, HAP_ENOMEM, "measure: out of memory for kernel rows");
+      hap_status st =
+          n > 0 ? c->ops->recv(c, got, n * (int64_t)sizeof *got, src, TAG_KERNELS, err) : HAP_OK;
+      if (st != HAP_OK) {
+        free(got);
+        return st;
+      }
+      rows = got;
+    }
+    hap_status st = HAP_OK;
+    for (int64_t i = 0; i < n && st == HAP_OK; i++)
+      st = hap_profile_add_kernel(&r->p->devices[src], &rows[i], err);
+    free(got);
+    HAP_TRY(st);
+  }
+  return HAP_OK;
 }
 
 /* ---- devices and hosts ---------------------------------------------------------------------- */
@@ -331,11 +412,13 @@ static hap_status gather_devices(run *r, const dev_rec *mine, const double *secs
       else
         snprintf(model, sizeof model, "%s", x->model);
       int32_t idx;
-      st = hap_profile_add_device(r->p, name, x->host, model, HAP_DEVICE_CPU, &idx, err);
+      hap_device_kind kind = x->kind == HAP_DEVICE_GPU ? HAP_DEVICE_GPU : HAP_DEVICE_CPU;
+      st = hap_profile_add_device(r->p, name, x->host, model, kind, &idx, err);
       if (st != HAP_OK)
         break;
       hap_profile_device *d = &r->p->devices[idx];
-      d->memory_bytes = x->memory_bytes / on_host; /* the host's memory, shared by its ranks */
+      /* a CPU rank shares the host's memory with the host's other ranks; a GPU has its own */
+      d->memory_bytes = kind == HAP_DEVICE_CPU ? x->memory_bytes / on_host : x->memory_bytes;
       d->memory_bw_Bps = x->membw_Bps;
       d->launch_s = x->launch_s;
       for (int32_t g = 0; g < ng && st == HAP_OK; g++) {
@@ -358,7 +441,7 @@ static hap_status gather_devices(run *r, const dev_rec *mine, const double *secs
 
 /* Ping-pong sweep of src -> dst (both call); samples (at src) = half round trips. */
 static hap_status pingpong(run *r, int32_t src, int32_t dst, hap_err *err) {
-  hap_comm *c = r->world;
+  hap_comm *c = r->data;
   const hap_measure_config *cfg = r->cfg;
   bool lead = c->rank == src;
   int32_t peer = lead ? dst : src;
@@ -448,8 +531,10 @@ static int32_t group_sizes(const hap_measure_config *cfg, int32_t n_ranks, int64
   return m;
 }
 
-static hap_status coll_sweep(run *r, hap_comm *g, hap_coll_kind kind, const char *group,
-                             const int64_t *sizes, int32_t n_sizes, hap_err *err) {
+/* hg: the group over world (host memory: barrier, slowest time); g: the same ranks over data. */
+static hap_status coll_sweep(run *r, hap_comm *hg, hap_comm *g, hap_coll_kind kind,
+                             const char *group, const int64_t *sizes, int32_t n_sizes,
+                             hap_err *err) {
   const hap_measure_config *cfg = r->cfg;
   for (int32_t i = 0; i < n_sizes; i++) {
     char phase[HOST_MAX + 64];
@@ -459,12 +544,12 @@ static hap_status coll_sweep(run *r, hap_comm *g, hap_coll_kind kind, const char
     for (int32_t w = 0; w < cfg->coll_warmup; w++)
       HAP_TRY(coll_once(r, g, kind, sizes[i], err));
     for (int32_t k = 0; k < cfg->coll_reps; k++) {
-      HAP_TRY(g->ops->barrier(g, err));
+      HAP_TRY(hg->ops->barrier(hg, err));
       double t0 = now(r);
       for (int32_t it = 0; it < cfg->coll_iters; it++)
         HAP_TRY(coll_once(r, g, kind, sizes[i], err));
       double t = (now(r) - t0) / cfg->coll_iters, slowest = 0;
-      HAP_TRY(g->ops->all_reduce(g, &t, &slowest, 1, HAP_F64, HAP_REDUCE_MAX, err));
+      HAP_TRY(hg->ops->all_reduce(hg, &t, &slowest, 1, HAP_F64, HAP_REDUCE_MAX, err));
       r->samples[i * cfg->coll_reps + k] = slowest;
     }
   }
@@ -519,15 +604,18 @@ static hap_status measure_group(run *r, const group_def *gd, int32_t color, hap_
   if (sizes == NULL)
     return hap_err_set(err, HAP_ENOMEM, "measure: out of memory");
   int32_t n_sizes = group_sizes(cfg, gd->n, sizes);
-  hap_comm *g = NULL;
-  hap_status st = c->ops->split(c, member ? color : -1, c->rank, &g, err);
+  hap_comm *hg = NULL, *dg = NULL;
+  hap_status st = c->ops->split(c, member ? color : -1, c->rank, &hg, err);
+  if (st == HAP_OK && r->data != c)
+    st = r->data->ops->split(r->data, member ? color : -1, c->rank, &dg, err);
+  hap_comm *g = r->data != c ? dg : hg;
   int32_t root = gd->ranks[0]; /* group rank 0 in world numbering */
   for (int k = 0; k < HAP_COLL_KIND_COUNT && st == HAP_OK; k++) {
     if (!(cfg->coll_kinds & (1u << k)))
       continue;
     int64_t n_samples = (int64_t)n_sizes * cfg->coll_reps;
     if (member)
-      st = coll_sweep(r, g, (hap_coll_kind)k, gd->name, sizes, n_sizes, err);
+      st = coll_sweep(r, hg, g, (hap_coll_kind)k, gd->name, sizes, n_sizes, err);
     else
       r->step += cfg->n_coll_sizes;
     if (st == HAP_OK && root != 0 && c->rank == root)
@@ -549,7 +637,8 @@ static hap_status measure_group(run *r, const group_def *gd, int32_t color, hap_
     if (st == HAP_OK)
       st = c->ops->barrier(c, err);
   }
-  hap_comm_destroy(g);
+  hap_comm_destroy(dg);
+  hap_comm_destroy(hg);
   free(sizes);
   return st;
 }
@@ -626,13 +715,16 @@ static hap_status run_all(run *r, hap_err *err) {
   snprintf(mine.model, sizeof mine.model, "%s", info.model);
   snprintf(mine.library, sizeof mine.library, "%s", info.library);
   mine.memory_bytes = info.memory_bytes;
+  mine.kind = (int32_t)info.kind;
   mine.threads = info.threads;
   mine.speed = info.speed;
   int32_t ng = cfg->gemm ? cfg->n_gemm_shapes : 0;
   int32_t pairs = r->world->size * (r->world->size - 1), kinds = 0;
   for (int k = 0; k < HAP_COLL_KIND_COUNT; k++)
     kinds += (cfg->coll_kinds >> k) & 1u;
-  r->total = ng + 3 + (cfg->comm ? pairs * cfg->n_p2p_sizes : 0); /* refined below */
+  bool kernels = cfg->kernels && info.kind == HAP_DEVICE_CPU; /* exec/kernels run on CPUs */
+  int32_t nk = kernels ? cfg->n_kcases : 0;
+  r->total = ng + nk + 3 + (cfg->comm ? pairs * cfg->n_p2p_sizes : 0); /* refined below */
   progress(r, "memory bandwidth");
   HAP_TRY(measure_membw(r, &mine, err));
   progress(r, "launch overhead");
@@ -641,10 +733,14 @@ static hap_status run_all(run *r, hap_err *err) {
   if (secs == NULL)
     return hap_err_set(err, HAP_ENOMEM, "measure: out of memory");
   hap_status st = ng > 0 ? measure_gemm(r, secs, err) : HAP_OK;
+  if (st == HAP_OK && kernels)
+    st = measure_kernels(r, info.speed, err);
   if (st == HAP_OK) {
     progress(r, "gathering the devices");
     st = gather_devices(r, &mine, secs, err);
   }
+  if (st == HAP_OK && cfg->kernels)
+    st = gather_kernels(r, err);
   free(secs);
   HAP_TRY(st);
   if (!cfg->comm)
@@ -660,7 +756,11 @@ hap_status hap_measure_profile(hap_comm *world, hap_dev *dev, const hap_measure_
                                hap_profile **out, hap_err *err) {
   *out = NULL;
   HAP_TRY(hap_measure_check(cfg, err));
-  run r = {.world = world, .dev = dev, .cfg = cfg};
+  run r = {.world = world, .data = cfg->data != NULL ? cfg->data : world, .dev = dev, .cfg = cfg};
+  if (r.data->size != world->size || r.data->rank != world->rank)
+    return hap_err_set(err, HAP_EINVAL,
+                       "measure: the data communicator is rank %d of %d, world rank %d of %d",
+                       r.data->rank, r.data->size, world->rank, world->size);
   hap_status st = run_all(&r, err);
   if (st == HAP_OK && r.p != NULL) {
     st = hap_profile_compute_stats(r.p, err);
@@ -683,6 +783,7 @@ hap_status hap_measure_profile(hap_comm *world, hap_dev *dev, const hap_measure_
   dev->ops->release(dev, r.recvbuf);
   hap_profile_destroy(r.p);
   free(r.samples);
+  free(r.krows);
   free(r.recs);
   free(r.host_of);
   free(r.local_of);

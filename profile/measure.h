@@ -2,6 +2,8 @@
  * (comm.h) tables, gathered into one hap_profile (core's profile_store.h) on rank 0.
  *   compute:  GEMM sweep over (m, n, k, dtype) -> seconds (median) and FLOP/s per shape;
  *             memory bandwidth (copy, 2 x bytes / p50); launch overhead (empty kernel, p50)
+ *   kernels:  the CPU kernels of exec/kernels at the configured local shapes (kernel_times.h),
+ *             p50/p95 per op, direction and shape -> the device's kernel table
  *   comm:     every ordered rank pair: ping-pong, one sample = half a round trip of S bytes;
  *             each collective over the world, each host's ranks and one rank per host (when those
  *             differ from the world): one sample = the slowest rank's time for one call after a
@@ -20,6 +22,7 @@
 
 #include "backend.h"
 #include "comm.h"
+#include "kernel_times.h"
 #include "profile_store.h"
 
 typedef struct hap_gemm_shape {
@@ -47,6 +50,16 @@ typedef struct hap_measure_config {
   int32_t n_coll_sizes, coll_reps, coll_warmup;
   int32_t coll_iters;  /* back-to-back calls averaged into one sample */
   uint32_t coll_kinds; /* bit (1u << hap_coll_kind) per collective to measure */
+  /* The communicator whose buffers are device memory (nccl on a GPU), for the pair and
+   * collective sweeps; NULL = world. `world` (host memory) always carries the bookkeeping:
+   * device records, samples, barriers around timed calls and the slowest-rank reduction. It must
+   * have world's ranks in world's order. */
+  hap_comm *data;
+  /* Per-op kernel timings (CPU devices only): this rank's cases (they may differ per rank, e.g.
+   * the shapes a plan gives each device), each timed kernel_reps times after kernel_warmup. */
+  bool kernels;
+  const hap_kcase *kcases;
+  int32_t n_kcases, kernel_reps, kernel_warmup;
   hap_measure_progress_fn progress;
   void *progress_arg;
 } hap_measure_config;

@@ -10,6 +10,18 @@ target_link_libraries(test_gpu_smoke PRIVATE hap_exec)
 add_test(NAME gpu_smoke COMMAND test_gpu_smoke)
 set_tests_properties(gpu_smoke PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 120)
 
+# The `cuda` device and `nccl` comm backends (exec/gpu/): a GEMM against a CPU reference and the
+# collectives, on one rank and, with two GPUs, on two ranks under mpirun. Only with CUDA.
+if(HAP_HAVE_CUDA)
+  add_executable(test_gpu_backend ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_gpu_backend.c)
+  target_link_libraries(test_gpu_backend PRIVATE hap_exec ${MATH_LIBRARY})
+  add_test(NAME gpu_backend COMMAND test_gpu_backend)
+  add_test(NAME gpu_backend_2ranks
+           COMMAND ${MPIEXEC_EXECUTABLE} -np 2 $<TARGET_FILE:test_gpu_backend> --need 2)
+  set_tests_properties(gpu_backend gpu_backend_2ranks PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu
+                       TIMEOUT 120 ENVIRONMENT "${HAP_MPI_TEST_ENV}")
+endif()
+
 # hap-devices lists the GPUs (with a kernel self-test on each) as JSON, or says "no GPU: <reason>"
 # on stderr and exits 1, which counts as a skip here.
 add_test(NAME gpu_hap_devices_list

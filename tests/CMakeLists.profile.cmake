@@ -45,3 +45,15 @@ add_test(NAME profile_fit_holdout
                  sh ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:test_fit_holdout>)
 set_tests_properties(profile_measure profile_rank_dies profile_fit_holdout PROPERTIES
                      LABELS mpi RUN_SERIAL TRUE TIMEOUT 120 ENVIRONMENT "${HAP_MPI_TEST_ENV}")
+
+# Per-op kernel timings (profile/kernel_times.h): a quick CPU profile's kernel rows load into the
+# cluster model and hap_compute_time at a measured shape returns the measured p50; then the same
+# with --plan, timing exactly the local shapes each rank runs under a hap-synth plan.
+add_executable(test_kernel_rows ${CMAKE_CURRENT_SOURCE_DIR}/profile/test_kernel_rows.c)
+target_link_libraries(test_kernel_rows PRIVATE hap_profiler hap_core ${MATH_LIBRARY})
+add_test(NAME profile_kernel_rows
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/profile/test_kernel_rows.sh
+                 $<TARGET_FILE:hap-profile> ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:test_kernel_rows>
+                 $<$<TARGET_EXISTS:hap-synth>:$<TARGET_FILE:hap-synth>>)
+set_tests_properties(profile_kernel_rows PROPERTIES LABELS mpi RUN_SERIAL TRUE TIMEOUT 120
+                     ENVIRONMENT "${HAP_MPI_TEST_ENV}")

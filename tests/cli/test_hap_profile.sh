@@ -44,9 +44,16 @@ expect merge-no-output 2 "$bin" merge a.h5
 expect measure-no-backend 2 "$bin" measure -o "$tmp/m.h5"
 check measure-no-backend-says grep -q -- 'measure needs --backend' "$tmp/err"
 expect measure-bad-backend 2 "$bin" measure --backend tpu -o "$tmp/m.h5"
-check measure-bad-backend-says grep -q -- "--backend: unknown backend 'tpu' (expected cpu)" "$tmp/err"
-expect measure-cuda-backend 2 "$bin" measure --backend cuda -o "$tmp/m.h5"
-check measure-cuda-backend-says grep -q -- 'not built yet' "$tmp/err"
+check measure-bad-backend-says grep -q -- "--backend: unknown backend 'tpu' (expected cpu or cuda)" "$tmp/err"
+# --backend cuda with no visible GPU (none here, a hidden one, or a build without CUDA): one line, 1
+CUDA_VISIBLE_DEVICES= expect measure-cuda-no-gpu 1 "$bin" measure --backend cuda -o "$tmp/m.h5"
+check measure-cuda-no-gpu-says grep -q -- '^hap-profile: --backend cuda: no CUDA device (' "$tmp/err"
+check measure-cuda-no-gpu-one-line test "$(wc -l < "$tmp/err")" -eq 1
+check measure-cuda-no-gpu-no-file test ! -e "$tmp/m.h5"
+expect measure-cuda-emulate 2 "$bin" measure --backend cuda --emulate-speed 1 -o "$tmp/m.h5"
+expect measure-plan-no-model 2 "$bin" measure --backend cpu --plan p.json -o "$tmp/m.h5"
+check measure-plan-no-model-says grep -q -- '--plan needs --model and --cluster' "$tmp/err"
+expect measure-model-no-plan 2 "$bin" measure --backend cpu --model mlp -o "$tmp/m.h5"
 expect measure-no-output 2 "$bin" measure --backend cpu
 check measure-no-output-says grep -q -- 'needs -o OUT' "$tmp/err"
 expect measure-extra-arg 2 "$bin" measure --backend cpu -o "$tmp/m.h5" extra

@@ -1,0 +1,26 @@
+/* device_cuda.h — the `cuda` device backend (backend.h) on one GPU: cudaMalloc'd memory, copies
+ * and fills on the backend's own stream, GEMM through cuBLAS (float32, float64), an empty kernel,
+ * and a device timer: every kernel and copy is bracketed by two cudaEvents and its device time is
+ * what last_s returns. CUPTI activity records are not used yet (TODO in device_cuda.c); the open
+ * call says in info.library whether CUPTI could subscribe or another tool (nsys, ncu) holds it.
+ * Contract: the table's calls are synchronous (they return after the stream drained), except
+ * empty_kernel, which only enqueues so that launch overhead can be measured; synchronize waits.
+ * Only the CUDA runtime, cuBLAS and CUPTI are linked, never libcuda (see exec/CMakeLists.txt).
+ * Ownership: hap_dev_cuda_open returns an owned device (hap_dev_close); open one per process. */
+#ifndef HAP_DEVICE_CUDA_H
+#define HAP_DEVICE_CUDA_H
+
+#include <stdint.h>
+
+#include "backend.h"
+
+/* Open GPU `index` (CUDA runtime ordinal, after CUDA_VISIBLE_DEVICES) and make it the calling
+ * thread's current device. HAP_ENOGPU with the reason (no driver, no device, index out of range,
+ * built without CUDA) when there is no such usable GPU; HAP_ECUDA for other CUDA failures;
+ * HAP_EUNSUPPORTED when built without cuBLAS. */
+hap_status hap_dev_cuda_open(int32_t index, hap_dev **out, hap_err *err);
+
+/* The GPU a `cuda` device runs on (its CUDA ordinal), for the NCCL communicator. */
+int32_t hap_dev_cuda_index(const hap_dev *d);
+
+#endif

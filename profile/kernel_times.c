@@ -1,0 +1,396 @@
+/* kernel_times.c — per-op kernel timings (kernel_times.h). */
+#include "kernel_times.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "cluster.h"
+#include "emulate.h"
+#include "fit.h"
+#include "kernels.h"
+#include "lower.h"
+
+void hap_kcase_fix(hap_kcase *kc) { kc->io.attrs = &kc->attrs; }
+
+/* ---- case lists ------------------------------------------------------------------------------ */
+
+typedef struct klist {
+  hap_kcase *v;
+  int32_t n, cap;
+} klist;
+
+static bool same_case(const hap_kcase *a, const hap_kcase *b) {
+  return a->op == b->op && hap_kernel_shape_key(&a->io) == hap_kernel_shape_key(&b->io);
+}
+
+/* Append kc (merging directions into an existing case with the same op and shape key). */
+static hap_status klist_add(klist *l, const hap_kcase *kc, hap_err *err) {
+  for (int32_t i = 0; i < l->n; i++) {
+    if (same_case(&l->v[i], kc)) {
+      hap_kcase *x = &l->v[i];
+      x->fwd |= kc->fwd;
+      if (kc->bwd && !x->bwd) {
+        x->bwd = true;
+        memcpy(x->io.in_grad, kc->io.in_grad, sizeof x->io.in_grad);
+      }
+      return HAP_OK;
+    }
+  }
+  if (l->n == l->cap) {
+    int32_t cap = l->cap > 0 ? 2 * l->cap : 32;
+    hap_kcase *v = realloc(l->v, (size_t)cap * sizeof *v);
+    if (v == NULL)
+      return hap_err_set(err, HAP_ENOMEM, "kernel timings: out of memory listing cases");
+    l->v = v;
+    l->cap = cap;
+    for (int32_t i = 0; i < l->n; i++)
+      hap_kcase_fix(&l->v[i]);
+  }
+  l->v[l->n] = *kc;
+  hap_kcase_fix(&l->v[l->n]);
+  l->n++;
+  return HAP_OK;
+}
+
+/* A grid case: inputs (dims lists ending at a 0), float32 except int64 where `index_mask` has the
+ * bit; every float input needs a gradient. */
+typedef struct gspec {
+  hap_op op;
+  int32_t n_in;
+  int64_t dims[HAP_MAX_OP_INPUTS][5]; /* each 0-terminated */
+  uint32_t index_mask;
+  const char *attr; /* NULL or an int/str attribute name */
+  int64_t attr_i;
+  const char *attr_s;
+} gspec;
+
+static hap_status grid_add(klist *l, const gspec *g, hap_err *err) {
+  hap_kcase kc;
+  memset(&kc, 0, sizeof kc);
+  kc.op = g->op;
+  hap_attrs_init(&kc.attrs, g->op);
+  if (g->attr != NULL && g->attr_s != NULL)
+    HAP_TRY(hap_attrs_set_str(&kc.attrs, g->op, g->attr, g->attr_s, err));
+  else if (g->attr != NULL)
+    HAP_TRY(hap_attrs_set_int(&kc.attrs, g->op, g->attr, g->attr_i, err));
+  hap_kcase_fix(&kc);
+  kc.io.n_in = g->n_in;
+  for (int32_t i = 0; i < g->n_in; i++) {
+    hap_shape *s = &kc.io.in[i];
+    for (s->rank = 0; s->rank < 5 && g->dims[i][s->rank] > 0; s->rank++)
+      s->dims[s->rank] = g->dims[i][s->rank];
+    bool index = (g->index_mask >> i) & 1u;
+    kc.io.in_dtype[i] = index ? HAP_I64 : HAP_F32;
+    kc.io.in_grad[i] = !index;
+  }
+  HAP_TRY(hap_op_infer(g->op, &kc.io, err));
+  kc.fwd = true;
+  kc.bwd = true;
+  return klist_add(l, &kc, err);
+}
+
+#define D(...)                                                                                     \
+  { __VA_ARGS__, 0 }
+
+/* One tiny shape per op (quick). */
+static const gspec quick_grid[] = {
+    {HAP_OP_LINEAR, 3, {D(64, 128), D(128, 128), D(128)}, 0, NULL, 0, NULL},
+    {HAP_OP_MATMUL, 2, {D(64, 64), D(64, 64)}, 0, NULL, 0, NULL},
+    {HAP_OP_BMM, 2, {D(4, 32, 32), D(4, 32, 32)}, 0, NULL, 0, NULL},
+    {HAP_OP_CONV2D, 3, {D(2, 8, 16, 16), D(8, 8, 3, 3), D(8)}, 0, "padding", 1, NULL},
+    {HAP_OP_LAYER_NORM, 3, {D(64, 128), D(128), D(128)}, 0, NULL, 0, NULL},
+    {HAP_OP_SOFTMAX, 1, {D(2, 2, 32, 32)}, 0, NULL, 0, NULL},
+    {HAP_OP_GELU, 1, {D(64, 128)}, 0, NULL, 0, NULL},
+    {HAP_OP_RELU, 1, {D(64, 128)}, 0, NULL, 0, NULL},
+    {HAP_OP_MULTI_HEAD_ATTENTION,
+     7,
+     {D(2, 16, 32), D(2, 16, 32), D(2, 16, 32), D(3, 32, 32), D(3, 32), D(32, 32), D(32)},
+     0,
+     "heads",
+     4,
+     NULL},
+    {HAP_OP_EMBEDDING, 2, {D(4, 16), D(1000, 64)}, 1u, NULL, 0, NULL},
+    {HAP_OP_EINSUM, 2, {D(2, 16, 32), D(2, 16, 4, 8)}, 0, "equation", 0, "bsd,bsec->becd"},
+    {HAP_OP_EINSUM, 2, {D(4, 32, 64), D(2, 4, 8, 32)}, 0, "equation", 0, "edh,becd->bech"},
+    {HAP_OP_EINSUM, 2, {D(4, 64, 32), D(2, 4, 8, 64)}, 0, "equation", 0, "ehd,bech->becd"},
+    {HAP_OP_EINSUM, 2, {D(2, 4, 8, 32), D(2, 16, 4, 8)}, 0, "equation", 0, "becd,bsec->bsd"},
+};
+
+/* A few model-like shapes per op (default plan). */
+static const gspec default_grid[] = {
+    {HAP_OP_LINEAR, 3, {D(256, 512), D(512, 512), D(512)}, 0, NULL, 0, NULL},
+    {HAP_OP_LINEAR, 3, {D(1024, 768), D(768, 768), D(768)}, 0, NULL, 0, NULL},
+    {HAP_OP_LINEAR, 3, {D(1024, 768), D(3072, 768), D(3072)}, 0, NULL, 0, NULL},
+    {HAP_OP_MATMUL, 2, {D(256, 256), D(256, 256)}, 0, NULL, 0, NULL},
+    {HAP_OP_MATMUL, 2, {D(8, 128, 64), D(8, 64, 128)}, 0, NULL, 0, NULL},
+    {HAP_OP_BMM, 2, {D(16, 128, 64), D(16, 64, 128)}, 0, NULL, 0, NULL},
+    {HAP_OP_BMM, 2, {D(48, 128, 128), D(48, 128, 64)}, 0, NULL, 0, NULL},
+    {HAP_OP_CONV2D, 3, {D(8, 32, 32, 32), D(32, 32, 3, 3), D(32)}, 0, "padding", 1, NULL},
+    {HAP_OP_CONV2D, 3, {D(8, 64, 16, 16), D(128, 64, 3, 3), D(128)}, 0, "padding", 1, NULL},
+    {HAP_OP_LAYER_NORM, 3, {D(1024, 768), D(768), D(768)}, 0, NULL, 0, NULL},
+    {HAP_OP_LAYER_NORM, 3, {D(4096, 1024), D(1024), D(1024)}, 0, NULL, 0, NULL},
+    {HAP_OP_SOFTMAX, 1, {D(8, 12, 128, 128)}, 0, NULL, 0, NULL},
+    {HAP_OP_SOFTMAX, 1, {D(1024, 4096)}, 0, NULL, 0, NULL},
+    {HAP_OP_GELU, 1, {D(1024, 3072)}, 0, NULL, 0, NULL},
+    {HAP_OP_GELU, 1, {D(4096, 4096)}, 0, NULL, 0, NULL},
+    {HAP_OP_RELU, 1, {D(1024, 3072)}, 0, NULL, 0, NULL},
+    {HAP_OP_RELU, 1, {D(4096, 4096)}, 0, NULL, 0, NULL},
+    {HAP_OP_MULTI_HEAD_ATTENTION,
+     7,
+     {D(8, 128, 256), D(8, 128, 256), D(8, 128, 256), D(3, 256, 256), D(3, 256), D(256, 256),
+      D(256)},
+     0,
+     "heads",
+     4,
+     NULL},
+    {HAP_OP_MULTI_HEAD_ATTENTION,
+     7,
+     {D(4, 128, 768), D(4, 128, 768), D(4, 128, 768), D(3, 768, 768), D(3, 768), D(768, 768),
+      D(768)},
+     0,
+     "heads",
+     12,
+     NULL},
+    {HAP_OP_EMBEDDING, 2, {D(32, 128), D(8192, 512)}, 1u, NULL, 0, NULL},
+    {HAP_OP_EMBEDDING, 2, {D(8, 128), D(30522, 768)}, 1u, NULL, 0, NULL},
+    {HAP_OP_EINSUM, 2, {D(4, 128, 256), D(4, 128, 8, 32)}, 0, "equation", 0, "bsd,bsec->becd"},
+    {HAP_OP_EINSUM, 2, {D(8, 256, 1024), D(4, 8, 32, 256)}, 0, "equation", 0, "edh,becd->bech"},
+    {HAP_OP_EINSUM, 2, {D(8, 1024, 256), D(4, 8, 32, 1024)}, 0, "equation", 0, "ehd,bech->becd"},
+    {HAP_OP_EINSUM, 2, {D(4, 8, 32, 256), D(4, 128, 8, 32)}, 0, "equation", 0, "becd,bsec->bsd"},
+};
+
+#undef D
+
+hap_status hap_kcases_default(bool quick, hap_kcase **out, int32_t *n, hap_err *err) {
+  *out = NULL;
+  *n = 0;
+  const gspec *g = quick ? quick_grid : default_grid;
+  size_t m = quick ? sizeof quick_grid / sizeof quick_grid[0]
+                   : sizeof default_grid / sizeof default_grid[0];
+  klist l = {0};
+  for (size_t i = 0; i < m; i++) {
+    hap_status st = grid_add(&l, &g[i], err);
+    if (st != HAP_OK) {
+      free(l.v);
+      return st;
+    }
+  }
+  *out = l.v;
+  *n = l.n;
+  return HAP_OK;
+}
+
+hap_status hap_kcases_from_plan(const hap_plan *p, const hap_graph *g, int32_t dev, hap_kcase **out,
+                                int32_t *n, hap_err *err) {
+  *out = NULL;
+  *n = 0;
+  hap_lowered *lw = NULL;
+  HAP_TRY(hap_lower(p, g, &lw, err));
+  if (dev < 0 || dev >= lw->n_devices) {
+    int32_t nd = lw->n_devices;
+    hap_lowered_destroy(lw);
+    return hap_err_set(err, HAP_EINVAL, "kernel timings: device %d, the plan has %d devices", dev,
+                       nd);
+  }
+  klist l = {0};
+  hap_status st = HAP_OK;
+  hap_task_work w;
+  for (int32_t t = 0; t < lw->n_tasks && st == HAP_OK; t++) {
+    if (lw->tasks[t].kind != HAP_TASK_COMPUTE)
+      continue;
+    st = hap_lowered_work(lw, t, dev, &w, err);
+    if (st != HAP_OK)
+      break;
+    hap_kcase kc;
+    memset(&kc, 0, sizeof kc);
+    kc.op = w.op;
+    kc.attrs = w.attrs;
+    kc.io = w.io;
+    hap_kcase_fix(&kc);
+    kc.fwd = !w.backward;
+    kc.bwd = w.backward;
+    if (!w.backward)
+      memset(kc.io.in_grad, 0, sizeof kc.io.in_grad);
+    st = klist_add(&l, &kc, err);
+  }
+  hap_lowered_destroy(lw);
+  if (st != HAP_OK) {
+    free(l.v);
+    return st;
+  }
+  *out = l.v;
+  *n = l.n;
+  return HAP_OK;
+}
+
+/* ---- timing ---------------------------------------------------------------------------------- */
+
+/* Deterministic floats in [-1, 1) (a 64-bit LCG, top bits). */
+static void fill_floats(float *x, int64_t n, uint64_t seed) {
+  uint64_t s = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+  for (int64_t i = 0; i < n; i++) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    x[i] = (float)((double)(s >> 40) / (double)(1ULL << 24) * 2.0 - 1.0);
+  }
+}
+
+/* The exclusive upper bound of index input i: embedding rows, loss classes; else 1. */
+static int64_t index_bound(const hap_kcase *kc, int32_t i) {
+  const hap_op_io *io = &kc->io;
+  if (kc->op == HAP_OP_EMBEDDING && i == 0 && io->n_in > 1 && io->in[1].rank >= 1)
+    return io->in[1].dims[0];
+  if ((kc->op == HAP_OP_NLL_LOSS || kc->op == HAP_OP_CROSS_ENTROPY) && i == 1 &&
+      io->in[0].rank >= 2)
+    return io->in[0].dims[1];
+  return 1;
+}
+
+static int64_t numel_of(const hap_shape *s) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < s->rank; d++)
+    n *= s->dims[d];
+  return n;
+}
+
+typedef struct kbufs {
+  void *in[HAP_MAX_OP_INPUTS], *out[HAP_MAX_OP_OUTPUTS];
+  float *dout[HAP_MAX_OP_OUTPUTS], *din[HAP_MAX_OP_INPUTS];
+  size_t din_bytes[HAP_MAX_OP_INPUTS];
+} kbufs;
+
+static void kbufs_free(kbufs *b) {
+  for (int i = 0; i < HAP_MAX_OP_INPUTS; i++) {
+    free(b->in[i]);
+    free(b->din[i]);
+  }
+  for (int i = 0; i < HAP_MAX_OP_OUTPUTS; i++) {
+    free(b->out[i]);
+    free(b->dout[i]);
+  }
+}
+
+static void *alloc_bytes(int64_t n, int sz) { return calloc((size_t)(n > 0 ? n : 1), (size_t)sz); }
+
+static hap_status kbufs_make(const hap_kcase *kc, kbufs *b, hap_err *err) {
+  memset(b, 0, sizeof *b);
+  const hap_op_io *io = &kc->io;
+  bool ok = true;
+  for (int32_t i = 0; i < io->n_in && ok; i++) {
+    int64_t n = numel_of(&io->in[i]);
+    hap_dtype dt = io->in_dtype[i];
+    b->in[i] = alloc_bytes(n, hap_dtype_size(dt));
+    ok = b->in[i] != NULL;
+    if (ok && dt == HAP_F32)
+      fill_floats(b->in[i], n, (uint64_t)i + 1);
+    if (ok && (dt == HAP_I64 || dt == HAP_I32)) {
+      int64_t hi = index_bound(kc, i);
+      for (int64_t e = 0; e < n; e++) {
+        int64_t v = (e * 7919) % hi;
+        if (dt == HAP_I64)
+          ((int64_t *)b->in[i])[e] = v;
+        else
+          ((int32_t *)b->in[i])[e] = (int32_t)v;
+      }
+    }
+    if (ok && kc->bwd && io->in_grad[i]) {
+      b->din_bytes[i] = (size_t)(n > 0 ? n : 1) * sizeof(float);
+      b->din[i] = alloc_bytes(n, (int)sizeof(float));
+      ok = b->din[i] != NULL;
+    }
+  }
+  for (int32_t o = 0; o < io->n_out && ok; o++) {
+    int64_t n = numel_of(&io->out[o]);
+    b->out[o] = alloc_bytes(n, hap_dtype_size(io->out_dtype[o]));
+    ok = b->out[o] != NULL;
+    if (ok && kc->bwd && io->out_dtype[o] == HAP_F32) {
+      b->dout[o] = alloc_bytes(n, (int)sizeof(float));
+      ok = b->dout[o] != NULL;
+      if (ok)
+        fill_floats(b->dout[o], n, 100 + (uint64_t)o);
+    }
+  }
+  if (!ok) {
+    kbufs_free(b);
+    return hap_err_set(err, HAP_ENOMEM, "kernel timings: %s: out of memory for the buffers",
+                       hap_op_name(kc->op));
+  }
+  return HAP_OK;
+}
+
+static hap_status one_row(const hap_kcase *kc, bool backward, const double *t, int32_t reps,
+                          hap_profile_kernel *row, hap_err *err) {
+  memset(row, 0, sizeof *row);
+  row->op = kc->op;
+  row->backward = backward;
+  row->shape_key = hap_kernel_shape_key(&kc->io);
+  row->reps = reps;
+  size_t at = 0;
+  for (int32_t i = 0; i < kc->io.n_in && at < sizeof row->shape; i++) {
+    char s[96];
+    int w = snprintf(row->shape + at, sizeof row->shape - at, "%s%s", i > 0 ? " x " : "",
+                     hap_shape_str(&kc->io.in[i], s, sizeof s));
+    if (w < 0)
+      break;
+    at += (size_t)w;
+  }
+  if (hap_p50_p95(t, reps, &row->p50_s, &row->p95_s) != HAP_OK)
+    return hap_err_set(err, HAP_ENOMEM, "kernel timings: out of memory for percentiles");
+  return HAP_OK;
+}
+
+hap_status hap_kcase_time(const hap_kcase *kc, int32_t reps, int32_t warmup, double speed,
+                          hap_profile_kernel rows[2], int32_t *n_rows, hap_err *err) {
+  *n_rows = 0;
+  if (reps < 1 || warmup < 0 || !(speed > 0 && speed <= 1))
+    return hap_err_set(err, HAP_EINVAL,
+                       "kernel timings: reps %d, warmup %d, speed %g: expected >= 1, >= 0, (0, 1]",
+                       reps, warmup, speed);
+  bool any_grad = false;
+  for (int32_t i = 0; i < kc->io.n_in; i++)
+    any_grad |= kc->io.in_grad[i];
+  kbufs b;
+  HAP_TRY(kbufs_make(kc, &b, err));
+  double *t = malloc((size_t)reps * sizeof *t);
+  hap_status st = t ? HAP_OK : hap_err_set(err, HAP_ENOMEM, "kernel timings: out of memory");
+  hap_kernel_state state = {0};
+  hap_kernel_call call = {.op = kc->op,
+                          .io = &kc->io,
+                          .shard = NULL,
+                          .seed = 1,
+                          .in = (const void *const *)b.in,
+                          .out = (const void *const *)b.out};
+  /* Forward: always run (backward needs its outputs and state); timed when asked. */
+  for (int32_t k = 0; k < warmup + reps && st == HAP_OK; k++) {
+    double t0 = hap_clock_s();
+    st = hap_kernel_forward(&call, b.out, &state, err);
+    double dt = hap_clock_s() - t0;
+    if (k >= warmup)
+      t[k - warmup] = dt + hap_emulate_pad_s(dt, speed);
+    if (!kc->fwd && k >= warmup)
+      break; /* one run for backward's inputs is enough */
+  }
+  if (st == HAP_OK && kc->fwd)
+    st = one_row(kc, false, t, reps, &rows[(*n_rows)++], err);
+  if (kc->bwd && any_grad) {
+    for (int32_t k = 0; k < warmup + reps && st == HAP_OK; k++) {
+      for (int32_t i = 0; i < kc->io.n_in; i++)
+        if (b.din[i] != NULL)
+          memset(b.din[i], 0, b.din_bytes[i]);
+      double t0 = hap_clock_s();
+      st = hap_kernel_backward(&call, (const float *const *)b.dout, b.din, &state, err);
+      double dt = hap_clock_s() - t0;
+      if (k >= warmup)
+        t[k - warmup] = dt + hap_emulate_pad_s(dt, speed);
+    }
+    if (st == HAP_OK)
+      st = one_row(kc, true, t, reps, &rows[(*n_rows)++], err);
+  }
+  hap_kernel_state_free(&state);
+  free(t);
+  kbufs_free(&b);
+  if (st != HAP_OK)
+    *n_rows = 0;
+  return st;
+}
