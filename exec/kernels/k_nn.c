@@ -151,7 +151,7 @@ hap_status k_embedding_fwd(const hap_kernel_call *c, void *const *out, hap_kerne
   const float *w = c->in[1];
   float *y = out[0];
   for (int64_t f = 0; f < n; f++) {
-    int64_t row;
+    int64_t row = -1;
     HAP_TRY(embed_row(c, f, &row, err));
     if (row < 0)
       memset(y + f * d, 0, (size_t)d * sizeof(float));
@@ -170,7 +170,7 @@ hap_status k_embedding_bwd(const hap_kernel_call *c, const float *const *dout, f
   int64_t n = k_numel(&io->in[0]), d = io->in[1].dims[1];
   const float *g = dout[0];
   for (int64_t f = 0; f < n; f++) {
-    int64_t row;
+    int64_t row = -1;
     HAP_TRY(embed_row(c, f, &row, err));
     for (int64_t j = 0; row >= 0 && j < d; j++)
       din[1][row * d + j] += g[f * d + j];

@@ -36,6 +36,9 @@ static void usage(FILE *f) {
           "  -m, --model MODEL      the model the plan was made for (zoo spec or hap-graph file)\n"
           "  -c, --cluster C        the cluster the plan was made for: a hap-profile .h5 measured\n"
           "                         on these machines (hap-profile measure), or a spec\n"
+          "      --sim-cluster C2   simulate on C2 instead: a profile of the same devices taken\n"
+          "                         after the plan was made, e.g. with hap-profile --plan PLAN\n"
+          "                         (kernel times at exactly this plan's shapes)\n"
           "  -n, --iters N          timed iterations (default 10)\n"
           "  -w, --warmup W         untimed iterations first (default 2)\n"
           "  -t, --trace FILE       Chrome trace: simulated and measured rows per rank\n"
@@ -54,7 +57,7 @@ static void usage(FILE *f) {
 }
 
 typedef struct opts {
-  const char *plan, *model, *cluster, *trace;
+  const char *plan, *model, *cluster, *sim_cluster, *trace;
   int iters, warmup;
   bool check, quiet;
   uint64_t seed;
@@ -368,6 +371,23 @@ static int run(const opts *o, hap_comm *comm) {
                      comm->size);
     goto out;
   }
+  if (o->sim_cluster != NULL) { /* the same devices, measured again */
+    hap_cluster *c2 = NULL;
+    if ((st = hap_cluster_open(o->sim_cluster, &c2, &err)) != HAP_OK)
+      goto out;
+    bool same = c2->n_devices == c->n_devices;
+    for (int32_t d = 0; same && d < c->n_devices; d++)
+      same = strcmp(c2->devices[d].name, c->devices[d].name) == 0;
+    if (!same) {
+      st = hap_err_set(&err, HAP_EINVAL,
+                       "--sim-cluster %s: its devices differ from those of %s (the plan's)",
+                       o->sim_cluster, o->cluster);
+      hap_cluster_destroy(c2);
+      goto out;
+    }
+    hap_cluster_destroy(c);
+    c = c2;
+  }
   hap_plan_sim_options so = {.serial = true}; /* cpu + mpi: collectives block the rank */
   if ((st = hap_plan_sim_run(lw, c, &so, &ps, &err)) != HAP_OK)
     goto out;
@@ -484,22 +504,24 @@ static bool parse_double(const char *s, double lo, double hi, double *out) {
 
 /* 0 ok, 2 usage error (printed by rank 0), -1 help/version printed. */
 static int parse_args(int argc, char **argv, int rank, opts *o) {
-  enum { OPT_CHECK = 256, OPT_SEED, OPT_LR, OPT_EMULATE, OPT_TIMEOUT };
-  static const struct option long_opts[] = {{"model", required_argument, NULL, 'm'},
-                                            {"cluster", required_argument, NULL, 'c'},
-                                            {"iters", required_argument, NULL, 'n'},
-                                            {"warmup", required_argument, NULL, 'w'},
-                                            {"trace", required_argument, NULL, 't'},
-                                            {"check", no_argument, NULL, OPT_CHECK},
-                                            {"seed", required_argument, NULL, OPT_SEED},
-                                            {"lr", required_argument, NULL, OPT_LR},
-                                            {"emulate-speed", required_argument, NULL, OPT_EMULATE},
-                                            {"timeout", required_argument, NULL, OPT_TIMEOUT},
-                                            {"format", required_argument, NULL, 'f'},
-                                            {"quiet", no_argument, NULL, 'q'},
-                                            {"help", no_argument, NULL, 'h'},
-                                            {"version", no_argument, NULL, 'V'},
-                                            {NULL, 0, NULL, 0}};
+  enum { OPT_CHECK = 256, OPT_SEED, OPT_LR, OPT_EMULATE, OPT_TIMEOUT, OPT_SIM_CLUSTER };
+  static const struct option long_opts[] = {
+      {"model", required_argument, NULL, 'm'},
+      {"cluster", required_argument, NULL, 'c'},
+      {"sim-cluster", required_argument, NULL, OPT_SIM_CLUSTER},
+      {"iters", required_argument, NULL, 'n'},
+      {"warmup", required_argument, NULL, 'w'},
+      {"trace", required_argument, NULL, 't'},
+      {"check", no_argument, NULL, OPT_CHECK},
+      {"seed", required_argument, NULL, OPT_SEED},
+      {"lr", required_argument, NULL, OPT_LR},
+      {"emulate-speed", required_argument, NULL, OPT_EMULATE},
+      {"timeout", required_argument, NULL, OPT_TIMEOUT},
+      {"format", required_argument, NULL, 'f'},
+      {"quiet", no_argument, NULL, 'q'},
+      {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},
+      {NULL, 0, NULL, 0}};
   bool talk = rank == 0;
   opterr = talk;
   int c;
@@ -508,6 +530,7 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
     switch (c) {
     case 'm': o->model = optarg; break;
     case 'c': o->cluster = optarg; break;
+    case OPT_SIM_CLUSTER: o->sim_cluster = optarg; break;
     case 'n':
       if (!parse_int(optarg, 0, 1000000, &v)) {
         if (talk)

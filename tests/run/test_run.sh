@@ -42,6 +42,11 @@ expect speed-count 1 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 --emul
 expect other-graph 1 "${mpi[@]}" "$run" "$tmp/plan.json" -m "mlp" -c cpu-2
 check other-graph-msg grep -q 'digest' "$tmp/err"
 expect other-cluster 1 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2:intra_gbps=5
+expect sim-cluster-other 1 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 \
+  --sim-cluster paper-hetero:gpus_per_host=1,hosts=1
+check sim-cluster-other-msg grep -q 'devices differ' "$tmp/err"
+expect sim-cluster-same 0 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 \
+  --sim-cluster cpu-2:intra_gbps=5 -n 1 -w 0
 expect rank-count 1 mpirun --oversubscribe -np 3 "$run" "$tmp/plan.json" -m "$m" -c cpu-2
 check rank-count-msg grep -q 'mpirun -np 2' "$tmp/err"
 

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Simulated vs measured on this machine (the execution issue's acceptance 2): for small mlp,
+# bert-base, vit and vgg19 configurations on 2 CPU ranks, profile the ranks (hap-profile --quick),
+# make a plan on that profile, profile again timing that plan's exact local shapes (hap-profile
+# --plan), run the plan (hap-run, 10 timed iterations after 3 warm-ups) and compare the measured
+# mean iteration with the one simulated on the second profile (--sim-cluster); then the same with
+# --emulate-speed 1,0.5, where the hap plan should also be measured faster than dp-ev. Prints a
+# markdown table.
+# Usage: reports/run-vs-sim.sh [BUILD_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+bin="$build/bin"
+for t in hap-profile hap-synth hap-run; do
+  [ -x "$bin/$t" ] || { echo "run-vs-sim.sh: build first ($bin/$t missing)" >&2; exit 1; }
+done
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mpi=(mpirun -np 2)
+models=(
+  "mlp:layers=4,batch=64,seq=32,hidden=256"
+  "bert-base:layers=2,batch=16,seq=32,width=128,heads=4,hidden=512,vocab=512"
+  "vit:layers=2,batch=16,image=32,patch=4,width=128,heads=4,hidden=512,classes=10"
+  "vgg19:batch=4"
+)
+echo "| speeds | model | strategy | measured mean ms | p50 ms | simulated ms | error | median task error |"
+echo "|---|---|---|---|---|---|---|---|"
+for speeds in 1,1 1,0.5; do
+  emu=()
+  [ "$speeds" = 1,1 ] || emu=(--emulate-speed "$speeds")
+  "${mpi[@]}" "$bin/hap-profile" measure --backend cpu --quick --quiet "${emu[@]}" -o "$tmp/p0.h5"
+  for m in "${models[@]}"; do
+    for s in hap dp-ev; do
+      "$bin/hap-synth" "$m" -c "$tmp/p0.h5" -s "$s" -o "$tmp/plan0.json" -q
+      "${mpi[@]}" "$bin/hap-profile" measure --backend cpu --quick --quiet "${emu[@]}" \
+        --plan "$tmp/plan0.json" --model "$m" --cluster "$tmp/p0.h5" -o "$tmp/p.h5"
+      "${mpi[@]}" "$bin/hap-run" "$tmp/plan0.json" -m "$m" -c "$tmp/p0.h5" --sim-cluster "$tmp/p.h5" \
+        -n 10 -w 3 "${emu[@]}" -f json >"$tmp/r.json"
+      python3 - "$tmp/r.json" "$speeds" "$m" "$s" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("| %s | %s | %s | %.3f | %.3f | %.3f | %+.1f%% | %.1f%% |" % (sys.argv[2], sys.argv[3].split(":")[0],
+      sys.argv[4], 1e3 * d["measured_mean_s"], 1e3 * d["measured_p50_s"], 1e3 * d["simulated_s"],
+      100 * d["error"], 100 * d["median_task_error"]))
+PY
+    done
+  done
+done
