@@ -10,21 +10,8 @@
 #include "cluster_io.h"
 #include "lower.h"
 #include "synth.h"
+#include "test_util.h"
 #include "zoo.h"
-
-static hap_graph *model(const char *spec) {
-  hap_graph *g = NULL;
-  hap_err err = {0};
-  cr_assert_eq(hap_zoo_build(spec, &g, &err), HAP_OK, "%s", err.msg);
-  return g;
-}
-
-static hap_cluster *bundled(const char *spec) {
-  hap_cluster *c = NULL;
-  hap_err err = {0};
-  cr_assert_eq(hap_cluster_load(spec, &c, &err), HAP_OK, "%s", err.msg);
-  return c;
-}
 
 static hap_plan *synth(const hap_graph *g, const hap_cluster *c, hap_strategy s) {
   hap_synth_options o = {.strategy = s};

@@ -12,21 +12,8 @@
 #include "plan_io.h"
 #include "synth.h"
 #include "synth_internal.h"
+#include "test_util.h"
 #include "zoo.h"
-
-static hap_graph *model(const char *spec) {
-  hap_graph *g = NULL;
-  hap_err err = {0};
-  cr_assert_eq(hap_zoo_build(spec, &g, &err), HAP_OK, "%s", err.msg);
-  return g;
-}
-
-static hap_cluster *bundled(const char *spec) {
-  hap_cluster *c = NULL;
-  hap_err err = {0};
-  cr_assert_eq(hap_cluster_load(spec, &c, &err), HAP_OK, "%s", err.msg);
-  return c;
-}
 
 /* Two devices, FLOP/s 2F and F, communication free (no latency, unbounded bandwidth), no launch
  * overhead and memory fast enough that every op is compute-bound. */
