@@ -141,7 +141,8 @@ static int32_t find_prop(const builder *b, lprop k) {
   return -1;
 }
 
-/* Make (or find again, e.g. a layout re-made after it died) a prop; returns its id or -1. */
+/* A new prop made by `step` (a layout made again after it died gets a new one, which later
+ * lookups find first); returns its id or -1. */
 static int32_t add_prop(builder *b, lprop k, int32_t step) {
   if (grow((void **)&b->props, &b->cap_props, b->n_props + 1, sizeof *b->props))
     return -1;

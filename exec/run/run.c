@@ -152,18 +152,13 @@ static hap_status build(hap_run *r, hap_err *err) {
     int32_t *in = r->in + (size_t)k * HAP_MAX_OP_INPUTS;
     int32_t *out = r->out + (size_t)k * HAP_MAX_OP_OUTPUTS;
     if (s->kind == HAP_STEP_SOURCE) {
-      const hap_tensor *t = &g->tensors[s->tensor];
       HAP_TRY(new_prop(r, s->tensor, s->to, s->segment, s->granule, true, &out[0], err));
-      rprop *q = &r->props[out[0]];
+      int32_t held = out[0]; /* ZeRO: the stored shard; the Identity copy is gathered each time */
       if (s->storage == HAP_STORE_ZERO) {
-        int32_t z;
-        HAP_TRY(new_prop(r, s->tensor, 0, 0, 1, false, &z, err));
-        r->zero_shard[s->tensor] = z;
-        HAP_TRY(hap_init_fill(g, s->tensor, r->o.seed, &r->props[z].box, r->props[z].val, err));
-      } else {
-        HAP_TRY(hap_init_fill(g, s->tensor, r->o.seed, &q->box, q->val, err));
+        HAP_TRY(new_prop(r, s->tensor, 0, 0, 1, false, &held, err));
+        r->zero_shard[s->tensor] = held;
       }
-      (void)t;
+      HAP_TRY(hap_init_fill(g, s->tensor, r->o.seed, &r->props[held].box, r->props[held].val, err));
     } else if (s->kind == HAP_STEP_COMPUTE) {
       const hap_node *node = &g->nodes[s->node];
       for (int i = 0; i < node->n_inputs; i++)

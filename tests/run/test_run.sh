@@ -81,6 +81,25 @@ PY
 expect json 0 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 -n 2 -w 0 -f json
 check json-valid python3 -c "import json; d=json.load(open('$tmp/out')); assert d['simulated_s'] > 0 and d['measured_mean_s'] > 0"
 
+# ZeRO storage (parameters stored sharded, gathered for use, gradients reduce-scattered): the
+# synthesizer rarely picks it, so turn a dp-cp plan's replicated parameters into ZeRO ones
+zm="mlp:layers=2,batch=24,seq=8,hidden=32"
+zc="paper-hetero:gpus_per_host=1,hosts=1"
+"$synth" "$zm" -c "$zc" -s dp-cp -o "$tmp/dp.json" -q
+python3 - "$tmp/dp.json" "$tmp/zero.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+n = 0
+for s in p["steps"]:
+    if s.get("storage") == "replicated":
+        s["storage"] = "zero"
+        n += 1
+assert n > 0
+json.dump(p, open(sys.argv[2], "w"))
+PY
+expect zero-check 0 "${mpi[@]}" "$run" "$tmp/zero.json" -m "$zm" -c "$zc" --check -n 1 -w 0
+check zero-check-passed grep -q '^check: passed' "$tmp/out"
+
 # kill rank 1 in the middle of a long run: every rank ends with an error naming a task, quickly
 "$synth" "mlp:layers=8,batch=64,seq=32,hidden=256" -c cpu-2 -o "$tmp/long.json" -q
 start=$(date +%s)
