@@ -57,6 +57,8 @@ static void usage(FILE *f) {
       "                        options (batch, layers, seq, ...), and device[M]=PRESET,...\n"
       "                        which replaces every device whose model contains M\n"
       "                        (e.g. device[V100]=A100-80GB,H100-80GB)\n"
+      "  -b, --batch-per-device N  the model's batch is N x devices at every point (weak\n"
+      "                        scaling, as HAP's experiments: 32 per GPU)\n"
       "  -t, --trace FILE      write the simulated timeline (Chrome trace JSON, opens in\n"
       "                        Perfetto); with several runs, FILE gets '.<point>.<strategy>'\n"
       "                        before its extension\n"
@@ -221,6 +223,7 @@ static bool spec_set(char *spec, size_t len, const char *key, const char *value)
 /* ---- one point of the grid ------------------------------------------------------------- */
 
 typedef struct row {
+  int point_idx; /* which grid point (rows of one point share it) */
   char point[256];
   char strategy[32];
   bool ok;
@@ -452,7 +455,7 @@ static hap_status run_strategy(const opts *o, const hap_graph *g, const hap_clus
 /* Iteration time of `strategy` at the same point, or NAN. */
 static double peer_time(const row *rows, int n, int i, const char *strategy) {
   for (int k = 0; k < n; k++)
-    if (rows[k].ok && strcmp(rows[k].point, rows[i].point) == 0 &&
+    if (rows[k].ok && rows[k].point_idx == rows[i].point_idx &&
         strcmp(rows[k].strategy, strategy) == 0)
       return rows[k].sim_s;
   return NAN;
@@ -624,25 +627,29 @@ static int run(const opts *o) {
     }
     if (lst == HAP_OK)
       lst = hap_model_load(mspec, &g, &err);
-    if (lst != HAP_OK) {
-      hap_cli_error(prog, &err);
-      hap_cluster_destroy(c);
-      hap_graph_destroy(g);
-      rc = 1;
-      break;
-    }
-    for (int i = 0; i < o->n_axes; i++)
+    for (int i = 0; i < o->n_axes && lst == HAP_OK; i++)
       if (o->axes[i].kind == AXIS_DEVICE &&
-          substitute(c, o->axes[i].match, o->axes[i].values[pos[i]]) == 0) {
-        fprintf(stderr, "%s: --sweep %s: no device of %s has a model containing '%s'\n", prog,
-                o->axes[i].key, cspec, o->axes[i].match);
-        rc = 1;
-      }
+          substitute(c, o->axes[i].match, o->axes[i].values[pos[i]]) == 0)
+        lst =
+            hap_err_set(&err, HAP_EINVAL, "--sweep %s: no device of %s has a model containing '%s'",
+                        o->axes[i].key, cspec, o->axes[i].match);
+    if (lst != HAP_OK) /* this point fails; the others still run and print */
+      hap_cli_error(prog, &err);
     for (int s = 0; s < HAP_STRATEGY_COUNT && rc == 0; s++) {
       if (o->plan == NULL && !((o->strategies >> s) & 1))
         continue;
       row *r = &rows[n_rows++];
+      r->point_idx = p;
       snprintf(r->point, sizeof r->point, "%s", point);
+      if (lst != HAP_OK) {
+        snprintf(r->strategy, sizeof r->strategy, "%s",
+                 o->plan ? "plan" : hap_strategy_name((hap_strategy)s));
+        snprintf(r->error, sizeof r->error, "%s", err.msg);
+        r->devices = c != NULL ? c->n_devices : 0;
+        if (o->plan != NULL)
+          break;
+        continue;
+      }
       if (progress)
         fprintf(stderr, "\r%s: [%d/%d] %s %s ...%20s", prog, n_rows, np * ns, point,
                 o->plan ? "plan" : hap_strategy_name((hap_strategy)s), "");
@@ -689,6 +696,7 @@ int main(int argc, char **argv) {
       {"memory-limit", required_argument, NULL, 'm'},
       {"no-fold", no_argument, NULL, OPT_NO_FOLD},
       {"tasks", no_argument, NULL, OPT_TASKS},
+      {"batch-per-device", required_argument, NULL, 'b'},
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},

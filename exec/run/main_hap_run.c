@@ -74,9 +74,14 @@ static const hap_lowered *sig_lw;
 static char sig_prefix[64];
 static volatile sig_atomic_t sig_timeout_s;
 
+/* The handler's message, built in a fixed buffer and written with one write() so that the lines
+ * of several ranks do not interleave. */
+static char sig_msg[512];
+static size_t sig_len;
+
 static void put(const char *s) {
-  ssize_t rc = write(STDERR_FILENO, s, strlen(s));
-  (void)rc;
+  while (*s != '\0' && sig_len < sizeof sig_msg - 1)
+    sig_msg[sig_len++] = *s++;
 }
 
 static void put_int(long v) {
@@ -92,6 +97,7 @@ static void put_int(long v) {
 
 /* One line naming the rank and the task, then exit 1 (async-signal-safe). */
 static void fatal_signal(int sig) {
+  sig_len = 0;
   put(sig_prefix);
   int t = (int)current_task;
   const char *task = sig_lw != NULL && t >= 0 && t < sig_lw->n_tasks ? sig_lw->tasks[t].name : NULL;
@@ -107,7 +113,18 @@ static void fatal_signal(int sig) {
     put(task ? task : "(between tasks)");
     put("' (mpirun stops every rank when one rank fails)\n");
   }
+  if (sig_len > 0 && sig_msg[sig_len - 1] != '\n')
+    sig_msg[sig_len++] = '\n';
+  ssize_t rc = write(STDERR_FILENO, sig_msg, sig_len);
+  (void)rc;
   _exit(1);
+}
+
+/* hap_run_options.on_task: every task gets the whole --timeout. */
+static void rearm(void *ctx, int32_t task) {
+  (void)ctx;
+  (void)task;
+  alarm((unsigned)sig_timeout_s);
 }
 
 static void install_handlers(int rank, double timeout_s) {
@@ -395,7 +412,8 @@ static int run(const opts *o, hap_comm *comm) {
   hap_run_options ro = {.seed = o->seed,
                         .lr = o->lr,
                         .speed = o->n_speeds > 0 ? o->speeds[me] : 1,
-                        .current_task = &current_task};
+                        .current_task = &current_task,
+                        .on_task = rearm};
   if ((st = hap_run_create(lw, g, comm, &ro, &run, &err)) != HAP_OK)
     goto out;
   size_t nt = (size_t)lw->n_tasks;
@@ -425,8 +443,15 @@ static int run(const opts *o, hap_comm *comm) {
         HAP_OK)
       goto out;
     iter_s[i] = slowest;
-    if (i == 0 && o->check && (st = check(run, g, o, comm, &check_ok, &err)) != HAP_OK)
-      goto out;
+    if (i == 0 && o->check) {
+      alarm((unsigned)ceil(o->timeout_s));
+      if ((st = check(run, g, o, comm, &check_ok, &err)) != HAP_OK) {
+        /* the other ranks may be inside a collective of the check: stop them all */
+        fprintf(stderr, "%s: rank %d: --check: %s\n", prog, me, err.msg);
+        comm->ops->abort(comm, 1);
+      }
+      alarm(0);
+    }
   }
   /* the timed iteration closest to the median, from every rank, for the report and the trace */
   int pick = o->warmup;
@@ -532,9 +557,9 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
     case 'c': o->cluster = optarg; break;
     case OPT_SIM_CLUSTER: o->sim_cluster = optarg; break;
     case 'n':
-      if (!parse_int(optarg, 0, 1000000, &v)) {
+      if (!parse_int(optarg, 1, 1000000, &v)) {
         if (talk)
-          hap_cli_usage_error(prog, "--iters wants an integer 0..1000000, got '%s'", optarg);
+          hap_cli_usage_error(prog, "--iters wants an integer 1..1000000, got '%s'", optarg);
         return 2;
       }
       o->iters = (int)v;

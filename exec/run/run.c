@@ -422,6 +422,8 @@ static hap_status compute(hap_run *r, const hap_task *k, int32_t t, bool backwar
   int64_t extent = hap_variant_extent(&full, &s->variant);
   if (st == HAP_OK && extent > 0) {
     const int64_t *len = hap_lowered_lengths(r->lw, extent, s->variant.granule, s->segment);
+    if (len == NULL)
+      st = oom(err);
     for (int32_t i = 0; len != NULL && i < r->rank; i++)
       shard.offset += len[i];
   }
@@ -472,13 +474,15 @@ static hap_status local(hap_run *r, const hap_task *k, hap_err *err) {
       memset(b->val, 0, (size_t)hap_box_numel(&b->box) * b->elem);
     return HAP_OK;
   }
+  /* every rank marks the earlier layout's gradient live (zero where nothing arrives): no rank's
+   * later choices may depend on what reached it */
+  float *ga = grad_of(r, from, err);
+  if (ga == NULL)
+    return HAP_ENOMEM;
   if (!b->grad_live)
     return HAP_OK; /* no gradient reached the later layout */
   if (k->local == HAP_LOCAL_KEEP_ONCE && r->rank != 0)
     return HAP_OK;
-  float *ga = grad_of(r, from, err);
-  if (ga == NULL)
-    return HAP_ENOMEM;
   if (k->local == HAP_LOCAL_PAD) { /* the slice's gradient into the whole, zeros elsewhere */
     int64_t nb = hap_box_numel(&b->box);
     float *tmp = calloc((size_t)hap_box_numel(&a->box) + 1, sizeof *tmp);
@@ -502,16 +506,17 @@ static hap_status comm_task(hap_run *r, const hap_task *k, hap_err *err) {
     if (k->phase == HAP_PHASE_FWD) /* ZeRO: gather the stored shards */
       return collective(r, HAP_COLL_ALL_GATHER, s->tensor, 0, 0, HAP_LAYOUT_IDENTITY, -1, 1,
                         r->props[z].val, r->props[p].val, r->props[p].elem, false, err);
-    if (!r->props[p].grad_live)
-      return HAP_OK;
+    /* every rank synchronises, with zeros where no gradient reached it */
+    float *gp = grad_of(r, p, err);
+    if (gp == NULL)
+      return HAP_ENOMEM;
     if (k->coll == HAP_COLL_ALL_REDUCE) /* replicated: sum the partial gradients in place */
-      return sum_all(r, r->props[p].grad, r->props[p].grad, hap_box_numel(&r->props[p].box), false,
-                     err);
+      return sum_all(r, gp, gp, hap_box_numel(&r->props[p].box), false, err);
     float *gz = grad_of(r, z, err); /* ZeRO: each rank keeps its shard's gradient */
     if (gz == NULL)
       return HAP_ENOMEM;
-    return collective(r, HAP_COLL_REDUCE_SCATTER, s->tensor, HAP_LAYOUT_REDUCE, -1, 0, 0, 1,
-                      r->props[p].grad, gz, sizeof(float), false, err);
+    return collective(r, HAP_COLL_REDUCE_SCATTER, s->tensor, HAP_LAYOUT_REDUCE, -1, 0, 0, 1, gp, gz,
+                      sizeof(float), false, err);
   }
   int32_t from = r->in[(size_t)k->step * HAP_MAX_OP_INPUTS];
   int32_t to = r->out[(size_t)k->step * HAP_MAX_OP_OUTPUTS];
@@ -577,6 +582,8 @@ hap_status hap_run_iteration(hap_run *r, double *start_s, double *end_s, hap_err
     }
     if (r->o.current_task != NULL)
       *r->o.current_task = (sig_atomic_t)t;
+    if (r->o.on_task != NULL)
+      r->o.on_task(r->o.on_task_ctx, t);
     double t0 = hap_clock_s();
     hap_status st;
     switch (k->kind) {

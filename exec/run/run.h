@@ -32,6 +32,9 @@ typedef struct hap_run_options {
   /* When not NULL, the id of the task being run is stored here before each task (for a watchdog
    * or signal handler to name it); -1 between iterations. */
   volatile sig_atomic_t *current_task;
+  /* Called (may be NULL) before each task with its id, e.g. to re-arm a watchdog. */
+  void (*on_task)(void *ctx, int32_t task);
+  void *on_task_ctx;
 } hap_run_options;
 
 typedef struct hap_run hap_run;

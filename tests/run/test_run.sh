@@ -100,6 +100,16 @@ PY
 expect zero-check 0 "${mpi[@]}" "$run" "$tmp/zero.json" -m "$zm" -c "$zc" --check -n 1 -w 0
 check zero-check-passed grep -q '^check: passed' "$tmp/out"
 
+# hand-made gpt plans (tests/data/plans): a parameter made a partial sum by keep_once (its
+# gradient reaches rank 0 only, yet every rank must synchronise it), and a weight all-gathered
+# twice (two gradient reduce-scatters feed one update)
+gm="gpt:layers=1,batch=8,seq=8,width=16,heads=2,vocab=32"
+data=$(cd "$(dirname "$0")/../data/plans" && pwd)
+for f in run-gpt-keep-once run-gpt-gathered-twice; do
+  expect "$f" 0 "${mpi[@]}" "$run" "$data/$f.json" -m "$gm" -c cpu-2 --check -n 1 -w 0
+  check "$f-passed" grep -q '^check: passed' "$tmp/out"
+done
+
 # kill rank 1 in the middle of a long run: every rank ends with an error naming a task, quickly
 "$synth" "mlp:layers=8,batch=64,seq=32,hidden=256" -c cpu-2 -o "$tmp/long.json" -q
 start=$(date +%s)
