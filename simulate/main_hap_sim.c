@@ -706,7 +706,7 @@ int main(int argc, char **argv) {
             .format = HAP_FORMAT_TABLE,
             .trace_devices = 64};
   const char *strategy = NULL;
-  const char *sweeps[MAX_AXES + 1];
+  const char *sweeps[MAX_AXES + 1] = {0};
   int n_sweeps = 0;
   int c;
   while ((c = getopt_long(argc, argv, "c:s:p:w:t:f:m:b:qhV", long_opts, NULL)) != -1) {
@@ -800,7 +800,7 @@ int main(int argc, char **argv) {
   }
   if (o.batch_per_device > 0) {
     for (int i = 0; i < n_sweeps; i++)
-      if (strncmp(sweeps[i], "batch=", 6) == 0) {
+      if (sweeps[i] != NULL && strncmp(sweeps[i], "batch=", 6) == 0) {
         hap_cli_usage_error(prog, "--batch-per-device and --sweep batch=... exclude each other");
         return 2;
       }

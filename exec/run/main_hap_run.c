@@ -445,7 +445,7 @@ static int run(const opts *o, hap_comm *comm) {
     iter_s[i] = slowest;
     if (i == 0 && o->check) {
       alarm((unsigned)ceil(o->timeout_s));
-      if ((st = check(run, g, o, comm, &check_ok, &err)) != HAP_OK) {
+      if (check(run, g, o, comm, &check_ok, &err) != HAP_OK) {
         /* the other ranks may be inside a collective of the check: stop them all */
         fprintf(stderr, "%s: rank %d: --check: %s\n", prog, me, err.msg);
         comm->ops->abort(comm, 1);
