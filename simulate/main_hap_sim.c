@@ -808,6 +808,14 @@ int main(int argc, char **argv) {
   for (int i = 0; i < n_sweeps; i++)
     if (!parse_sweep(&o, sweeps[i]))
       return 2;
+  for (int i = 0; i < o.n_axes; i++)
+    if (o.axes[i].kind == AXIS_CLUSTER && hap_is_hdf5_path(o.cluster)) {
+      hap_cli_usage_error(prog,
+                          "--sweep %s: cluster parameters apply to cluster specs and hap-cluster "
+                          "files, not to the measured profile '%s' (device[M]=PRESET still works)",
+                          o.axes[i].key, o.cluster);
+      return 2;
+    }
   if (bare && !o.quiet)
     fprintf(stderr,
             "%s: the bundled study: %s on %s, hap vs dp-ev vs dp-cp, --sweep %s "

@@ -82,6 +82,9 @@ check sweep-bad-value-msg one_line_error "gpus_per_host"
 expect sweep-twice 2 "$bin" "$small" -c cpu-2 -w batch=8 -w batch=16
 expect sweep-unknown-preset 2 "$bin" "$small" -c cpu-2 -w 'device[cpu]=V100-16'
 check sweep-unknown-preset-suggests grep -q "did you mean" "$tmp/err"
+printf '\x89HDF\r\n\x1a\n' >"$tmp/fake.h5"
+expect sweep-profile-param 2 "$bin" "$small" -c "$tmp/fake.h5" -w inter_gbps=10,20
+check sweep-profile-param-msg one_line_error "not to the measured profile"
 expect sweep-no-such-device 1 "$bin" "$small" -c cpu-2 -w 'device[H100]=V100-16GB'
 
 # plans from hap-synth, and plans made for something else
