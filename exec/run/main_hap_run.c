@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "cluster_open.h"
 #include "comm_mpi.h"
+#include "device_cpu.h"
 #include "emulate.h"
 #include "hap_config.h"
 #include "json_write.h"
@@ -44,6 +45,7 @@ static void usage(FILE *f) {
           "  -t, --trace FILE       Chrome trace: simulated and measured rows per rank\n"
           "      --check            after the first iteration compare the loss and every\n"
           "                         parameter gradient with a single-device run (1e-4 relative)\n"
+          "      --threads N        OpenBLAS threads per rank (default 1, as hap-profile)\n"
           "      --seed S           parameters, inputs and dropout (default 1)\n"
           "      --lr LR            SGD learning rate (default 0.001)\n"
           "      --emulate-speed L  rank i's kernels take 1/L[i] as long (e.g. 1,0.5)\n"
@@ -58,7 +60,7 @@ static void usage(FILE *f) {
 
 typedef struct opts {
   const char *plan, *model, *cluster, *sim_cluster, *trace;
-  int iters, warmup;
+  int iters, warmup, threads;
   bool check, quiet;
   uint64_t seed;
   double lr, timeout_s;
@@ -375,6 +377,7 @@ static int run(const opts *o, hap_comm *comm) {
   hap_lowered *lw = NULL;
   hap_plan_sim *ps = NULL;
   hap_run *run = NULL;
+  hap_dev *dev = NULL;
   double *start = NULL, *end = NULL, *all_start = NULL, *all_end = NULL, *iter_s = NULL;
   int rc = 1, me = comm->rank;
   hap_status st;
@@ -405,6 +408,10 @@ static int run(const opts *o, hap_comm *comm) {
     hap_cluster_destroy(c);
     c = c2;
   }
+  /* the cpu device: its kernels' thread count (the profile was measured with the same) */
+  if ((st = hap_dev_cpu_open(o->threads, o->n_speeds > 0 ? o->speeds[me] : 1, &dev, &err)) !=
+      HAP_OK)
+    goto out;
   hap_plan_sim_options so = {.serial = true}; /* cpu + mpi: collectives block the rank */
   if ((st = hap_plan_sim_run(lw, c, &so, &ps, &err)) != HAP_OK)
     goto out;
@@ -501,6 +508,7 @@ out:
   free(all_end);
   free(iter_s);
   hap_run_destroy(run);
+  hap_dev_close(dev);
   hap_plan_sim_destroy(ps);
   hap_lowered_destroy(lw);
   hap_plan_destroy(plan);
@@ -529,7 +537,15 @@ static bool parse_double(const char *s, double lo, double hi, double *out) {
 
 /* 0 ok, 2 usage error (printed by rank 0), -1 help/version printed. */
 static int parse_args(int argc, char **argv, int rank, opts *o) {
-  enum { OPT_CHECK = 256, OPT_SEED, OPT_LR, OPT_EMULATE, OPT_TIMEOUT, OPT_SIM_CLUSTER };
+  enum {
+    OPT_CHECK = 256,
+    OPT_SEED,
+    OPT_LR,
+    OPT_EMULATE,
+    OPT_TIMEOUT,
+    OPT_SIM_CLUSTER,
+    OPT_THREADS
+  };
   static const struct option long_opts[] = {
       {"model", required_argument, NULL, 'm'},
       {"cluster", required_argument, NULL, 'c'},
@@ -574,6 +590,14 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
       break;
     case 't': o->trace = optarg; break;
     case OPT_CHECK: o->check = true; break;
+    case OPT_THREADS:
+      if (!parse_int(optarg, 1, 1024, &v)) {
+        if (talk)
+          hap_cli_usage_error(prog, "--threads wants an integer 1..1024, got '%s'", optarg);
+        return 2;
+      }
+      o->threads = (int)v;
+      break;
     case OPT_SEED:
       if (!parse_int(optarg, 0, 2147483647L, &v)) {
         if (talk)
@@ -651,7 +675,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s: %s\n", prog, err.msg);
     return 1;
   }
-  opts o = {.iters = 10, .warmup = 2, .seed = 1, .lr = 1e-3, .timeout_s = 120};
+  opts o = {.iters = 10, .warmup = 2, .threads = 1, .seed = 1, .lr = 1e-3, .timeout_s = 120};
   int rc = parse_args(argc, argv, comm->rank, &o);
   if (rc == 0) {
     install_handlers(comm->rank, o.timeout_s);
