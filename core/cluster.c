@@ -226,6 +226,60 @@ static int cmp_int32(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+hap_ab_fit hap_ab_fit_one(double alpha_s, double beta_Bps) {
+  hap_ab_fit f = {.n_pieces = 1, .upper_bytes = {INFINITY}};
+  f.alpha_s[0] = alpha_s;
+  f.beta_Bps[0] = beta_Bps;
+  return f;
+}
+
+hap_ab_fit hap_ab_fit_two(double threshold_bytes, double alpha_small_s, double beta_small_Bps,
+                          double alpha_large_s, double beta_large_Bps) {
+  if (!(threshold_bytes > 0))
+    return hap_ab_fit_one(alpha_large_s, beta_large_Bps);
+  hap_ab_fit f = {.n_pieces = 2, .upper_bytes = {threshold_bytes, INFINITY}};
+  f.alpha_s[0] = alpha_small_s;
+  f.beta_Bps[0] = beta_small_Bps;
+  f.alpha_s[1] = alpha_large_s;
+  f.beta_Bps[1] = beta_large_Bps;
+  return f;
+}
+
+double hap_ab_fit_time(const hap_ab_fit *f, double bytes) {
+  int32_t i = 0;
+  while (i + 1 < f->n_pieces && !(bytes < f->upper_bytes[i]))
+    i++;
+  return f->alpha_s[i] + bytes / f->beta_Bps[i];
+}
+
+const char *hap_ab_fit_check(const hap_ab_fit *f, char *buf, size_t len) {
+  if (f->n_pieces < 1 || f->n_pieces > HAP_FIT_MAX_PIECES) {
+    snprintf(buf, len, "has %d pieces, expected 1 to %d", f->n_pieces, HAP_FIT_MAX_PIECES);
+    return buf;
+  }
+  for (int32_t i = 0; i < f->n_pieces; i++) {
+    bool last = i + 1 == f->n_pieces;
+    double u = f->upper_bytes[i], prev = i > 0 ? f->upper_bytes[i - 1] : 0;
+    if (last ? !(u == INFINITY) : !(isfinite(u) && u > prev)) {
+      snprintf(buf, len, "upper_bytes[%d] is %g, expected %s", i, u,
+               last     ? "inf (the last piece has no upper bound)"
+               : i == 0 ? "a finite size > 0"
+                        : "a finite size above the previous bound (strictly increasing)");
+      return buf;
+    }
+    if (!(isfinite(f->alpha_s[i]) && f->alpha_s[i] >= 0)) {
+      snprintf(buf, len, "alpha_s[%d] is %g, expected a finite latency >= 0 s", i, f->alpha_s[i]);
+      return buf;
+    }
+    if (!(isfinite(f->beta_Bps[i]) && f->beta_Bps[i] > 0)) {
+      snprintf(buf, len, "beta_Bps[%d] is %g, expected a finite bandwidth > 0 bytes/s", i,
+               f->beta_Bps[i]);
+      return buf;
+    }
+  }
+  return NULL;
+}
+
 hap_status hap_cluster_add_fit(hap_cluster *c, const hap_coll_fit *fit, hap_err *err) {
   if ((unsigned)fit->kind >= HAP_COLL_KIND_COUNT || fit->n_ranks < 1)
     return hap_err_set(err, HAP_EINVAL, "collective fit: bad kind or empty group");
@@ -383,12 +437,10 @@ hap_status hap_cluster_validate(const hap_cluster *c, hap_err *err) {
   }
   for (int32_t f = 0; f < c->n_fits; f++) {
     const hap_coll_fit *fit = &c->fits[f];
-    if (!non_negative(fit->alpha_small_s) || !non_negative(fit->alpha_large_s) ||
-        !positive(fit->beta_small_Bps) || !positive(fit->beta_large_Bps) ||
-        !non_negative(fit->threshold_bytes))
-      return hap_err_set(err, HAP_EINVAL,
-                         "collective fit %d (%s over %d ranks): alphas must be >= 0 and betas > 0",
-                         f, hap_coll_kind_name(fit->kind), fit->n_ranks);
+    char why[160];
+    if (hap_ab_fit_check(&fit->fit, why, sizeof why) != NULL)
+      return hap_err_set(err, HAP_EINVAL, "collective fit %d (%s over %d ranks): %s", f,
+                         hap_coll_kind_name(fit->kind), fit->n_ranks, why);
   }
   return HAP_OK;
 }

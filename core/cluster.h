@@ -73,18 +73,40 @@ typedef enum hap_coll_kind {
 const char *hap_coll_kind_name(hap_coll_kind k); /* "all_reduce", ... */
 hap_status hap_coll_kind_parse(const char *s, hap_coll_kind *out);
 
-/* A profiled collective over one group: piecewise alpha-beta in the message size S (bytes, with
- * nccl-tests' meaning: the full buffer for all-reduce and broadcast, the gathered/scattered total
- * for all-gather and reduce-scatter, the per-rank send total for all-to-all):
- *   t(S) = alpha_small_s + S / beta_small_Bps   for S <  threshold_bytes
- *   t(S) = alpha_large_s + S / beta_large_Bps   otherwise */
+/* Piecewise alpha-beta in a message size S (bytes): piece i serves
+ *   upper_bytes[i-1] <= S < upper_bytes[i]   (the first from 0, the last up to +inf)
+ * and takes t(S) = alpha_s[i] + S / beta_Bps[i]. Bounds strictly increase and the last is +inf,
+ * so sizes beyond the measured range take the last piece (its bandwidth term); alpha_s >= 0 and
+ * 0 < beta_Bps < inf keep every time > 0 for S > 0 (hap_ab_fit_check). */
+#define HAP_FIT_MAX_PIECES 8
+typedef struct hap_ab_fit {
+  int32_t n_pieces;                       /* 1 .. HAP_FIT_MAX_PIECES */
+  double upper_bytes[HAP_FIT_MAX_PIECES]; /* bytes, exclusive; [n_pieces - 1] = +inf */
+  double alpha_s[HAP_FIT_MAX_PIECES];     /* s */
+  double beta_Bps[HAP_FIT_MAX_PIECES];    /* bytes/s */
+} hap_ab_fit;
+
+/* One piece (upper bound +inf). */
+hap_ab_fit hap_ab_fit_one(double alpha_s, double beta_Bps);
+/* The two-piece form of hap-profile 1.x and hap-cluster "threshold_bytes": small below the
+ * threshold, large from it; threshold 0 = one piece (the large one). */
+hap_ab_fit hap_ab_fit_two(double threshold_bytes, double alpha_small_s, double beta_small_Bps,
+                          double alpha_large_s, double beta_large_Bps);
+/* Seconds for S bytes (the piece holding S). */
+double hap_ab_fit_time(const hap_ab_fit *f, double bytes);
+/* NULL if f is well-formed, else what is wrong and what was expected ("upper_bytes[1] = 4096 is
+ * not above upper_bytes[0] = 8192, expected strictly increasing bounds"), in buf. */
+const char *hap_ab_fit_check(const hap_ab_fit *f, char *buf, size_t len);
+
+/* A profiled collective over one group: piecewise alpha-beta (hap_ab_fit) in the message size S
+ * (bytes, with nccl-tests' meaning: the full buffer for all-reduce and broadcast, the
+ * gathered/scattered total for all-gather and reduce-scatter, the per-rank send total for
+ * all-to-all). */
 typedef struct hap_coll_fit {
   hap_coll_kind kind;
   int32_t n_ranks;
   int32_t *ranks; /* sorted device ids */
-  double threshold_bytes;
-  double alpha_small_s, beta_small_Bps;
-  double alpha_large_s, beta_large_Bps;
+  hap_ab_fit fit;
 } hap_coll_fit;
 
 typedef struct hap_cluster_impl hap_cluster_impl;

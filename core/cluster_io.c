@@ -11,11 +11,13 @@
  * per-pair overrides {"src", "dst", "bandwidth_Bps", "latency_s", "symmetric" (default false: src
  * -> dst only)} "collectives"        optional  fits {"kind", "ranks", "alpha_large_s",
  * "beta_large_Bps", "threshold_bytes" (default 0), "alpha_small_s", "beta_small_Bps" (default: the
- * large values)} LINK: {"bandwidth_Bps" (> 0, bytes/s per direction), "latency_s" (>= 0)}; a
- * group's link takes each value it omits from "defaults". Host group: {"name", "count" (default 1),
- * "doc", "intra_host", "nic", and either "device" (a preset name or a DEVICE) with
- * "devices_per_host", or "devices" (an array of DEVICEs that may carry a "name")}. Hosts are named
- * NAME (count 1) or NAME-0 .. NAME-(count-1); devices
+ * large values)} or, for more pieces, {"kind", "ranks", "pieces": [{"below_bytes", "alpha_s",
+ * "beta_Bps"}, ..., {"alpha_s", "beta_Bps"}]} (bounds increasing, the last piece unbounded) LINK:
+ * {"bandwidth_Bps" (> 0, bytes/s per direction), "latency_s" (>= 0)}; a group's link takes each
+ * value it omits from "defaults". Host group: {"name", "count" (default 1), "doc", "intra_host",
+ * "nic", and either "device" (a preset name or a DEVICE) with "devices_per_host", or "devices" (an
+ * array of DEVICEs that may carry a "name")}. Hosts are named NAME (count 1) or NAME-0 ..
+ * NAME-(count-1); devices
  *   "<host>:<index>" unless named.
  * DEVICE: {"preset", "model", "kind" ("gpu" | "cpu"), "peak_flops" and "sustained_flops"
  *   ({dtype: FLOP/s >= 0}), "memory_bytes" (> 0), "memory_bw_Bps" (> 0, sustained), "launch_s"
@@ -919,10 +921,59 @@ static hap_status fit_num(reader *r, const json_t *v, const char *fpath, const c
   return want_num(r, m, at_key(p, fpath, key), range, what, out);
 }
 
+/* "pieces": [{"below_bytes", "alpha_s", "beta_Bps"}, ..., {"alpha_s", "beta_Bps"}] (the last
+ * without a bound). */
+static hap_status read_pieces(reader *r, const json_t *arr, const char *ppath, hap_ab_fit *f) {
+  static const char *const keys[] = {"below_bytes", "alpha_s", "beta_Bps", NULL};
+  HAP_TRY(want_array(r, arr, ppath, "an array of pieces", HAP_FIT_MAX_PIECES));
+  size_t n = json_array_size(arr);
+  if (n == 0)
+    return fail(r, HAP_EPARSE, ppath, "is empty, expected 1 to %d pieces", HAP_FIT_MAX_PIECES);
+  f->n_pieces = (int32_t)n;
+  for (size_t i = 0; i < n; i++) {
+    pathbuf ip, p;
+    json_t *v = json_array_get(arr, i);
+    at_index(ip, ppath, i);
+    HAP_TRY(
+        want_type(r, v, JSON_OBJECT, ip, "a piece {\"below_bytes\", \"alpha_s\", \"beta_Bps\"}"));
+    HAP_TRY(check_keys(r, v, ip, keys, "below_bytes, alpha_s, beta_Bps"));
+    f->upper_bytes[i] = INFINITY;
+    if (i + 1 < n) {
+      HAP_TRY(fit_num(r, v, ip, "below_bytes", NUM_POSITIVE, "a size in bytes", -1,
+                      &f->upper_bytes[i]));
+      if (i > 0 && !(f->upper_bytes[i] > f->upper_bytes[i - 1]))
+        return fail(r, HAP_EPARSE, at_key(p, ip, "below_bytes"),
+                    "is %g, expected a size above the previous piece's %g (increasing)",
+                    f->upper_bytes[i], f->upper_bytes[i - 1]);
+    } else if (json_object_get(v, "below_bytes") != NULL) {
+      return fail(r, HAP_EPARSE, at_key(p, ip, "below_bytes"),
+                  "is set on the last piece, expected none (the last piece has no upper bound)");
+    }
+    HAP_TRY(fit_num(r, v, ip, "alpha_s", NUM_NON_NEGATIVE, "a latency in s", -1, &f->alpha_s[i]));
+    HAP_TRY(
+        fit_num(r, v, ip, "beta_Bps", NUM_POSITIVE, "a bandwidth in bytes/s", -1, &f->beta_Bps[i]));
+  }
+  return HAP_OK;
+}
+
+/* The two-piece keys of hap-cluster 1.0 (threshold_bytes 0 = one piece). */
+static hap_status read_two_piece(reader *r, const json_t *v, const char *fpath, hap_ab_fit *f) {
+  double thr, as, bs, al, bl;
+  HAP_TRY(fit_num(r, v, fpath, "alpha_large_s", NUM_NON_NEGATIVE, "a latency in s", -1, &al));
+  HAP_TRY(fit_num(r, v, fpath, "beta_large_Bps", NUM_POSITIVE, "a bandwidth in bytes/s", -1, &bl));
+  HAP_TRY(fit_num(r, v, fpath, "threshold_bytes", NUM_NON_NEGATIVE, "a size in bytes", 0, &thr));
+  HAP_TRY(fit_num(r, v, fpath, "alpha_small_s", NUM_NON_NEGATIVE, "a latency in s", al, &as));
+  HAP_TRY(fit_num(r, v, fpath, "beta_small_Bps", NUM_POSITIVE, "a bandwidth in bytes/s", bl, &bs));
+  *f = hap_ab_fit_two(thr, as, bs, al, bl);
+  return HAP_OK;
+}
+
 static hap_status read_fit(reader *r, const json_t *v, const char *fpath) {
-  static const char *const keys[] = {
-      "kind",           "ranks",         "threshold_bytes", "alpha_small_s",
-      "beta_small_Bps", "alpha_large_s", "beta_large_Bps",  NULL};
+  static const char *const keys[] = {"kind",           "ranks",          "threshold_bytes",
+                                     "alpha_small_s",  "beta_small_Bps", "alpha_large_s",
+                                     "beta_large_Bps", "pieces",         NULL};
+  static const char *const two_piece[] = {"threshold_bytes", "alpha_small_s", "beta_small_Bps",
+                                          "alpha_large_s", "beta_large_Bps"};
   pathbuf p;
   quotebuf b;
   json_t *m;
@@ -930,8 +981,8 @@ static hap_status read_fit(reader *r, const json_t *v, const char *fpath) {
   hap_coll_fit fit = {0};
   HAP_TRY(want_type(r, v, JSON_OBJECT, fpath, "a collective fit {\"kind\", \"ranks\", ...}"));
   HAP_TRY(check_keys(r, v, fpath, keys,
-                     "kind, ranks, threshold_bytes, alpha_small_s, beta_small_Bps, alpha_large_s, "
-                     "beta_large_Bps"));
+                     "kind, ranks, pieces, threshold_bytes, alpha_small_s, beta_small_Bps, "
+                     "alpha_large_s, beta_large_Bps"));
   HAP_TRY(member(r, v, fpath, "kind", true, "a collective such as \"all_reduce\"", &m));
   HAP_TRY(want_str(r, m, at_key(p, fpath, "kind"), "a collective such as \"all_reduce\"", &s));
   if (hap_coll_kind_parse(s, &fit.kind) != HAP_OK)
@@ -939,16 +990,15 @@ static hap_status read_fit(reader *r, const json_t *v, const char *fpath) {
                 "unknown collective '%s', expected all_reduce, all_gather, reduce_scatter, "
                 "all_to_all or broadcast",
                 q(s, b));
-  HAP_TRY(fit_num(r, v, fpath, "alpha_large_s", NUM_NON_NEGATIVE, "a latency in s", -1,
-                  &fit.alpha_large_s));
-  HAP_TRY(fit_num(r, v, fpath, "beta_large_Bps", NUM_POSITIVE, "a bandwidth in bytes/s", -1,
-                  &fit.beta_large_Bps));
-  HAP_TRY(fit_num(r, v, fpath, "threshold_bytes", NUM_NON_NEGATIVE, "a size in bytes", 0,
-                  &fit.threshold_bytes));
-  HAP_TRY(fit_num(r, v, fpath, "alpha_small_s", NUM_NON_NEGATIVE, "a latency in s",
-                  fit.alpha_large_s, &fit.alpha_small_s));
-  HAP_TRY(fit_num(r, v, fpath, "beta_small_Bps", NUM_POSITIVE, "a bandwidth in bytes/s",
-                  fit.beta_large_Bps, &fit.beta_small_Bps));
+  if ((m = json_object_get(v, "pieces")) != NULL) {
+    for (size_t k = 0; k < sizeof two_piece / sizeof two_piece[0]; k++)
+      if (json_object_get(v, two_piece[k]) != NULL)
+        return fail(r, HAP_EPARSE, at_key(p, fpath, two_piece[k]),
+                    "is set together with pieces, expected either pieces or the two-piece keys");
+    HAP_TRY(read_pieces(r, m, at_key(p, fpath, "pieces"), &fit.fit));
+  } else {
+    HAP_TRY(read_two_piece(r, v, fpath, &fit.fit));
+  }
   HAP_TRY(member(r, v, fpath, "ranks", true, "an array of device names", &m));
   HAP_TRY(want_array(r, m, at_key(p, fpath, "ranks"), "an array of device names",
                      (size_t)r->c->n_devices));
@@ -1478,16 +1528,36 @@ static void write_fits(hap_jw *w, const hap_cluster *c) {
     for (int32_t k = 0; k < f->n_ranks; k++)
       hap_jw_str(w, c->devices[f->ranks[k]].name);
     hap_jw_end_array(w);
-    hap_jw_key(w, "threshold_bytes");
-    hap_jw_double(w, f->threshold_bytes);
-    hap_jw_key(w, "alpha_small_s");
-    hap_jw_double(w, f->alpha_small_s);
-    hap_jw_key(w, "beta_small_Bps");
-    hap_jw_double(w, f->beta_small_Bps);
-    hap_jw_key(w, "alpha_large_s");
-    hap_jw_double(w, f->alpha_large_s);
-    hap_jw_key(w, "beta_large_Bps");
-    hap_jw_double(w, f->beta_large_Bps);
+    const hap_ab_fit *ab = &f->fit;
+    if (ab->n_pieces <= 2) { /* the 1.0 keys, as before */
+      int32_t large = ab->n_pieces - 1;
+      hap_jw_key(w, "threshold_bytes");
+      hap_jw_double(w, ab->n_pieces == 2 ? ab->upper_bytes[0] : 0);
+      hap_jw_key(w, "alpha_small_s");
+      hap_jw_double(w, ab->alpha_s[0]);
+      hap_jw_key(w, "beta_small_Bps");
+      hap_jw_double(w, ab->beta_Bps[0]);
+      hap_jw_key(w, "alpha_large_s");
+      hap_jw_double(w, ab->alpha_s[large]);
+      hap_jw_key(w, "beta_large_Bps");
+      hap_jw_double(w, ab->beta_Bps[large]);
+    } else {
+      hap_jw_key(w, "pieces");
+      hap_jw_begin_array_inline(w);
+      for (int32_t k = 0; k < ab->n_pieces; k++) {
+        hap_jw_begin_object_inline(w);
+        if (k + 1 < ab->n_pieces) {
+          hap_jw_key(w, "below_bytes");
+          hap_jw_double(w, ab->upper_bytes[k]);
+        }
+        hap_jw_key(w, "alpha_s");
+        hap_jw_double(w, ab->alpha_s[k]);
+        hap_jw_key(w, "beta_Bps");
+        hap_jw_double(w, ab->beta_Bps[k]);
+        hap_jw_end_object(w);
+      }
+      hap_jw_end_array(w);
+    }
     hap_jw_end_object(w);
   }
   hap_jw_end_array(w);

@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernel_model.h"
+
 static const char *const impl_names[HAP_IMPL_COUNT] = {"auto",         "ring",     "tree",
                                                        "hierarchical", "pairwise", "grouped"};
 
@@ -237,11 +239,8 @@ static double fit_size(hap_coll_kind kind, hap_coll_bytes b) {
   }
 }
 
-static double fit_time(const hap_coll_fit *f, double s) {
-  if (s < f->threshold_bytes)
-    return f->alpha_small_s + s / f->beta_small_Bps;
-  return f->alpha_large_s + s / f->beta_large_Bps;
-}
+/* The fit's piece for s bytes (cluster.h: the last piece beyond the measured sizes). */
+static double fit_time(const hap_coll_fit *f, double s) { return hap_ab_fit_time(&f->fit, s); }
 
 static double formula_time(const hap_group *g, hap_coll_kind kind, hap_coll_impl impl,
                            hap_coll_bytes b) {
@@ -366,7 +365,9 @@ double hap_compute_time(const hap_cluster *c, int32_t dev, hap_op op, const hap_
   double m, n, k;
   double rate =
       hap_op_gemm_dims(op, io, &m, &n, &k) ? hap_gemm_rate(d, dtype, m, n, k) : base_rate(d, dtype);
-  return d->launch_s + fmax(flops / rate, bytes / d->memory_bw_Bps);
+  double work_s = fmax(flops / rate, bytes / d->memory_bw_Bps); /* roofline, s */
+  double model_s = hap_kernel_model_time(d, op, backward, dtype, work_s);
+  return model_s >= 0 ? model_s : d->launch_s + work_s;
 }
 
 static bool same_compute_spec(const hap_device *a, const hap_device *b) {

@@ -534,8 +534,8 @@ static hap_status read_format(const reader *r, hid_t file) {
   if (st == HAP_OK && !parse_version(version, &p->version_major, &p->version_minor))
     st = r_err(r, HAP_EPARSE, "/", "version is \"%.100s\", expected \"MAJOR.MINOR\" like \"%d.%d\"",
                version, HAP_PROFILE_VERSION_MAJOR, HAP_PROFILE_VERSION_MINOR);
-  if (st == HAP_OK && p->version_major != HAP_PROFILE_VERSION_MAJOR)
-    st = r_err(r, HAP_EVERSION, "/", "version is \"%s\", this hap reads hap-profile %d.x%s",
+  if (st == HAP_OK && (p->version_major < 1 || p->version_major > HAP_PROFILE_VERSION_MAJOR))
+    st = r_err(r, HAP_EVERSION, "/", "version is \"%s\", this hap reads hap-profile 1.x to %d.x%s",
                version, HAP_PROFILE_VERSION_MAJOR,
                p->version_major > HAP_PROFILE_VERSION_MAJOR ? " (newer file: upgrade hap)" : "");
   free(format);
@@ -823,11 +823,41 @@ static hap_status read_sweep(const reader *r, hid_t g, const char *obj, int32_t 
   return get_i32(r, g, obj, "iters", 1, iters);
 }
 
+/* FIT (profile_store.c): fit_upper_bytes, fit_alpha_s, fit_beta_Bps, f64[P] each, 1 <= P <= 8.
+ * The values are checked by hap_profile_validate (hap_ab_fit_check). */
+static hap_status read_fit(const reader *r, hid_t g, const char *obj, hap_ab_fit *f) {
+  static const char *const names[3] = {"fit_upper_bytes", "fit_alpha_s", "fit_beta_Bps"};
+  double *dst[3] = {f->upper_bytes, f->alpha_s, f->beta_Bps};
+  int64_t n = 0;
+  for (int k = 0; k < 3; k++) {
+    hid_t attr, type, space;
+    HAP_TRY(open_attr(r, g, obj, names[k], false, &attr, &type, &space));
+    int64_t count = values_in(space);
+    bool is_float = H5Tget_class(type) == H5T_FLOAT;
+    close_attr(attr, type, space);
+    if (!is_float || count < 1 || count > HAP_FIT_MAX_PIECES)
+      return r_err(r, HAP_EPARSE, obj, "attribute %s: expected a 1-D array of 1 to %d float64",
+                   names[k], HAP_FIT_MAX_PIECES);
+    if (k > 0 && count != n)
+      return r_err(r, HAP_EPARSE, obj,
+                   "attribute %s: has %lld values, expected %lld (one per piece, as %s)", names[k],
+                   (long long)count, (long long)n, names[0]);
+    n = count;
+    HAP_TRY(get_nums(r, g, obj, names[k], false, H5T_FLOAT, H5T_NATIVE_DOUBLE, dst[k], n));
+  }
+  f->n_pieces = (int32_t)n;
+  return HAP_OK;
+}
+
 static hap_status read_p2p_data(const reader *r, hid_t g, const char *obj, hap_profile_p2p *s) {
   HAP_TRY(read_sweep(r, g, obj, s->n_sizes, s->reps, s->sizes_bytes, s->samples_s, s->p50_s,
                      s->p95_s, &s->warmup, &s->iters));
   HAP_TRY(get_f64(r, g, obj, "latency_s", &s->fit.latency_s));
-  return get_f64(r, g, obj, "bandwidth_Bps", &s->fit.bandwidth_Bps);
+  HAP_TRY(get_f64(r, g, obj, "bandwidth_Bps", &s->fit.bandwidth_Bps));
+  if (r->p->version_major >= 2)
+    return read_fit(r, g, obj, &s->pieces);
+  s->pieces = hap_ab_fit_one(s->fit.latency_s, s->fit.bandwidth_Bps); /* 1.x: one piece */
+  return HAP_OK;
 }
 
 static hap_status read_p2p(const reader *r, hid_t parent, const char *name) {
@@ -888,12 +918,19 @@ static hap_status read_ranks(const reader *r, hid_t g, const char *obj, int32_t 
   return HAP_OK;
 }
 
-static hap_status read_coll_fit(const reader *r, hid_t g, const char *obj, hap_piecewise_fit *f) {
-  HAP_TRY(get_f64(r, g, obj, "threshold_bytes", &f->threshold_bytes));
-  HAP_TRY(get_f64(r, g, obj, "alpha_small_s", &f->alpha_small_s));
-  HAP_TRY(get_f64(r, g, obj, "beta_small_Bps", &f->beta_small_Bps));
-  HAP_TRY(get_f64(r, g, obj, "alpha_large_s", &f->alpha_large_s));
-  return get_f64(r, g, obj, "beta_large_Bps", &f->beta_large_Bps);
+static hap_status read_coll_fit(const reader *r, hid_t g, const char *obj, hap_ab_fit *f) {
+  if (r->p->version_major >= 2)
+    return read_fit(r, g, obj, f);
+  double thr = 0, as = 0, bs = 0, al = 0, bl = 0; /* 1.x: two pieces (threshold 0 = one) */
+  HAP_TRY(get_f64(r, g, obj, "threshold_bytes", &thr));
+  HAP_TRY(get_f64(r, g, obj, "alpha_small_s", &as));
+  HAP_TRY(get_f64(r, g, obj, "beta_small_Bps", &bs));
+  HAP_TRY(get_f64(r, g, obj, "alpha_large_s", &al));
+  HAP_TRY(get_f64(r, g, obj, "beta_large_Bps", &bl));
+  if (!(thr >= 0))
+    return r_err(r, HAP_EPARSE, obj, "attribute threshold_bytes: is %g, expected a size >= 0", thr);
+  *f = hap_ab_fit_two(thr, as, bs, al, bl);
+  return HAP_OK;
 }
 
 static hap_status read_coll_data(const reader *r, hid_t g, const char *obj, hap_profile_coll *c) {

@@ -1,7 +1,7 @@
 /* profile_store.c — the hap-profile model (building, validation, statistics, merging, loading into
  * the cluster model) and its HDF5 writer; the reader is profile_read.c.
  *
- * HDF5 layout, format "hap-profile", version "1.0". Strings are variable-length UTF-8 scalars
+ * HDF5 layout, format "hap-profile", version "2.0". Strings are variable-length UTF-8 scalars
  * (h5py reads them as str) except inside compound tables, where they are fixed-length.
  *   /                       attrs format, version ("MAJOR.MINOR"), created (ISO-8601 UTC), tool,
  *                           backend (str), hosts (str[H])
@@ -12,12 +12,18 @@
  *   /devices/<i>/gemm       compound[G] {m, n, k int64; dtype char[16]; seconds, flops_per_s f64}
  *   /devices/<i>/kernels    compound[K] {op char[32]; direction char[4] ("fwd" | "bwd");
  *                           shape_key uint64; shape char[128]; p50_s, p95_s f64; reps int64}
- *   /p2p/<src>-<dst>        attrs src, dst, warmup, iters (int64), latency_s, bandwidth_Bps (f64);
- *                           sizes_bytes int64[N], samples_s f64[N, reps], p50_s, p95_s f64[N]
+ *   /p2p/<src>-<dst>        attrs src, dst, warmup, iters (int64), latency_s, bandwidth_Bps (f64:
+ *                           the one-piece link), FIT; sizes_bytes int64[N], samples_s
+ *                           f64[N, reps], p50_s, p95_s f64[N]
  *   /collectives/<kind>/<group>
- *                           attrs ranks (int64[n]), warmup, iters (int64), threshold_bytes,
- *                           alpha_small_s, beta_small_Bps, alpha_large_s, beta_large_Bps (f64);
- *                           the four datasets of /p2p plus algbw_Bps, busbw_Bps f64[N]
+ *                           attrs ranks (int64[n]), warmup, iters (int64), FIT; the four datasets
+ *                           of /p2p plus algbw_Bps, busbw_Bps f64[N]
+ *   FIT                     attrs fit_upper_bytes, fit_alpha_s, fit_beta_Bps (f64[P], 1 <= P <= 8):
+ *                           piece i serves fit_upper_bytes[i-1] <= S < fit_upper_bytes[i] with
+ *                           t = fit_alpha_s[i] + S / fit_beta_Bps[i]; the last bound is inf
+ * Version 1.x files (read, never written) have no FIT: a collective has threshold_bytes,
+ * alpha_small_s, beta_small_Bps, alpha_large_s, beta_large_Bps (two pieces) and a p2p pair's
+ * pieces are its latency_s / bandwidth_Bps.
  * Every dataset has a "units" attribute (str). Groups track link and attribute creation order, so
  * readers see sweeps and environment entries in the order they were written. Readers refuse a
  * newer major version and ignore groups, datasets and attributes they do not know. */
@@ -539,6 +545,14 @@ static hap_status check_device(const hap_profile *p, int32_t i, hap_err *err) {
   return check_kernels(obj, d, err);
 }
 
+/* A piecewise fit: the rules of hap_ab_fit_check, named as the file's FIT attributes. */
+static hap_status check_fit(const char *obj, const hap_ab_fit *f, hap_err *err) {
+  char why[160];
+  if (hap_ab_fit_check(f, why, sizeof why) != NULL)
+    return hap_err_set(err, HAP_EINVAL, "%s: fit_%s", obj, why);
+  return HAP_OK;
+}
+
 static hap_status check_p2p(const hap_profile *p, int32_t j, hap_err *err) {
   const hap_profile_p2p *s = &p->p2p[j];
   objbuf obj;
@@ -555,7 +569,8 @@ static hap_status check_p2p(const hap_profile *p, int32_t j, hap_err *err) {
                   s->sizes_bytes, s->samples_s, s->p50_s,  s->p95_s};
   HAP_TRY(check_sweep(obj, &v, err));
   HAP_TRY(check_num(obj, "latency_s", s->fit.latency_s, false, err));
-  return check_num(obj, "bandwidth_Bps", s->fit.bandwidth_Bps, true, err);
+  HAP_TRY(check_num(obj, "bandwidth_Bps", s->fit.bandwidth_Bps, true, err));
+  return check_fit(obj, &s->pieces, err);
 }
 
 static hap_status check_group_name(const hap_profile_coll *c, hap_err *err) {
@@ -593,11 +608,7 @@ static hap_status check_coll(const hap_profile *p, int32_t j, hap_err *err) {
   HAP_TRY(check_sweep(obj, &v, err));
   HAP_TRY(check_array(obj, "algbw_Bps", c->algbw_Bps, c->n_sizes, 0, false, err));
   HAP_TRY(check_array(obj, "busbw_Bps", c->busbw_Bps, c->n_sizes, 0, false, err));
-  HAP_TRY(check_num(obj, "threshold_bytes", c->fit.threshold_bytes, false, err));
-  HAP_TRY(check_num(obj, "alpha_small_s", c->fit.alpha_small_s, false, err));
-  HAP_TRY(check_num(obj, "beta_small_Bps", c->fit.beta_small_Bps, true, err));
-  HAP_TRY(check_num(obj, "alpha_large_s", c->fit.alpha_large_s, false, err));
-  return check_num(obj, "beta_large_Bps", c->fit.beta_large_Bps, true, err);
+  return check_fit(obj, &c->fit, err);
 }
 
 hap_status hap_profile_validate(const hap_profile *p, hap_err *err) {
@@ -681,15 +692,19 @@ hap_status hap_profile_fit(hap_profile *p, hap_err *err) {
     free(x);
     if (st != HAP_OK)
       return fit_failed(obj, st, err);
+    s->pieces = hap_ab_fit_one(s->fit.latency_s, s->fit.bandwidth_Bps);
   }
   for (int32_t j = 0; j < p->n_colls; j++) {
     hap_profile_coll *c = &p->colls[j];
     coll_path(obj, c);
     double *x = sizes_as_double(c->sizes_bytes, c->n_sizes);
-    hap_status st = x == NULL ? HAP_ENOMEM : hap_fit_piecewise(x, c->p50_s, c->n_sizes, &c->fit);
+    hap_piecewise_fit two = {0};
+    hap_status st = x == NULL ? HAP_ENOMEM : hap_fit_piecewise(x, c->p50_s, c->n_sizes, &two);
     free(x);
     if (st != HAP_OK)
       return fit_failed(obj, st, err);
+    c->fit = hap_ab_fit_two(two.threshold_bytes, two.alpha_small_s, two.beta_small_Bps,
+                            two.alpha_large_s, two.beta_large_Bps);
   }
   return HAP_OK;
 }
@@ -728,6 +743,7 @@ static hap_status copy_p2p(hap_profile *m, const hap_profile_p2p *s, int32_t off
   c->warmup = s->warmup;
   c->iters = s->iters;
   c->fit = s->fit;
+  c->pieces = s->pieces;
   return HAP_OK;
 }
 
@@ -970,14 +986,7 @@ static hap_status add_cluster_fits(const hap_profile *p, const int32_t *perm, ha
       ranks[r] = perm[pc->ranks[r]];
     hap_status st = HAP_OK;
     if (hap_cluster_find_fit(c, pc->kind, ranks, pc->n_ranks) == NULL) {
-      hap_coll_fit fit = {pc->kind,
-                          pc->n_ranks,
-                          ranks,
-                          pc->fit.threshold_bytes,
-                          pc->fit.alpha_small_s,
-                          pc->fit.beta_small_Bps,
-                          pc->fit.alpha_large_s,
-                          pc->fit.beta_large_Bps};
+      hap_coll_fit fit = {pc->kind, pc->n_ranks, ranks, pc->fit};
       st = hap_cluster_add_fit(c, &fit, err);
     }
     free(ranks);
@@ -1357,6 +1366,19 @@ static hap_status write_sweep(const writer *w, hid_t g, const char *obj, const s
   return st;
 }
 
+/* FIT: fit_upper_bytes (bytes; the last inf), fit_alpha_s (s), fit_beta_Bps (bytes/s), f64[P]. */
+static hap_status write_fit(const writer *w, hid_t g, const char *obj, const hap_ab_fit *f) {
+  hap_status st = put_num(w, g, obj, "fit_upper_bytes", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE,
+                          f->upper_bytes, f->n_pieces);
+  if (st == HAP_OK)
+    st = put_num(w, g, obj, "fit_alpha_s", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, f->alpha_s,
+                 f->n_pieces);
+  if (st == HAP_OK)
+    st = put_num(w, g, obj, "fit_beta_Bps", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, f->beta_Bps,
+                 f->n_pieces);
+  return st;
+}
+
 static hap_status write_p2p(const writer *w, hid_t p2p, const hap_profile_p2p *s) {
   char name[32];
   objbuf obj;
@@ -1373,6 +1395,8 @@ static hap_status write_p2p(const writer *w, hid_t p2p, const hap_profile_p2p *s
     st = put_f64(w, g, obj, "latency_s", s->fit.latency_s);
   if (st == HAP_OK)
     st = put_f64(w, g, obj, "bandwidth_Bps", s->fit.bandwidth_Bps);
+  if (st == HAP_OK)
+    st = write_fit(w, g, obj, &s->pieces);
   if (st == HAP_OK)
     st = write_sweep(w, g, obj, &v);
   H5Gclose(g);
@@ -1394,16 +1418,8 @@ static hap_status write_coll(const writer *w, hid_t kind_g, const char *kind_obj
   if (st == HAP_OK)
     st = put_num(w, g, obj, "ranks", H5T_STD_I64LE, H5T_NATIVE_INT64, ranks, c->n_ranks);
   free(ranks);
-  const struct {
-    const char *name;
-    double v;
-  } fit[] = {{"threshold_bytes", c->fit.threshold_bytes},
-             {"alpha_small_s", c->fit.alpha_small_s},
-             {"beta_small_Bps", c->fit.beta_small_Bps},
-             {"alpha_large_s", c->fit.alpha_large_s},
-             {"beta_large_Bps", c->fit.beta_large_Bps}};
-  for (size_t i = 0; i < sizeof fit / sizeof fit[0] && st == HAP_OK; i++)
-    st = put_f64(w, g, obj, fit[i].name, fit[i].v);
+  if (st == HAP_OK)
+    st = write_fit(w, g, obj, &c->fit);
   sweep_view v = {c->n_sizes,     c->reps,      c->warmup, c->iters,
                   c->sizes_bytes, c->samples_s, c->p50_s,  c->p95_s};
   if (st == HAP_OK)

@@ -17,7 +17,7 @@
 #include "status.h"
 
 #define HAP_PROFILE_FORMAT        "hap-profile"
-#define HAP_PROFILE_VERSION_MAJOR 1
+#define HAP_PROFILE_VERSION_MAJOR 2 /* 2.0: N-piece fits; 1.x (two pieces) is still read */
 #define HAP_PROFILE_VERSION_MINOR 0
 
 /* Bytes of a kernel row's readable shape string, NUL included (a fixed-length field on disk). */
@@ -71,7 +71,8 @@ typedef struct hap_profile_p2p {
   int64_t *sizes_bytes; /* strictly increasing message sizes, bytes */
   double *samples_s;
   double *p50_s, *p95_s;
-  hap_link fit; /* alpha-beta over (sizes, p50): latency_s, bandwidth_Bps */
+  hap_link fit;      /* one alpha-beta over (sizes, p50): the cluster model's link */
+  hap_ab_fit pieces; /* piecewise alpha-beta over (sizes, p50) (1.x files: fit as one piece) */
 } hap_profile_p2p;
 
 /* A sweep of one collective over one group; arrays as in hap_profile_p2p. */
@@ -85,7 +86,7 @@ typedef struct hap_profile_coll {
   double *samples_s;
   double *p50_s, *p95_s;
   double *algbw_Bps, *busbw_Bps; /* sizes / p50 and algbw * hap_busbw_factor, bytes/s */
-  hap_piecewise_fit fit;         /* over (sizes, p50) */
+  hap_ab_fit fit;                /* piecewise alpha-beta over (sizes, p50) */
 } hap_profile_coll;
 
 typedef struct hap_profile_kv {
@@ -110,7 +111,7 @@ typedef struct hap_profile {
   hap_profile_coll *colls;
 } hap_profile;
 
-/* An empty profile: version 1.0, created = now, tool = "hap-profile <version>", backend "".
+/* An empty profile: the current version, created = now, tool = "hap-profile <version>", backend "".
  * NULL on allocation failure. */
 hap_profile *hap_profile_create(void);
 void hap_profile_destroy(hap_profile *p);
@@ -148,7 +149,8 @@ const hap_profile_coll *hap_profile_find_coll(const hap_profile *p, hap_coll_kin
 /* From the samples: p50_s and p95_s of every sweep (hap_p50_p95), and of every collective
  * algbw_Bps = sizes / p50 and busbw_Bps = algbw * hap_busbw_factor(kind, n_ranks). */
 hap_status hap_profile_compute_stats(hap_profile *p, hap_err *err);
-/* From the p50s: every p2p fit (hap_fit_alpha_beta) and collective fit (hap_fit_piecewise). */
+/* From the p50s: every p2p fit (hap_fit_alpha_beta; its pieces = that one piece) and collective
+ * fit (hap_fit_piecewise's two pieces). hap-profile refits with profile/fit_rel.h. */
 hap_status hap_profile_fit(hap_profile *p, hap_err *err);
 
 /* Check everything a reader relies on. Errors name the profile path of the offending item

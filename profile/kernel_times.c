@@ -9,6 +9,7 @@
 #include "cluster.h"
 #include "emulate.h"
 #include "fit.h"
+#include "kernel_model.h"
 #include "kernels.h"
 #include "lower.h"
 
@@ -54,128 +55,29 @@ static hap_status klist_add(klist *l, const hap_kcase *kc, hap_err *err) {
   return HAP_OK;
 }
 
-/* A grid case: inputs (dims lists ending at a 0), float32 except int64 where `index_mask` has the
- * bit; every float input needs a gradient. */
-typedef struct gspec {
-  hap_op op;
-  int32_t n_in;
-  int64_t dims[HAP_MAX_OP_INPUTS][5]; /* each 0-terminated */
-  uint32_t index_mask;
-  const char *attr; /* NULL or an int/str attribute name */
-  int64_t attr_i;
-  const char *attr_s;
-} gspec;
-
-static hap_status grid_add(klist *l, const gspec *g, hap_err *err) {
-  hap_kcase kc;
-  memset(&kc, 0, sizeof kc);
-  kc.op = g->op;
-  hap_attrs_init(&kc.attrs, g->op);
-  if (g->attr != NULL && g->attr_s != NULL)
-    HAP_TRY(hap_attrs_set_str(&kc.attrs, g->op, g->attr, g->attr_s, err));
-  else if (g->attr != NULL)
-    HAP_TRY(hap_attrs_set_int(&kc.attrs, g->op, g->attr, g->attr_i, err));
-  hap_kcase_fix(&kc);
-  kc.io.n_in = g->n_in;
-  for (int32_t i = 0; i < g->n_in; i++) {
-    hap_shape *s = &kc.io.in[i];
-    for (s->rank = 0; s->rank < 5 && g->dims[i][s->rank] > 0; s->rank++)
-      s->dims[s->rank] = g->dims[i][s->rank];
-    bool index = (g->index_mask >> i) & 1u;
-    kc.io.in_dtype[i] = index ? HAP_I64 : HAP_F32;
-    kc.io.in_grad[i] = !index;
-  }
-  HAP_TRY(hap_op_infer(g->op, &kc.io, err));
-  kc.fwd = true;
-  kc.bwd = true;
-  return klist_add(l, &kc, err);
-}
-
-#define D(...)                                                                                     \
-  { __VA_ARGS__, 0 }
-
-/* One tiny shape per op (quick). */
-static const gspec quick_grid[] = {
-    {HAP_OP_LINEAR, 3, {D(64, 128), D(128, 128), D(128)}, 0, NULL, 0, NULL},
-    {HAP_OP_MATMUL, 2, {D(64, 64), D(64, 64)}, 0, NULL, 0, NULL},
-    {HAP_OP_BMM, 2, {D(4, 32, 32), D(4, 32, 32)}, 0, NULL, 0, NULL},
-    {HAP_OP_CONV2D, 3, {D(2, 8, 16, 16), D(8, 8, 3, 3), D(8)}, 0, "padding", 1, NULL},
-    {HAP_OP_LAYER_NORM, 3, {D(64, 128), D(128), D(128)}, 0, NULL, 0, NULL},
-    {HAP_OP_SOFTMAX, 1, {D(2, 2, 32, 32)}, 0, NULL, 0, NULL},
-    {HAP_OP_GELU, 1, {D(64, 128)}, 0, NULL, 0, NULL},
-    {HAP_OP_RELU, 1, {D(64, 128)}, 0, NULL, 0, NULL},
-    {HAP_OP_MULTI_HEAD_ATTENTION,
-     7,
-     {D(2, 16, 32), D(2, 16, 32), D(2, 16, 32), D(3, 32, 32), D(3, 32), D(32, 32), D(32)},
-     0,
-     "heads",
-     4,
-     NULL},
-    {HAP_OP_EMBEDDING, 2, {D(4, 16), D(1000, 64)}, 1u, NULL, 0, NULL},
-    {HAP_OP_EINSUM, 2, {D(2, 16, 32), D(2, 16, 4, 8)}, 0, "equation", 0, "bsd,bsec->becd"},
-    {HAP_OP_EINSUM, 2, {D(4, 32, 64), D(2, 4, 8, 32)}, 0, "equation", 0, "edh,becd->bech"},
-    {HAP_OP_EINSUM, 2, {D(4, 64, 32), D(2, 4, 8, 64)}, 0, "equation", 0, "ehd,bech->becd"},
-    {HAP_OP_EINSUM, 2, {D(2, 4, 8, 32), D(2, 16, 4, 8)}, 0, "equation", 0, "becd,bsec->bsd"},
-};
-
-/* A few model-like shapes per op (default plan). */
-static const gspec default_grid[] = {
-    {HAP_OP_LINEAR, 3, {D(256, 512), D(512, 512), D(512)}, 0, NULL, 0, NULL},
-    {HAP_OP_LINEAR, 3, {D(1024, 768), D(768, 768), D(768)}, 0, NULL, 0, NULL},
-    {HAP_OP_LINEAR, 3, {D(1024, 768), D(3072, 768), D(3072)}, 0, NULL, 0, NULL},
-    {HAP_OP_MATMUL, 2, {D(256, 256), D(256, 256)}, 0, NULL, 0, NULL},
-    {HAP_OP_MATMUL, 2, {D(8, 128, 64), D(8, 64, 128)}, 0, NULL, 0, NULL},
-    {HAP_OP_BMM, 2, {D(16, 128, 64), D(16, 64, 128)}, 0, NULL, 0, NULL},
-    {HAP_OP_BMM, 2, {D(48, 128, 128), D(48, 128, 64)}, 0, NULL, 0, NULL},
-    {HAP_OP_CONV2D, 3, {D(8, 32, 32, 32), D(32, 32, 3, 3), D(32)}, 0, "padding", 1, NULL},
-    {HAP_OP_CONV2D, 3, {D(8, 64, 16, 16), D(128, 64, 3, 3), D(128)}, 0, "padding", 1, NULL},
-    {HAP_OP_LAYER_NORM, 3, {D(1024, 768), D(768), D(768)}, 0, NULL, 0, NULL},
-    {HAP_OP_LAYER_NORM, 3, {D(4096, 1024), D(1024), D(1024)}, 0, NULL, 0, NULL},
-    {HAP_OP_SOFTMAX, 1, {D(8, 12, 128, 128)}, 0, NULL, 0, NULL},
-    {HAP_OP_SOFTMAX, 1, {D(1024, 4096)}, 0, NULL, 0, NULL},
-    {HAP_OP_GELU, 1, {D(1024, 3072)}, 0, NULL, 0, NULL},
-    {HAP_OP_GELU, 1, {D(4096, 4096)}, 0, NULL, 0, NULL},
-    {HAP_OP_RELU, 1, {D(1024, 3072)}, 0, NULL, 0, NULL},
-    {HAP_OP_RELU, 1, {D(4096, 4096)}, 0, NULL, 0, NULL},
-    {HAP_OP_MULTI_HEAD_ATTENTION,
-     7,
-     {D(8, 128, 256), D(8, 128, 256), D(8, 128, 256), D(3, 256, 256), D(3, 256), D(256, 256),
-      D(256)},
-     0,
-     "heads",
-     4,
-     NULL},
-    {HAP_OP_MULTI_HEAD_ATTENTION,
-     7,
-     {D(4, 128, 768), D(4, 128, 768), D(4, 128, 768), D(3, 768, 768), D(3, 768), D(768, 768),
-      D(768)},
-     0,
-     "heads",
-     12,
-     NULL},
-    {HAP_OP_EMBEDDING, 2, {D(32, 128), D(8192, 512)}, 1u, NULL, 0, NULL},
-    {HAP_OP_EMBEDDING, 2, {D(8, 128), D(30522, 768)}, 1u, NULL, 0, NULL},
-    {HAP_OP_EINSUM, 2, {D(4, 128, 256), D(4, 128, 8, 32)}, 0, "equation", 0, "bsd,bsec->becd"},
-    {HAP_OP_EINSUM, 2, {D(8, 256, 1024), D(4, 8, 32, 256)}, 0, "equation", 0, "edh,becd->bech"},
-    {HAP_OP_EINSUM, 2, {D(8, 1024, 256), D(4, 8, 32, 1024)}, 0, "equation", 0, "ehd,bech->becd"},
-    {HAP_OP_EINSUM, 2, {D(4, 8, 32, 256), D(4, 128, 8, 32)}, 0, "equation", 0, "becd,bsec->bsd"},
-};
-
-#undef D
-
 hap_status hap_kcases_default(bool quick, hap_kcase **out, int32_t *n, hap_err *err) {
   *out = NULL;
   *n = 0;
-  const gspec *g = quick ? quick_grid : default_grid;
-  size_t m = quick ? sizeof quick_grid / sizeof quick_grid[0]
-                   : sizeof default_grid / sizeof default_grid[0];
   klist l = {0};
-  for (size_t i = 0; i < m; i++) {
-    hap_status st = grid_add(&l, &g[i], err);
-    if (st != HAP_OK) {
-      free(l.v);
-      return st;
-    }
+  hap_status st = HAP_OK;
+  for (int32_t i = 0; i < hap_kernel_grid_count(quick) && st == HAP_OK; i++) {
+    hap_kgrid_case g;
+    st = hap_kernel_grid_case(quick, i, &g, err);
+    if (st != HAP_OK)
+      break;
+    hap_kcase kc;
+    memset(&kc, 0, sizeof kc);
+    kc.op = g.op;
+    kc.attrs = g.attrs;
+    kc.io = g.io;
+    hap_kcase_fix(&kc);
+    kc.fwd = true;
+    kc.bwd = true;
+    st = klist_add(&l, &kc, err);
+  }
+  if (st != HAP_OK) {
+    free(l.v);
+    return st;
   }
   *out = l.v;
   *n = l.n;

@@ -2,9 +2,9 @@
  * (hap_kernel_forward / hap_kernel_backward) timed at exact local shapes, as the rows of a
  * device's kernel table (profile_store.h hap_profile_kernel, matched by hap_kernel_shape_key in
  * core/cost.c's hap_compute_time).
- * Cases come from a built-in grid of the main ops (linear, matmul, bmm, conv2d, layer_norm,
- * softmax, gelu, relu, multi_head_attention, embedding, the four MoE einsum forms) or from a plan:
- * the local applications one device runs under it (core/lower.h hap_lowered_work).
+ * Cases come from the built-in grid (core/kernel_model.h: every op the zoo models use, whose rows
+ * hap_compute_time also generalises to other shapes) or from a plan: the local applications one
+ * device runs under it (core/lower.h hap_lowered_work).
  * Contract: cases of one list have distinct (op, shape key); float inputs are float32, index
  * inputs int64. Timing runs the real kernels on synthetic data (floats in [-1, 1], indices in
  * range), forward and — when some input needs a gradient — backward; one sample is one call on
@@ -33,8 +33,8 @@ typedef struct hap_kcase {
 /* Point kc->io.attrs at kc->attrs (after a struct copy). */
 void hap_kcase_fix(hap_kcase *kc);
 
-/* The built-in grid: quick = one small shape per op (milliseconds each), else 2-3 shapes per op
- * at model-like sizes. */
+/* The built-in grid (hap_kernel_grid_case): quick = one or two small shapes per op (milliseconds
+ * each), else 2-3 shapes per op at model-like sizes. */
 hap_status hap_kcases_default(bool quick, hap_kcase **out, int32_t *n, hap_err *err);
 
 /* The distinct compute applications device `dev` runs under plan `p` for graph `g` (validated

@@ -126,19 +126,39 @@ static void print_devices(const hap_cluster *c) {
   printf("(FLOP/s are sustained rates that large GEMMs reach.)\n");
 }
 
+/* "< 4 KiB", "4 KiB..64 KiB", ">= 64 KiB" or "all" for piece k. */
+static void print_piece_range(const hap_ab_fit *f, int32_t k, char *buf, size_t len) {
+  char lo[32], hi[32];
+  bool first = k == 0, last = k + 1 == f->n_pieces;
+  if (first && last)
+    snprintf(buf, len, "all");
+  else if (first)
+    snprintf(buf, len, "< %s", hap_fmt_bytes(f->upper_bytes[0], hi, sizeof hi));
+  else if (last)
+    snprintf(buf, len, ">= %s", hap_fmt_bytes(f->upper_bytes[k - 1], lo, sizeof lo));
+  else
+    snprintf(buf, len, "%s..%s", hap_fmt_bytes(f->upper_bytes[k - 1], lo, sizeof lo),
+             hap_fmt_bytes(f->upper_bytes[k], hi, sizeof hi));
+}
+
 static void print_fits(const hap_cluster *c) {
   if (c->n_fits == 0) {
     printf("\nno profiled collective fits: collectives are priced from the links\n");
     return;
   }
-  printf("\n%-15s %6s  %12s  %10s %10s  %10s %10s\n", "collective fit", "ranks", "threshold",
-         "a_small us", "b_small GB/s", "a_large us", "b_large GB/s");
+  printf("\n%-15s %6s  %-20s  %10s %10s\n", "collective fit", "ranks", "piece (sizes)", "alpha us",
+         "beta GB/s");
   for (int32_t f = 0; f < c->n_fits; f++) {
     const hap_coll_fit *x = &c->fits[f];
-    char thr[32];
-    printf("%-15s %6d  %12s  %10.2f %10.3f  %10.2f %10.3f\n", hap_coll_kind_name(x->kind),
-           x->n_ranks, hap_fmt_bytes(x->threshold_bytes, thr, sizeof thr), x->alpha_small_s * 1e6,
-           x->beta_small_Bps / 1e9, x->alpha_large_s * 1e6, x->beta_large_Bps / 1e9);
+    for (int32_t k = 0; k < x->fit.n_pieces; k++) {
+      char range[48];
+      print_piece_range(&x->fit, k, range, sizeof range);
+      if (k == 0)
+        printf("%-15s %6d", hap_coll_kind_name(x->kind), x->n_ranks);
+      else
+        printf("%-15s %6s", "", "");
+      printf("  %-20s  %10.2f %10.3f\n", range, x->fit.alpha_s[k] * 1e6, x->fit.beta_Bps[k] / 1e9);
+    }
   }
 }
 
@@ -146,16 +166,26 @@ static void print_sweeps(const hap_profile *p) {
   printf("\nprofile: %s, backend %s, created %s, %d hosts, %d devices\n", p->tool, p->backend,
          p->created, p->n_hosts, p->n_devices);
   if (p->n_p2p > 0) {
-    printf("\n%-28s %6s %12s  %10s %12s\n", "p2p sweep", "sizes", "largest", "latency us",
-           "bandwidth GB/s");
+    printf("\n%-28s %6s %12s  %10s %12s  %-20s %10s %10s\n", "p2p sweep", "sizes", "largest",
+           "latency us", "bandwidth GB/s", "piece (sizes)", "alpha us", "beta GB/s");
     for (int32_t i = 0; i < p->n_p2p; i++) {
       const hap_profile_p2p *s = &p->p2p[i];
       char pair[160], big[32];
       snprintf(pair, sizeof pair, "%s -> %s", p->devices[s->src].name, p->devices[s->dst].name);
-      printf("%-28s %6d %12s  %10.2f %12.3f\n", pair, s->n_sizes,
+      printf("%-28s %6d %12s  %10.2f %12.3f", pair, s->n_sizes,
              hap_fmt_bytes((double)s->sizes_bytes[s->n_sizes - 1], big, sizeof big),
              s->fit.latency_s * 1e6, s->fit.bandwidth_Bps / 1e9);
+      for (int32_t k = 0; k < s->pieces.n_pieces; k++) {
+        char range[48];
+        print_piece_range(&s->pieces, k, range, sizeof range);
+        if (k > 0)
+          printf("%-28s %6s %12s  %10s %12s", "", "", "", "", "");
+        printf("  %-20s %10.2f %10.3f\n", range, s->pieces.alpha_s[k] * 1e6,
+               s->pieces.beta_Bps[k] / 1e9);
+      }
     }
+    printf("(latency and bandwidth: the one-piece link of the cluster model; the pieces: the "
+           "piecewise fit.)\n");
   }
   if (p->n_colls > 0) {
     printf("\n%-15s %-16s %6s %6s %12s %12s %12s\n", "collective", "group", "ranks", "sizes",
@@ -249,16 +279,21 @@ static bool print_json(const hap_cluster *c) {
     for (int32_t r = 0; r < x->n_ranks; r++)
       hap_jw_str(&w, c->devices[x->ranks[r]].name);
     hap_jw_end_array(&w);
-    hap_jw_key(&w, "threshold_bytes");
-    hap_jw_double(&w, x->threshold_bytes);
-    hap_jw_key(&w, "alpha_small_s");
-    hap_jw_double(&w, x->alpha_small_s);
-    hap_jw_key(&w, "beta_small_Bps");
-    hap_jw_double(&w, x->beta_small_Bps);
-    hap_jw_key(&w, "alpha_large_s");
-    hap_jw_double(&w, x->alpha_large_s);
-    hap_jw_key(&w, "beta_large_Bps");
-    hap_jw_double(&w, x->beta_large_Bps);
+    hap_jw_key(&w, "pieces");
+    hap_jw_begin_array_inline(&w);
+    for (int32_t k = 0; k < x->fit.n_pieces; k++) {
+      hap_jw_begin_object_inline(&w);
+      if (k + 1 < x->fit.n_pieces) {
+        hap_jw_key(&w, "below_bytes");
+        hap_jw_double(&w, x->fit.upper_bytes[k]);
+      }
+      hap_jw_key(&w, "alpha_s");
+      hap_jw_double(&w, x->fit.alpha_s[k]);
+      hap_jw_key(&w, "beta_Bps");
+      hap_jw_double(&w, x->fit.beta_Bps[k]);
+      hap_jw_end_object(&w);
+    }
+    hap_jw_end_array(&w);
     hap_jw_end_object(&w);
   }
   hap_jw_end_array(&w);

@@ -35,15 +35,21 @@ add_test(NAME profile_measure
 add_test(NAME profile_rank_dies
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/profile/test_kill.sh $<TARGET_FILE:hap-profile>
                  ${MPIEXEC_EXECUTABLE})
-# The fits predict held-out sizes: prints every error; fails when the median over all held-out
-# points exceeds 15 % (it measures 8-12 % on an idle dev-2c; the least-squares fits of fit.h gave
-# 30-90 %). Load from other processes on a 2-core box can push one run to 50 %, so a failed run is
-# repeated once (both are printed).
+# The piecewise fits (profile/fit_rel.h) predict held-out sizes: prints every error, the pooled
+# median and p95; fails when the median over all held-out points exceeds the limit. Dense: fit
+# sizes 8 B x 2^i, the default plan's spacing (dev-2c medians 3.2-5.2 %), limit 10 %. Sparse: 8 B
+# x 4^i, the quick plan's (6.5-10.0 %: with 11 sizes the regime switches fall between measured
+# sizes), limit 15 %. Load from other processes on a 2-core box can push one run to 40-50 %, so a
+# failed run is repeated once (both are printed).
 add_test(NAME profile_fit_holdout
          COMMAND sh -c [["$1" -np 2 "$2" --reps 30 --iters 5 --max-median 0.15 ||
                          { echo "retrying once"; "$1" -np 2 "$2" --reps 30 --iters 5 --max-median 0.15; }]]
                  sh ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:test_fit_holdout>)
-set_tests_properties(profile_measure profile_rank_dies profile_fit_holdout PROPERTIES
+add_test(NAME profile_fit_holdout_dense
+         COMMAND sh -c [["$1" -np 2 "$2" --reps 30 --iters 5 --step 2 --max-median 0.10 ||
+                         { echo "retrying once"; "$1" -np 2 "$2" --reps 30 --iters 5 --step 2 --max-median 0.10; }]]
+                 sh ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:test_fit_holdout>)
+set_tests_properties(profile_measure profile_rank_dies profile_fit_holdout profile_fit_holdout_dense PROPERTIES
                      LABELS mpi RUN_SERIAL TRUE TIMEOUT 120 ENVIRONMENT "${HAP_MPI_TEST_ENV}")
 
 # Per-op kernel timings (profile/kernel_times.h): a quick CPU profile's kernel rows load into the
@@ -57,3 +63,8 @@ add_test(NAME profile_kernel_rows
                  $<$<TARGET_EXISTS:hap-synth>:$<TARGET_FILE:hap-synth>>)
 set_tests_properties(profile_kernel_rows PROPERTIES LABELS mpi RUN_SERIAL TRUE TIMEOUT 120
                      ENVIRONMENT "${HAP_MPI_TEST_ENV}")
+
+# tests/unit/test_fit_rel.c (auto-registered with the unit tests) tests profile/fit_rel.h.
+if(TARGET test_fit_rel)
+  target_link_libraries(test_fit_rel PRIVATE hap_profiler)
+endif()

@@ -103,7 +103,7 @@ def check_units(f):
 
 def check_root(f):
     attr(f, "format", "str", "hap-profile")
-    attr(f, "version", "str", "1.0")
+    attr(f, "version", "str", "2.0")
     attr(f, "created", "str", "2025-01-31T12:00:00Z")
     attr(f, "tool", "str", "hap-profile 0.1.0")
     attr(f, "backend", "str", "cuda+nccl")
@@ -167,6 +167,7 @@ def check_sweeps(f):
         bw = attr(g, "bandwidth_Bps", "float")
         check(lat is not None and abs(lat - alpha) <= 1e-6 * alpha, f"{g.name}: latency_s {lat}")
         check(bw is not None and abs(bw - beta) <= 1e-6 * beta, f"{g.name}: bandwidth_Bps {bw}")
+        check_fit(g, 1048576, alpha + 1048576 / beta)
     for path, (ranks, alpha, beta, factor) in COLLS.items():
         g = f[f"collectives/{path}"]
         got = g.attrs.get("ranks")
@@ -177,16 +178,26 @@ def check_sweeps(f):
         algbw = [size / t for size, t in zip(SIZES, p50)]
         same(g["algbw_Bps"], algbw)
         same(g["busbw_Bps"], [a * factor(len(ranks)) for a in algbw])
-        for name in ("threshold_bytes", "alpha_small_s", "beta_small_Bps", "alpha_large_s",
-                     "beta_large_Bps"):
-            attr(g, name, "float")
-        t = g.attrs.get("threshold_bytes", 0.0)
-        a, b = ((g.attrs.get("alpha_small_s"), g.attrs.get("beta_small_Bps")) if 1048576 < t
-                else (g.attrs.get("alpha_large_s"), g.attrs.get("beta_large_Bps")))
-        if a is not None and b is not None:
-            pred = a + 1048576 / b
-            check(abs(pred - p50[2]) <= 1e-6 * p50[2], f"{g.name}: fit predicts {pred} s at 1 MiB,"
-                  f" measured p50 {p50[2]} s")
+        check_fit(g, 1048576, p50[2])
+
+
+def check_fit(g, size, want):
+    """The piecewise fit (fit_upper_bytes, fit_alpha_s, fit_beta_Bps: float64 arrays of one
+    length, bounds increasing, the last inf) predicts `want` seconds at `size` bytes."""
+    arrays = [g.attrs.get(n) for n in ("fit_upper_bytes", "fit_alpha_s", "fit_beta_Bps")]
+    ok = all(a is not None and np.asarray(a).dtype == np.float64 and np.ndim(a) == 1
+             for a in arrays)
+    check(ok, f"{g.name}: fit_upper_bytes, fit_alpha_s, fit_beta_Bps: expected float64 arrays")
+    if not ok:
+        return
+    upper, alpha, beta = (list(map(float, a)) for a in arrays)
+    check(len(upper) == len(alpha) == len(beta) >= 1, f"{g.name}: fit arrays differ in length")
+    check(math.isinf(upper[-1]) and all(x < y for x, y in zip(upper, upper[1:])),
+          f"{g.name}: fit_upper_bytes {upper}, expected increasing bounds ending in inf")
+    k = next(i for i, u in enumerate(upper) if size < u or i == len(upper) - 1)
+    pred = alpha[k] + size / beta[k]
+    check(abs(pred - want) <= 1e-6 * want,
+          f"{g.name}: fit predicts {pred} s at {size} B, expected {want} s")
 
 
 def main():

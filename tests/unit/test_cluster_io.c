@@ -136,11 +136,10 @@ static void assert_clusters_eq(const hap_cluster *a, const hap_cluster *b) {
     cr_assert_eq(x->kind, y->kind);
     cr_assert_eq(x->n_ranks, y->n_ranks);
     cr_assert(memcmp(x->ranks, y->ranks, (size_t)x->n_ranks * sizeof *x->ranks) == 0);
-    const double xs[5] = {x->threshold_bytes, x->alpha_small_s, x->beta_small_Bps, x->alpha_large_s,
-                          x->beta_large_Bps};
-    const double ys[5] = {y->threshold_bytes, y->alpha_small_s, y->beta_small_Bps, y->alpha_large_s,
-                          y->beta_large_Bps};
-    assert_doubles_eq(xs, ys, 5, "fit", "cluster");
+    cr_assert_eq(x->fit.n_pieces, y->fit.n_pieces);
+    assert_doubles_eq(x->fit.upper_bytes, y->fit.upper_bytes, x->fit.n_pieces, "fit", "cluster");
+    assert_doubles_eq(x->fit.alpha_s, y->fit.alpha_s, x->fit.n_pieces, "fit", "cluster");
+    assert_doubles_eq(x->fit.beta_Bps, y->fit.beta_Bps, x->fit.n_pieces, "fit", "cluster");
   }
 }
 
@@ -547,13 +546,14 @@ Test(cluster_io, explicit_file_contents) {
   const hap_coll_fit *f =
       hap_cluster_find_fit(c, HAP_COLL_ALL_REDUCE, (int32_t[]){custom, c11, fast}, 3);
   cr_assert_not_null(f);
-  cr_assert_eq(f->threshold_bytes, 65536);
-  cr_assert_eq(f->beta_small_Bps, 1e9);
+  cr_assert_eq(f->fit.n_pieces, 2);
+  cr_assert_eq(f->fit.upper_bytes[0], 65536);
+  cr_assert_eq(f->fit.beta_Bps[0], 1e9);
   f = hap_cluster_find_fit(c, HAP_COLL_ALL_TO_ALL, (int32_t[]){c01, c00}, 2);
   cr_assert_not_null(f);
-  cr_assert_eq(f->threshold_bytes, 0);
-  cr_assert_eq(f->alpha_small_s, 2e-6);
-  cr_assert_eq(f->beta_small_Bps, 2e9);
+  cr_assert_eq(f->fit.n_pieces, 1, "threshold 0: one piece");
+  cr_assert_eq(f->fit.alpha_s[0], 2e-6);
+  cr_assert_eq(f->fit.beta_Bps[0], 2e9);
   assert_round_trip(c);
   hap_cluster_destroy(c);
 }
@@ -684,11 +684,7 @@ Test(cluster_io, built_cluster_round_trips) {
   hap_coll_fit fit = {.kind = HAP_COLL_REDUCE_SCATTER,
                       .n_ranks = 3,
                       .ranks = (int32_t[]){5, 0, 3},
-                      .threshold_bytes = 1 << 20,
-                      .alpha_small_s = 1e-6,
-                      .beta_small_Bps = 1e9,
-                      .alpha_large_s = 2e-6,
-                      .beta_large_Bps = 4e9};
+                      .fit = hap_ab_fit_two(1 << 20, 1e-6, 1e9, 2e-6, 4e9)};
   cr_assert_eq(hap_cluster_add_fit(c, &fit, &err), HAP_OK, "%s", err.msg);
   cr_assert_eq(hap_cluster_validate(c, &err), HAP_OK, "%s", err.msg);
   assert_round_trip(c);

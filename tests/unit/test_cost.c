@@ -186,11 +186,7 @@ Test(cost, profiled_fit_wins_under_auto) {
   hap_coll_fit fit = {.kind = HAP_COLL_ALL_REDUCE,
                       .n_ranks = 4,
                       .ranks = ranks,
-                      .threshold_bytes = 1e6,
-                      .alpha_small_s = 1e-5,
-                      .beta_small_Bps = 1e9,
-                      .alpha_large_s = 1e-4,
-                      .beta_large_Bps = 4e9};
+                      .fit = hap_ab_fit_two(1e6, 1e-5, 1e9, 1e-4, 4e9)};
   cr_assert_eq(hap_cluster_add_fit(c, &fit, NULL), HAP_OK);
   hap_group g = group_of(c, (int32_t[]){0, 1, 2, 3}, 4);
   cr_assert_not_null(g.fit[HAP_COLL_ALL_REDUCE]);

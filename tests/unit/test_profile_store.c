@@ -246,6 +246,13 @@ static void same_doubles(const double *a, const double *b, int64_t n, const char
               (long long)i, a[i], b[i]);
 }
 
+static void same_fit(const hap_ab_fit *a, const hap_ab_fit *b, const char *what) {
+  cr_assert_eq(a->n_pieces, b->n_pieces, "%s: pieces", what);
+  same_doubles(a->upper_bytes, b->upper_bytes, a->n_pieces, what);
+  same_doubles(a->alpha_s, b->alpha_s, a->n_pieces, what);
+  same_doubles(a->beta_Bps, b->beta_Bps, a->n_pieces, what);
+}
+
 static void same_device(const hap_profile_device *a, const hap_profile_device *b) {
   cr_assert_str_eq(a->name, b->name);
   cr_assert_str_eq(a->host, b->host);
@@ -308,6 +315,7 @@ static void same_profile(const hap_profile *a, const hap_profile *b) {
     same_sweep(x->n_sizes, x->reps, x->sizes_bytes, y->sizes_bytes, ax, ay, 3);
     same_doubles(&x->fit.latency_s, &y->fit.latency_s, 1, "latency_s");
     same_doubles(&x->fit.bandwidth_Bps, &y->fit.bandwidth_Bps, 1, "bandwidth_Bps");
+    same_fit(&x->pieces, &y->pieces, "p2p pieces");
   }
   cr_assert_eq(a->n_colls, b->n_colls);
   for (int32_t j = 0; j < a->n_colls; j++) {
@@ -319,7 +327,7 @@ static void same_profile(const hap_profile *a, const hap_profile *b) {
     const double *ax[] = {x->samples_s, x->p50_s, x->p95_s, x->algbw_Bps, x->busbw_Bps};
     const double *ay[] = {y->samples_s, y->p50_s, y->p95_s, y->algbw_Bps, y->busbw_Bps};
     same_sweep(x->n_sizes, x->reps, x->sizes_bytes, y->sizes_bytes, ax, ay, 5);
-    same_doubles(&x->fit.threshold_bytes, &y->fit.threshold_bytes, 5, "piecewise fit");
+    same_fit(&x->fit, &y->fit, "piecewise fit");
   }
 }
 
@@ -493,7 +501,7 @@ Test(profile, fits_recover_the_sample_links) {
   cr_assert_lt(rel(p->p2p[0].fit.bandwidth_Bps, 40e9), 1e-6);
   const hap_profile_coll *w = hap_profile_find_coll(p, HAP_COLL_ALL_REDUCE, "world");
   cr_assert_not_null(w);
-  cr_assert_lt(rel(hap_piecewise_time(&w->fit, 1 << 20), 50e-6 + 1048576 / 5e9), 1e-6);
+  cr_assert_lt(rel(hap_ab_fit_time(&w->fit, 1 << 20), 50e-6 + 1048576 / 5e9), 1e-6);
   cr_assert_float_eq(w->busbw_Bps[4], w->algbw_Bps[4] * 1.5, 1e-3);
   hap_profile_destroy(p);
 }
@@ -525,13 +533,15 @@ Test(profile, failed_writes_leave_no_file) {
   cr_assert_eq(count_entries(dir), 0);
   /* an invalid profile is refused before anything is created */
   char *path = path_in(dir, "p.h5");
-  p->colls[2].fit.beta_large_Bps = NAN;
+  double keep = p->colls[2].fit.beta_Bps[p->colls[2].fit.n_pieces - 1];
+  p->colls[2].fit.beta_Bps[p->colls[2].fit.n_pieces - 1] = NAN;
   hap_err_clear(&err);
   cr_assert_eq(hap_profile_write(p, path, &err), HAP_EINVAL);
-  cr_assert(strstr(err.msg, "p.h5: /collectives/all_gather/cross-host: beta_large_Bps is nan"),
-            "%s", err.msg);
+  cr_assert(strstr(err.msg, "p.h5: /collectives/all_gather/cross-host: fit_beta_Bps["), "%s",
+            err.msg);
+  cr_assert(strstr(err.msg, "is nan, expected a finite bandwidth > 0 bytes/s"), "%s", err.msg);
   cr_assert_eq(count_entries(dir), 0);
-  p->colls[2].fit.beta_large_Bps = 1e9;
+  p->colls[2].fit.beta_Bps[p->colls[2].fit.n_pieces - 1] = keep;
   p->p2p[1].dst = 0;
   hap_err_clear(&err);
   cr_assert_eq(hap_profile_write(p, path, &err), HAP_EINVAL);
@@ -601,7 +611,7 @@ static void replace_dataset(hid_t f, const char *path, hid_t type, int rank, con
 }
 
 static void m_format(hid_t f) { set_str_attr(f, "format", "hap-graph"); }
-static void m_version(hid_t f) { set_str_attr(f, "version", "2.0"); }
+static void m_version(hid_t f) { set_str_attr(f, "version", "3.0"); }
 static void m_version_junk(hid_t f) { set_str_attr(f, "version", "one"); }
 static void m_no_p2p(hid_t f) { cr_assert_geq(H5Ldelete(f, "/p2p", H5P_DEFAULT), 0); }
 static void m_no_device(hid_t f) { cr_assert_geq(H5Ldelete(f, "/devices/1", H5P_DEFAULT), 0); }
@@ -623,8 +633,54 @@ static void m_p95_shape(hid_t f) {
   hsize_t dims[] = {N_SIZES + 1};
   replace_dataset(f, "/p2p/0-2/p95_s", H5T_IEEE_F64LE, 1, dims);
 }
+/* Replace attribute `name` of obj by a float64 array of n values. */
+static void set_f64s_attr(hid_t f, const char *obj, const char *name, const double *v, int n) {
+  hid_t o = H5Oopen(f, obj, H5P_DEFAULT);
+  cr_assert_geq(o, 0);
+  if (H5Aexists(o, name) > 0)
+    cr_assert_geq(H5Adelete(o, name), 0);
+  hsize_t dim = (hsize_t)n;
+  hid_t s = H5Screate_simple(1, &dim, NULL);
+  hid_t a = H5Acreate2(o, name, H5T_IEEE_F64LE, s, H5P_DEFAULT, H5P_DEFAULT);
+  cr_assert_geq(a, 0);
+  cr_assert_geq(H5Awrite(a, H5T_NATIVE_DOUBLE, v), 0);
+  H5Aclose(a);
+  H5Sclose(s);
+  H5Oclose(o);
+}
+/* A three-piece FIT on the world all-reduce: bounds, alphas and betas as given. */
+static void set_fit(hid_t f, const double *upper, int nu, const double *alpha, int na,
+                    const double *beta, int nb) {
+  const char *obj = "/collectives/all_reduce/world";
+  set_f64s_attr(f, obj, "fit_upper_bytes", upper, nu);
+  set_f64s_attr(f, obj, "fit_alpha_s", alpha, na);
+  set_f64s_attr(f, obj, "fit_beta_Bps", beta, nb);
+}
+static const double good_alpha[3] = {1e-6, 2e-6, 3e-6}, good_beta[3] = {1e9, 2e9, 4e9};
 static void m_nan_fit(hid_t f) {
-  set_f64_attr(f, "/collectives/all_reduce/host:v100-0", "beta_large_Bps", NAN);
+  set_f64s_attr(f, "/collectives/all_reduce/host:v100-0", "fit_beta_Bps", (double[]){NAN}, 1);
+}
+static void m_fit_not_increasing(hid_t f) {
+  set_fit(f, (double[]){8192, 4096, INFINITY}, 3, good_alpha, 3, good_beta, 3);
+}
+static void m_fit_last_bounded(hid_t f) {
+  set_fit(f, (double[]){4096, 65536, 1e9}, 3, good_alpha, 3, good_beta, 3);
+}
+static void m_fit_negative_alpha(hid_t f) {
+  set_fit(f, (double[]){4096, 65536, INFINITY}, 3, (double[]){1e-6, -2e-6, 3e-6}, 3, good_beta, 3);
+}
+static void m_fit_zero_beta(hid_t f) {
+  set_fit(f, (double[]){4096, 65536, INFINITY}, 3, good_alpha, 3, (double[]){1e9, 2e9, 0}, 3);
+}
+static void m_fit_lengths(hid_t f) {
+  set_fit(f, (double[]){4096, 65536, INFINITY}, 3, good_alpha, 2, good_beta, 3);
+}
+static void m_fit_missing(hid_t f) {
+  cr_assert_geq(H5Adelete_by_name(f, "/p2p/0-1", "fit_alpha_s", H5P_DEFAULT), 0);
+}
+static void m_fit_too_many(hid_t f) {
+  double v[9] = {1, 2, 3, 4, 5, 6, 7, 8, INFINITY};
+  set_fit(f, v, 9, v, 9, v, 9);
 }
 static void m_nan_p2p(hid_t f) { set_f64_attr(f, "/p2p/0-2", "latency_s", NAN); }
 static void m_format_int(hid_t f) {
@@ -665,7 +721,7 @@ static const bad_case bad_cases[] = {
     {"format.h5", m_format, HAP_EPARSE, "/: format is \"hap-graph\", expected \"hap-profile\""},
     {"format-int.h5", m_format_int, HAP_EPARSE, "/: attribute format: expected a string"},
     {"version.h5", m_version, HAP_EVERSION,
-     "/: version is \"2.0\", this hap reads hap-profile 1.x"},
+     "/: version is \"3.0\", this hap reads hap-profile 1.x to 2.x (newer file: upgrade hap)"},
     {"version-junk.h5", m_version_junk, HAP_EPARSE, "/: version is \"one\", expected"},
     {"no-p2p.h5", m_no_p2p, HAP_EPARSE, "/p2p: missing group"},
     {"no-device.h5", m_no_device, HAP_EPARSE,
@@ -681,7 +737,26 @@ static const bad_case bad_cases[] = {
     {"p95-shape.h5", m_p95_shape, HAP_EPARSE,
      "/p2p/0-2/p95_s: expected a 1-D float64 dataset [sizes] = [5], found [6]"},
     {"nan-fit.h5", m_nan_fit, HAP_EPARSE,
-     "/collectives/all_reduce/host:v100-0: beta_large_Bps is nan, expected a finite number > 0"},
+     "/collectives/all_reduce/host:v100-0: fit_beta_Bps[0] is nan, expected a finite bandwidth > "
+     "0 bytes/s"},
+    {"fit-order.h5", m_fit_not_increasing, HAP_EPARSE,
+     "/collectives/all_reduce/world: fit_upper_bytes[1] is 4096, expected a finite size above "
+     "the previous bound (strictly increasing)"},
+    {"fit-last.h5", m_fit_last_bounded, HAP_EPARSE,
+     "/collectives/all_reduce/world: fit_upper_bytes[2] is 1e+09, expected inf (the last piece "
+     "has no upper bound)"},
+    {"fit-alpha.h5", m_fit_negative_alpha, HAP_EPARSE,
+     "/collectives/all_reduce/world: fit_alpha_s[1] is -2e-06, expected a finite latency >= 0 s"},
+    {"fit-beta.h5", m_fit_zero_beta, HAP_EPARSE,
+     "/collectives/all_reduce/world: fit_beta_Bps[2] is 0, expected a finite bandwidth > 0 "
+     "bytes/s"},
+    {"fit-lengths.h5", m_fit_lengths, HAP_EPARSE,
+     "/collectives/all_reduce/world: attribute fit_alpha_s: has 2 values, expected 3 (one per "
+     "piece, as fit_upper_bytes)"},
+    {"fit-missing.h5", m_fit_missing, HAP_EPARSE, "/p2p/0-1: missing attribute fit_alpha_s"},
+    {"fit-too-many.h5", m_fit_too_many, HAP_EPARSE,
+     "/collectives/all_reduce/world: attribute fit_upper_bytes: expected a 1-D array of 1 to 8 "
+     "float64"},
     {"nan-p2p.h5", m_nan_p2p, HAP_EPARSE, "/p2p/0-2: latency_s is nan"},
     {"bad-rank.h5", m_bad_rank, HAP_EPARSE,
      "/collectives/all_gather/cross-host: ranks[1] is 9, expected a device of 0..3"},
@@ -770,6 +845,63 @@ Test(malformed, each_fails_with_one_line_naming_file_and_path) {
     expect_bad(path, bad_cases[i].status, bad_cases[i].expect);
     free(path);
   }
+  free(good);
+  rm_tree(dir);
+}
+
+/* A version 1.0 file: two-piece attributes on the collectives, no FIT on the p2p pairs. */
+static void m_as_version_1(hid_t f) {
+  set_str_attr(f, "version", "1.0");
+  const char *colls[] = {"/collectives/all_reduce/world", "/collectives/all_reduce/host:v100-0",
+                         "/collectives/all_gather/cross-host"};
+  for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++) {
+    const char *names[] = {"fit_upper_bytes", "fit_alpha_s", "fit_beta_Bps"};
+    for (int k = 0; k < 3; k++)
+      cr_assert_geq(H5Adelete_by_name(f, colls[i], names[k], H5P_DEFAULT), 0);
+    const char *old[] = {"threshold_bytes", "alpha_small_s", "beta_small_Bps", "alpha_large_s",
+                         "beta_large_Bps"};
+    const double v[] = {i == 0 ? 4096 : 0, 1e-6, 1e9, 5e-6, 4e9};
+    for (int k = 0; k < 5; k++)
+      set_f64s_attr(f, colls[i], old[k], &v[k], 1);
+  }
+  const char *pairs[] = {"/p2p/0-1", "/p2p/0-2"};
+  for (size_t i = 0; i < 2; i++)
+    for (int k = 0; k < 3; k++)
+      cr_assert_geq(
+          H5Adelete_by_name(f, pairs[i],
+                            (const char *[]){"fit_upper_bytes", "fit_alpha_s", "fit_beta_Bps"}[k],
+                            H5P_DEFAULT),
+          0);
+}
+
+Test(profile, version_1_two_piece_files_still_load) {
+  char *dir = make_tmpdir();
+  char *good = path_in(dir, "good.h5");
+  hap_profile *p = sample_profile();
+  write_ok(p, good);
+  hap_profile_destroy(p);
+  char *path = mutated(dir, good, "v1.h5", m_as_version_1);
+  p = read_ok(path);
+  cr_assert_eq(p->version_major, 1);
+  const hap_profile_coll *w = hap_profile_find_coll(p, HAP_COLL_ALL_REDUCE, "world");
+  cr_assert_eq(w->fit.n_pieces, 2);
+  cr_assert(w->fit.upper_bytes[0] == 4096 && isinf(w->fit.upper_bytes[1]));
+  cr_assert(w->fit.alpha_s[0] == 1e-6 && w->fit.beta_Bps[1] == 4e9);
+  cr_assert_eq(hap_profile_find_coll(p, HAP_COLL_ALL_GATHER, "cross-host")->fit.n_pieces, 1,
+               "threshold 0: one piece");
+  const hap_profile_p2p *x = hap_profile_find_p2p(p, 0, 1);
+  cr_assert(x->pieces.n_pieces == 1 && x->pieces.alpha_s[0] == x->fit.latency_s &&
+            x->pieces.beta_Bps[0] == x->fit.bandwidth_Bps);
+  /* written again, it is a version 2 file with the same fits */
+  char *again = path_in(dir, "again.h5");
+  write_ok(p, again);
+  hap_profile *q = read_ok(again);
+  cr_assert_eq(q->version_major, HAP_PROFILE_VERSION_MAJOR);
+  same_fit(&hap_profile_find_coll(q, HAP_COLL_ALL_REDUCE, "world")->fit, &w->fit, "rewritten");
+  hap_profile_destroy(q);
+  hap_profile_destroy(p);
+  free(again);
+  free(path);
   free(good);
   rm_tree(dir);
 }
@@ -930,7 +1062,7 @@ Test(merge, renumbers_devices_and_remaps_sweeps) {
   cr_assert(w0 && w1);
   cr_assert(w0->ranks[0] == 0 && w0->ranks[1] == 1);
   cr_assert(w1->ranks[0] == 2 && w1->ranks[1] == 3);
-  same_doubles(&w1->fit.threshold_bytes, &b->colls[0].fit.threshold_bytes, 5, "merged fit");
+  same_fit(&w1->fit, &b->colls[0].fit, "merged fit");
   cr_assert_str_eq(hap_profile_get_env(m, "NCCL_DEBUG"), "INFO");
   cr_assert_null(hap_profile_get_env(m, "CUDA_VISIBLE_DEVICES"));
   cr_assert_str_eq(hap_profile_get_env(m, "CUDA_VISIBLE_DEVICES@v100-0"), "0,1");
@@ -1017,10 +1149,7 @@ Test(cluster, sample_profile_becomes_the_cluster_model) {
   const int32_t world[] = {3, 2, 1, 0}, host0[] = {1, 0}, cross_ranks[] = {0, 2};
   const hap_coll_fit *f = hap_cluster_find_fit(c, HAP_COLL_ALL_REDUCE, world, 4);
   cr_assert_not_null(f);
-  const hap_piecewise_fit *pf = &hap_profile_find_coll(p, HAP_COLL_ALL_REDUCE, "world")->fit;
-  cr_assert(f->threshold_bytes == pf->threshold_bytes && f->alpha_small_s == pf->alpha_small_s &&
-            f->beta_small_Bps == pf->beta_small_Bps && f->alpha_large_s == pf->alpha_large_s &&
-            f->beta_large_Bps == pf->beta_large_Bps);
+  same_fit(&f->fit, &hap_profile_find_coll(p, HAP_COLL_ALL_REDUCE, "world")->fit, "loaded fit");
   cr_assert_not_null(hap_cluster_find_fit(c, HAP_COLL_ALL_REDUCE, host0, 2));
   cr_assert_not_null(hap_cluster_find_fit(c, HAP_COLL_ALL_GATHER, cross_ranks, 2));
   cr_assert_null(hap_cluster_find_fit(c, HAP_COLL_ALL_GATHER, host0, 2));
