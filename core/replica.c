@@ -63,6 +63,45 @@ static bool same_shape(const hap_shape *a, const hap_shape *b) {
   return true;
 }
 
+/* Node k's first data-parallel variant into *v (vs: scratch); false when it has none. */
+static bool first_dp_variant(const hap_graph *g, int32_t k, const bool *state,
+                             const hap_op_io *full, hap_variant *vs, hap_variant *v) {
+  int nv = hap_op_variants(g->nodes[k].op, full, vs, HAP_MAX_VARIANTS);
+  for (int i = 0; i < nv; i++)
+    if (hap_variant_is_data_parallel(g, k, &vs[i], state)) {
+      *v = vs[i];
+      return true;
+    }
+  return false;
+}
+
+hap_status hap_graph_batch_mean(const hap_graph *g, bool *loss_mean, hap_err *err) {
+  *loss_mean = false;
+  bool *state = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *state);
+  hap_variant *vs = malloc(HAP_MAX_VARIANTS * sizeof *vs);
+  hap_status st = state && vs ? HAP_OK : hap_err_set(err, HAP_ENOMEM, "out of memory");
+  if (st == HAP_OK)
+    hap_graph_state_tensors(g, state);
+  for (int32_t k = 0; k < g->n_nodes && st == HAP_OK; k++) {
+    hap_op_io full;
+    hap_variant v;
+    hap_graph_node_io(g, k, &full);
+    if (!first_dp_variant(g, k, state, &full, vs, &v) || !(v.flags & HAP_VARIANT_GLOBAL_COUNT))
+      continue;
+    const hap_node *n = &g->nodes[k];
+    if (n->n_outputs == 1 && n->outputs[0] == g->loss)
+      *loss_mean = true;
+    else
+      st = hap_err_set(err, HAP_EUNSUPPORTED,
+                       "node '%s' (%s) averages over the batch: the replicas of a 2-D plan "
+                       "cannot compute it separately",
+                       n->name, hap_op_name(n->op));
+  }
+  free(state);
+  free(vs);
+  return st;
+}
+
 /* Local shapes and attributes of every node of one replica: shapes[t], attrs[k]. */
 static hap_status split_shapes(const hap_graph *g, int32_t replicas, const bool *state,
                                hap_shape *shapes, bool *known, hap_attrs *attrs, hap_err *err) {
@@ -75,25 +114,19 @@ static hap_status split_shapes(const hap_graph *g, int32_t replicas, const bool 
     hap_op_io full, local;
     memset(&local, 0, sizeof local);
     hap_graph_node_io(g, k, &full);
-    hap_variant vs[HAP_MAX_VARIANTS];
-    int nv = hap_op_variants(node->op, &full, vs, HAP_MAX_VARIANTS);
-    int pick = -1;
-    for (int v = 0; v < nv && pick < 0; v++)
-      if (hap_variant_is_data_parallel(g, k, &vs[v], state))
-        pick = v;
-    if (pick < 0)
+    hap_variant vs[HAP_MAX_VARIANTS], dp;
+    if (!first_dp_variant(g, k, state, &full, vs, &dp))
       return hap_err_set(err, HAP_EUNSUPPORTED,
                          "node '%s' (%s) has no data-parallel variant: its batch cannot be split "
                          "over replicas",
                          node->name, hap_op_name(node->op));
-    int64_t extent = hap_variant_extent(&full, &vs[pick]);
+    int64_t extent = hap_variant_extent(&full, &dp);
     if (extent > 0 && extent % replicas != 0)
       return hap_err_set(err, HAP_EUNSUPPORTED,
                          "node '%s' (%s): its batch extent %lld is not a multiple of %d replicas",
                          node->name, hap_op_name(node->op), (long long)extent, replicas);
     if (extent > 0) {
-      HAP_TRY(
-          hap_op_local_io(node->op, &full, &vs[pick], extent / replicas, &attrs[k], &local, err));
+      HAP_TRY(hap_op_local_io(node->op, &full, &dp, extent / replicas, &attrs[k], &local, err));
     } else {
       attrs[k] = node->attrs;
       local = full;

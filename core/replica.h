@@ -34,6 +34,13 @@ bool hap_variant_is_data_parallel(const hap_graph *g, int32_t k, const hap_varia
 hap_status hap_graph_split_batch(const hap_graph *g, int32_t replicas, hap_graph **out,
                                  hap_err *err);
 
+/* What running the replicas of a 2-D plan separately must correct for: *loss_mean is true when
+ * the loss averages over the batch (its data-parallel variant divides by the whole batch's count,
+ * HAP_VARIANT_GLOBAL_COUNT), so that the replicas' gradients sum to R times the whole batch's.
+ * HAP_EUNSUPPORTED naming the node when another node averages over the batch (the replicas would
+ * each compute a different value). */
+hap_status hap_graph_batch_mean(const hap_graph *g, bool *loss_mean, hap_err *err);
+
 /* The cluster made of host `host`'s devices alone (same device specs, intra-host link and NIC,
  * per-pair overrides and collective fits among those devices, renumbered from 0). */
 hap_status hap_cluster_of_host(const hap_cluster *c, int32_t host, hap_cluster **out, hap_err *err);

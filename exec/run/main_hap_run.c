@@ -385,13 +385,6 @@ static int run(const opts *o, hap_comm *comm) {
       (st = hap_cluster_open(o->cluster, &c, &err)) != HAP_OK ||
       (st = hap_plan_read_file(o->plan, g, c, &plan, &err)) != HAP_OK)
     goto out;
-  if (plan->replicas > 1) {
-    st = hap_err_set(&err, HAP_EUNSUPPORTED,
-                     "%s: replicas: %d device groups (a 2-D plan such as megatron-tp); hap-run "
-                     "executes plans of one group only (simulate it with hap-sim --plan)",
-                     o->plan, plan->replicas);
-    goto out;
-  }
   if ((st = hap_lower(plan, g, &lw, &err)) != HAP_OK)
     goto out;
   if (o->n_speeds > 0 && o->n_speeds != comm->size) {
