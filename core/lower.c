@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "replica.h"
 #include "strmap.h"
 
 static const char *const kind_names[HAP_TASK_KIND_COUNT] = {"compute", "local", "collective",
@@ -57,9 +58,9 @@ const int64_t *hap_lowered_lengths(hap_lowered *lw, int64_t extent, int64_t gran
     c->e = p;
     c->cap = cap;
   }
-  int64_t *len = malloc((size_t)lw->n_devices * sizeof *len);
-  const double *r = lw->plan->ratios + (size_t)seg * (size_t)lw->n_devices;
-  if (len == NULL || hap_shard_lengths(extent, granule, r, lw->n_devices, len, NULL) != HAP_OK) {
+  int64_t *len = malloc((size_t)lw->group_size * sizeof *len);
+  const double *r = lw->plan->ratios + (size_t)seg * (size_t)lw->group_size;
+  if (len == NULL || hap_shard_lengths(extent, granule, r, lw->group_size, len, NULL) != HAP_OK) {
     free(len);
     return NULL;
   }
@@ -457,6 +458,22 @@ static hap_status backward_step(builder *b, int32_t k) {
                          hap_coll_kind_name(t.coll))) < 0)
       return oom(b);
   }
+  if (s->kind == HAP_STEP_SOURCE && trainable(&g->tensors[s->tensor]) && b->p->replicas > 1) {
+    /* the gradient shard this device holds, summed over the replicas */
+    hap_task t = proto(HAP_TASK_COLLECTIVE, HAP_PHASE_BWD, k);
+    t.tensor = s->tensor;
+    t.coll = HAP_COLL_ALL_REDUCE;
+    t.impl = HAP_IMPL_AUTO;
+    t.span = HAP_SPAN_REPLICAS;
+    t.to = s->storage == HAP_STORE_ZERO ? 0 : s->to;
+    t.to_segment = t.to >= 0 ? (s->storage == HAP_STORE_ZERO ? 0 : s->segment) : -1;
+    t.granule = s->storage != HAP_STORE_ZERO && s->granule > 1 ? s->granule : 1;
+    t.from = t.to;
+    t.from_segment = t.to_segment;
+    if (push_dep(b, task) ||
+        (task = add_task(b, &t, "%s.grad.replica_all_reduce", g->tensors[s->tensor].name)) < 0)
+      return oom(b);
+  }
   b->bwd[k] = task;
   if (set_frontier(b, k, task))
     return oom(b);
@@ -548,6 +565,8 @@ void hap_lowered_destroy(hap_lowered *lw) {
     hap_arena_free(&lw->priv->names);
     free(lw->priv);
   }
+  if (lw->local_graph != lw->graph)
+    hap_graph_destroy((hap_graph *)lw->local_graph);
   free(lw->tasks);
   free(lw->deps);
   free(lw->params);
@@ -571,7 +590,20 @@ hap_status hap_lower(const hap_plan *p, const hap_graph *g, hap_lowered **out, h
   }
   lw->plan = p;
   lw->graph = g;
+  lw->local_graph = g;
   lw->n_devices = p->n_devices;
+  lw->replicas = p->replicas;
+  lw->group_size = p->group_size;
+  if (p->replicas > 1) {
+    hap_graph *split = NULL;
+    hap_status sst = hap_graph_split_batch(g, p->replicas, &split, err);
+    if (sst != HAP_OK) {
+      free_builder(&b);
+      free(lw);
+      return sst;
+    }
+    lw->local_graph = split;
+  }
   lw->priv = calloc(1, sizeof *lw->priv);
   lw->source_step = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *lw->source_step);
   b.lw = lw;
@@ -616,15 +648,15 @@ out:
 /* Bytes of tensor t held on `dev` under a layout. */
 static double held_bytes(hap_lowered *lw, int32_t t, hap_layout l, int32_t seg, int64_t granule,
                          int32_t dev) {
-  const hap_tensor *ten = &lw->graph->tensors[t];
+  const hap_tensor *ten = &lw->local_graph->tensors[t];
   double full = (double)hap_tensor_bytes(ten);
   if (l < 0)
     return full;
   int64_t extent = ten->shape.dims[l];
   const int64_t *len = hap_lowered_lengths(lw, extent, granule, seg);
   if (len == NULL || extent == 0)
-    return full / lw->n_devices;
-  return full * (double)len[dev] / (double)extent;
+    return full / lw->group_size;
+  return full * (double)len[dev % lw->group_size] / (double)extent;
 }
 
 static hap_status bad_task(hap_lowered *lw, int32_t t, int32_t dev, hap_err *err) {
@@ -653,7 +685,7 @@ static hap_status compute_work(hap_lowered *lw, const hap_task *k, int32_t dev, 
                                hap_err *err) {
   const hap_step *s = &lw->plan->steps[k->step];
   hap_op_io full;
-  hap_graph_node_io(lw->graph, k->node, &full);
+  hap_graph_node_io(lw->local_graph, k->node, &full);
   w->op = lw->graph->nodes[k->node].op;
   w->backward = k->phase == HAP_PHASE_BWD;
   int64_t extent = hap_variant_extent(&full, &s->variant);
@@ -661,7 +693,7 @@ static hap_status compute_work(hap_lowered *lw, const hap_task *k, int32_t dev, 
     const int64_t *len = hap_lowered_lengths(lw, extent, s->variant.granule, s->segment);
     if (len == NULL)
       return hap_err_set(err, HAP_ENOMEM, "out of memory computing shard lengths");
-    w->len = len[dev];
+    w->len = len[dev % lw->group_size];
   }
   if (w->len >= 0) {
     HAP_TRY(hap_op_local_io(w->op, &full, &s->variant, w->len, &w->attrs, &w->io, err));

@@ -9,7 +9,11 @@
  *   "<node>.fwd", "<node>.bwd", "<node>.upd"           computations and updates
  *   "<tensor>.<op>"                                     forward layout changes, e.g. "h.all_gather"
  *   "<tensor>.grad.<op>"                                backward duals and gradient synchronisation
+ *   "<param>.grad.replica_all_reduce"                 2-D plans: a gradient shard across replicas
  * A name that would repeat gets ".2", ".3", ... in order of appearance.
+ * 2-D plans (hap_plan.replicas > 1): every group of group_size consecutive devices runs the task
+ * list on one replica's graph (hap_graph_split_batch); a collective spans either the devices of
+ * one group or, for the replica all-reduces, the devices with the same index in every group.
  * Ownership: hap_lower returns an owned hap_lowered freed with hap_lowered_destroy; it borrows the
  * plan and the graph, which must outlive it. */
 #ifndef HAP_LOWER_H
@@ -24,12 +28,18 @@
 typedef enum hap_task_kind {
   HAP_TASK_COMPUTE = 0, /* a node's forward or backward kernels; compute stream */
   HAP_TASK_LOCAL,       /* a layout change without communication; compute stream */
-  HAP_TASK_COLLECTIVE,  /* over every device; communication stream */
+  HAP_TASK_COLLECTIVE,  /* over the devices of its span; communication stream */
   HAP_TASK_UPDATE,      /* SGD update of the parameters a node owns; compute stream */
   HAP_TASK_KIND_COUNT
 } hap_task_kind;
 
 typedef enum hap_task_phase { HAP_PHASE_FWD = 0, HAP_PHASE_BWD, HAP_PHASE_UPD } hap_task_phase;
+
+/* Which devices a COLLECTIVE runs over. */
+typedef enum hap_task_span {
+  HAP_SPAN_GROUP = 0, /* the devices of one group (every device when replicas == 1) */
+  HAP_SPAN_REPLICAS   /* the devices with the same index in every group */
+} hap_task_span;
 
 /* What a LOCAL task does on each device. */
 typedef enum hap_local_op {
@@ -51,6 +61,7 @@ typedef struct hap_task {
   int32_t node;        /* COMPUTE, UPDATE: graph node; -1 otherwise */
   int32_t tensor;      /* LOCAL, COLLECTIVE: the tensor whose value (FWD) or gradient (BWD) moves */
   hap_coll_kind coll;  /* COLLECTIVE */
+  hap_task_span span;  /* COLLECTIVE */
   hap_coll_impl impl;  /* COLLECTIVE: the implementation the plan chose */
   hap_local_op local;  /* LOCAL */
   hap_layout from, to; /* LOCAL, COLLECTIVE: layout of the data before and after */
@@ -64,6 +75,9 @@ typedef struct hap_lowered {
   const hap_plan *plan;
   const hap_graph *graph;
   int32_t n_devices;
+  int32_t replicas, group_size; /* the plan's; device d is index d % group_size of group
+                                   d / group_size */
+  const hap_graph *local_graph; /* shapes one group runs: graph, or one replica's (owned) */
   int32_t n_tasks;
   hap_task *tasks; /* every device's order: per stream, tasks run in id order */
   int32_t *deps;
@@ -77,8 +91,9 @@ typedef struct hap_lowered {
 hap_status hap_lower(const hap_plan *p, const hap_graph *g, hap_lowered **out, hap_err *err);
 void hap_lowered_destroy(hap_lowered *lw);
 
-/* Per-device lengths of a dim of `extent`, split in units of `granule` by segment `seg`'s ratios
- * (cached; owned by lw): n_devices entries, or NULL on allocation failure. */
+/* Lengths of a dim of `extent` (of local_graph) split in units of `granule` by segment `seg`'s
+ * ratios (cached; owned by lw): group_size entries, device d's at d % group_size; NULL on
+ * allocation failure. */
 const int64_t *hap_lowered_lengths(hap_lowered *lw, int64_t extent, int64_t granule, int32_t seg);
 
 /* What task `t` does on device `dev`. For COMPUTE, `io` (whose attrs point into this struct: use

@@ -16,6 +16,7 @@
 
 #include "cluster_io.h"
 #include "graph_io.h"
+#include "replica.h"
 
 /* ---- names -------------------------------------------------------------------------------- */
 
@@ -115,6 +116,8 @@ hap_plan *hap_plan_create(const char *strategy, const char *graph_name, uint64_t
   p->graph_digest = graph_digest;
   p->cluster_digest = cluster_digest;
   p->n_devices = n_devices;
+  p->replicas = 1;
+  p->group_size = n_devices;
   p->n_segments = n_segments;
   p->ratios = malloc((size_t)n_segments * nd * sizeof *p->ratios);
   p->device_memory_bytes = calloc(nd, sizeof *p->device_memory_bytes);
@@ -128,6 +131,24 @@ hap_plan *hap_plan_create(const char *strategy, const char *graph_name, uint64_t
   for (size_t i = 0; i < (size_t)n_segments * nd; i++)
     p->ratios[i] = 1.0 / (double)n_devices;
   return p;
+}
+
+hap_status hap_plan_set_replicas(hap_plan *p, int32_t replicas, hap_err *err) {
+  if (replicas < 1 || p->n_devices % replicas != 0)
+    return hap_err_set(err, HAP_EINVAL, "replicas: %d, expected a divisor of the %d devices",
+                       replicas, p->n_devices);
+  int32_t gs = p->n_devices / replicas;
+  size_t n = (size_t)p->n_segments * (size_t)gs;
+  double *r = malloc(n * sizeof *r);
+  if (r == NULL)
+    return hap_err_set(err, HAP_ENOMEM, "out of memory");
+  for (size_t i = 0; i < n; i++)
+    r[i] = 1.0 / (double)gs;
+  free(p->ratios);
+  p->ratios = r;
+  p->replicas = replicas;
+  p->group_size = gs;
+  return HAP_OK;
 }
 
 void hap_plan_destroy(hap_plan *p) {
@@ -245,9 +266,9 @@ static hap_status check_cluster(const hap_plan *p, const hap_cluster *c, hap_err
 /* Every segment's ratios: finite, >= 0, summing to 1 within 1e-9. */
 static hap_status check_ratios(const hap_plan *p, hap_err *err) {
   for (int32_t s = 0; s < p->n_segments; s++) {
-    const double *r = &p->ratios[(size_t)s * (size_t)p->n_devices];
+    const double *r = &p->ratios[(size_t)s * (size_t)p->group_size];
     double sum = 0;
-    for (int32_t i = 0; i < p->n_devices; i++) {
+    for (int32_t i = 0; i < p->group_size; i++) {
       if (!isfinite(r[i]) || r[i] < 0)
         return hap_err_set(err, HAP_EINVAL,
                            "segments[%d].ratios[%d]: %g, expected a finite ratio >= 0", s, i, r[i]);
@@ -681,8 +702,19 @@ hap_status hap_plan_validate(const hap_plan *p, const hap_graph *g, const hap_cl
                              hap_err *err) {
   HAP_TRY(check_graph(p, g, err));
   HAP_TRY(check_cluster(p, c, err));
+  if (p->replicas < 1 || p->n_devices % p->replicas != 0 ||
+      p->group_size != p->n_devices / p->replicas)
+    return hap_err_set(err, HAP_EINVAL, "replicas: %d, expected a divisor of the %d devices",
+                       p->replicas, p->n_devices);
   HAP_TRY(check_ratios(p, err));
   HAP_TRY(check_predicted(p, err));
+  hap_graph *split = NULL;
+  if (p->replicas > 1) {
+    hap_err why = {0};
+    if (hap_graph_split_batch(g, p->replicas, &split, &why) != HAP_OK)
+      return hap_err_set(err, HAP_EINVAL, "replicas: %d: %s", p->replicas, why.msg);
+    g = split;
+  }
   flow f = {.p = p, .g = g, .err = err};
   f.head = minus_ones(g->n_tensors);
   f.sourced = minus_ones(g->n_tensors);
@@ -694,5 +726,6 @@ hap_status hap_plan_validate(const hap_plan *p, const hap_graph *g, const hap_cl
   free(f.sourced);
   free(f.computed);
   free(f.ent);
+  hap_graph_destroy(split);
   return st;
 }

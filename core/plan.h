@@ -84,8 +84,15 @@ typedef struct hap_plan {
   char *cluster_name;
   uint64_t cluster_digest; /* hap_cluster_digest */
   int32_t n_devices;
+  /* 2-D device groups: the devices split into `replicas` consecutive groups of group_size =
+   * n_devices / replicas; the steps are the SPMD program of one group, run by every group on an
+   * even share of the batch (hap_graph_split_batch), each collective inside its group; then each
+   * trainable parameter's gradient shard is all-reduced across the groups (devices with the same
+   * index in their group). 1 (the default): one group of every device. */
+  int32_t replicas;
+  int32_t group_size;
   int32_t n_segments;
-  double *ratios; /* [n_segments][n_devices], each row >= 0 summing to 1 */
+  double *ratios; /* [n_segments][group_size], each row >= 0 summing to 1 */
   int32_t n_steps, cap_steps;
   hap_step *steps;              /* forward order; every step's inputs are made available earlier */
   double predicted_iteration_s; /* s */
@@ -100,6 +107,9 @@ hap_plan *hap_plan_create(const char *strategy, const char *graph_name, uint64_t
                           const char *cluster_name, uint64_t cluster_digest, int32_t n_devices,
                           int32_t n_segments);
 void hap_plan_destroy(hap_plan *p);
+/* Make the plan 2-D: `replicas` groups (>= 1, dividing n_devices); the ratios become
+ * [n_segments][n_devices / replicas], even. HAP_EINVAL or HAP_ENOMEM otherwise. */
+hap_status hap_plan_set_replicas(hap_plan *p, int32_t replicas, hap_err *err);
 /* Append a copy of `step`; HAP_ENOMEM on failure. */
 hap_status hap_plan_add_step(hap_plan *p, const hap_step *step, hap_err *err);
 
@@ -111,17 +121,18 @@ hap_status hap_graph_digest(const hap_graph *g, uint64_t *out, hap_err *err);
 hap_status hap_cluster_digest(const hap_cluster *c, uint64_t *out, hap_err *err);
 
 /* Check the program against its graph (validated) and cluster: names, digests, device and
- * segment counts match; ratios are finite, >= 0 and sum to 1 (1e-9) per segment; predictions are
- * finite and >= 0; every node is computed exactly once, in its segment, with a variant that
- * hap_op_variants offers for it (layouts, granule, flags and once; the name is not compared);
- * every step only uses layouts made available before it (the property flow: sources and compute
- * outputs make layouts available, a comm needs its `from` and makes its `to`, a Gather carries
- * its segment and granule); each input, parameter or buffer is sourced at most once, with a
- * storage that fits its kind (input: inputs, any layout but R; replicated and zero: parameters
- * and buffers as I; sharded: as a Gather) and activations never; each comm's layouts suit its op
- * (all_gather G->I, reduce_scatter R->G, all_reduce R->I, all_to_all G(a)->G(b) with a != b or
- * another from_segment, slice I->G, keep_once I->R); the loss ends up available as R or I.
- * Errors name the step (`steps[12]`), the node or tensor, and what was expected. */
+ * segment counts match; replicas divide the devices and the graph's batch (the steps are then
+ * checked against the graph of one replica, hap_graph_split_batch); ratios are finite, >= 0 and sum
+ * to 1 (1e-9) per segment; predictions are finite and >= 0; every node is computed exactly once, in
+ * its segment, with a variant that hap_op_variants offers for it (layouts, granule, flags and once;
+ * the name is not compared); every step only uses layouts made available before it (the property
+ * flow: sources and compute outputs make layouts available, a comm needs its `from` and makes its
+ * `to`, a Gather carries its segment and granule); each input, parameter or buffer is sourced at
+ * most once, with a storage that fits its kind (input: inputs, any layout but R; replicated and
+ * zero: parameters and buffers as I; sharded: as a Gather) and activations never; each comm's
+ * layouts suit its op (all_gather G->I, reduce_scatter R->G, all_reduce R->I, all_to_all G(a)->G(b)
+ * with a != b or another from_segment, slice I->G, keep_once I->R); the loss ends up available as R
+ * or I. Errors name the step (`steps[12]`), the node or tensor, and what was expected. */
 hap_status hap_plan_validate(const hap_plan *p, const hap_graph *g, const hap_cluster *c,
                              hap_err *err);
 

@@ -7,6 +7,9 @@
  *   "graph"      required  {"name", "digest"}: the graph the plan was made for; the digest
  *                          (16 hex digits, hap_graph_digest) must be the given graph's
  *   "cluster"    required  {"name", "digest", "devices"}: likewise, and the device names in order
+ *   "replicas"   optional  2-D device groups (hap_plan.replicas), an integer >= 1 dividing the
+ *                          devices; absent means 1. Ratios and lengths are then per device of a
+ *                          group, and extents those of one replica's graph (hap_graph_split_batch)
  *   "segments"   required  one {"ratios", "lengths"} per graph segment: ratios per device;
  *                          lengths (optional) {"EXTENT" or "EXTENT/GRANULE": [per-device ints]}
  *                          for every (extent, granule) a step shards in the segment
@@ -38,6 +41,7 @@
 #include "fileio.h"
 #include "json_read.h"
 #include "json_write.h"
+#include "replica.h"
 
 /* Variant flag names, by bit (sharding.h HAP_VARIANT_*). */
 static const char *const flag_names[] = {"bias_once", "global_count", "global_mask", "local_rows"};
@@ -126,7 +130,9 @@ typedef struct reader {
   const hap_graph *g;
   const hap_cluster *c;
   hap_plan *p;
-  json_t **lengths; /* [n_segments] each segment's "lengths" (borrowed), or NULL */
+  json_t **lengths;    /* [n_segments] each segment's "lengths" (borrowed), or NULL */
+  hap_graph *split;    /* one replica's graph when replicas > 1 (owned) */
+  const hap_graph *lg; /* the graph the steps' shapes come from: split, else g */
 } reader;
 
 typedef hap_jpath pathbuf;
@@ -230,10 +236,11 @@ static hap_status check_keys(reader *r, const json_t *obj, const char *path,
 static hap_status read_header(reader *r, const json_t *root) {
   HAP_TRY(hap_json_read_header(r->label, r->err, root, HAP_PLAN_FORMAT, HAP_PLAN_VERSION_MAJOR,
                                HAP_PLAN_VERSION_MINOR, &r->strict));
-  static const char *const keys[] = {"format",   "version", "strategy",  "graph", "cluster",
-                                     "segments", "steps",   "predicted", NULL};
-  return check_keys(r, root, "", keys,
-                    "format, version, strategy, graph, cluster, segments, steps, predicted");
+  static const char *const keys[] = {"format",   "version",  "strategy", "graph",     "cluster",
+                                     "replicas", "segments", "steps",    "predicted", NULL};
+  return check_keys(
+      r, root, "", keys,
+      "format, version, strategy, graph, cluster, replicas, segments, steps, predicted");
 }
 
 /* Exactly 16 hex digits. */
@@ -307,6 +314,26 @@ static hap_status read_devices(reader *r, const json_t *root) {
   return HAP_OK;
 }
 
+/* "replicas" (optional): the plan's groups, and one replica's graph for the steps' shapes. */
+static hap_status read_replicas(reader *r, const json_t *root) {
+  r->lg = r->g;
+  json_t *m;
+  HAP_TRY(member(r, root, "", "replicas", false, NULL, &m));
+  if (m == NULL)
+    return HAP_OK;
+  int64_t n;
+  HAP_TRY(want_int(r, m, "replicas", 1, r->p->n_devices, "a number of device groups >= 1", &n));
+  hap_err e = {0};
+  if (hap_plan_set_replicas(r->p, (int32_t)n, &e) != HAP_OK)
+    return fail(r, e.status, "replicas", "%lld, expected a divisor of the %d devices", (long long)n,
+                r->p->n_devices);
+  if (n > 1 && hap_graph_split_batch(r->g, (int32_t)n, &r->split, &e) != HAP_OK)
+    return fail(r, HAP_EINVAL, "replicas", "%s", e.msg);
+  if (r->split != NULL)
+    r->lg = r->split;
+  return HAP_OK;
+}
+
 /* Header, strategy, graph and cluster; then the plan is created. */
 static hap_status read_top(reader *r, const json_t *root) {
   HAP_TRY(read_header(r, root));
@@ -333,7 +360,7 @@ static hap_status read_top(reader *r, const json_t *root) {
   r->lengths = calloc((size_t)r->g->n_segments, sizeof(json_t *));
   if (r->p == NULL || r->lengths == NULL)
     return hap_err_set(r->err, HAP_ENOMEM, "%s: out of memory", r->label);
-  return HAP_OK;
+  return read_replicas(r, root);
 }
 
 /* ---- segments ------------------------------------------------------------------------------- */
@@ -348,10 +375,10 @@ static hap_status read_segment(reader *r, const json_t *v, size_t s) {
   HAP_TRY(member(r, v, path, "ratios", true, "an array of per-device ratios", &arr));
   at_key(p, path, "ratios");
   HAP_TRY(want_type(r, arr, JSON_ARRAY, p, "an array of per-device ratios"));
-  int32_t n = r->p->n_devices;
+  int32_t n = r->p->group_size;
   if (json_array_size(arr) != (size_t)n)
-    return fail(r, HAP_EPARSE, p, "has %zu entries, expected %d (one per device)",
-                json_array_size(arr), n);
+    return fail(r, HAP_EPARSE, p, "has %zu entries, expected %d (one per device%s)",
+                json_array_size(arr), n, r->p->replicas > 1 ? " of a group" : "");
   for (int32_t i = 0; i < n; i++) {
     pathbuf pi;
     HAP_TRY(want_num(r, json_array_get(arr, (size_t)i), at_index(pi, p, (size_t)i),
@@ -553,7 +580,7 @@ static hap_status match_variant(reader *r, const json_t *v, const char *path, ha
   HAP_TRY(member(r, v, path, "variant", true, "the variant's name", &m));
   HAP_TRY(want_name(r, m, at_key(p, path, "variant"), &name));
   hap_variant offered[HAP_MAX_VARIANTS];
-  int i = find_variant(r->g, s->node, &s->variant, offered);
+  int i = find_variant(r->lg, s->node, &s->variant, offered);
   if (i < 0) {
     s->variant.name = NULL;
     return HAP_OK;
@@ -710,7 +737,7 @@ static const char *lkeys_str(const lkey *keys, int32_t n, int32_t seg, char *buf
 static hap_status check_one_length(reader *r, const json_t *arr, const char *path, const lkey *k,
                                    int64_t *want, int64_t *got) {
   const hap_plan *p = r->p;
-  int32_t n = p->n_devices;
+  int32_t n = p->group_size;
   HAP_TRY(want_type(r, arr, JSON_ARRAY, path, "an array of per-device lengths"));
   if (json_array_size(arr) != (size_t)n)
     return fail(r, HAP_EPARSE, path, "has %zu entries, expected %d (one per device)",
@@ -771,13 +798,13 @@ static hap_status check_lengths(reader *r) {
   lkey *keys;
   int32_t n;
   hap_err e = {0};
-  if (collect_lengths(r->p, r->g, &keys, &n, &e) != HAP_OK)
+  if (collect_lengths(r->p, r->lg, &keys, &n, &e) != HAP_OK)
     return hap_err_set(r->err, e.status, "%s: %s", r->label, e.msg);
-  int64_t *want = malloc(2 * (size_t)r->p->n_devices * sizeof *want);
+  int64_t *want = malloc(2 * (size_t)r->p->group_size * sizeof *want);
   hap_status st = want ? HAP_OK : hap_err_set(r->err, HAP_ENOMEM, "%s: out of memory", r->label);
   for (int32_t s = 0; st == HAP_OK && s < r->p->n_segments; s++)
     if (r->lengths[s] != NULL)
-      st = check_segment_lengths(r, keys, n, s, want, want + r->p->n_devices);
+      st = check_segment_lengths(r, keys, n, s, want, want + r->p->group_size);
   free(want);
   free(keys);
   return st;
@@ -832,6 +859,7 @@ hap_status hap_plan_from_json(const char *json, size_t len, const char *label, c
   hap_status st = read_plan(&r, root);
   json_decref(root);
   free(r.lengths);
+  hap_graph_destroy(r.split);
   if (st != HAP_OK) {
     hap_plan_destroy(r.p);
     one_line(err);
@@ -980,7 +1008,7 @@ static void write_header(hap_jw *w, const hap_plan *p, const hap_graph *g, const
 /* One line per segment: its ratios and the lengths of every key it shards. */
 static hap_status write_segments(hap_jw *w, const hap_plan *p, const lkey *keys, int32_t n_keys,
                                  hap_err *err) {
-  int32_t n = p->n_devices;
+  int32_t n = p->group_size;
   int64_t *len = malloc((size_t)n * sizeof *len);
   if (len == NULL)
     return hap_err_set(err, HAP_ENOMEM, "out of memory writing the plan");
@@ -1054,19 +1082,34 @@ hap_status hap_plan_write(const hap_plan *p, const hap_graph *g, const hap_clust
   HAP_TRY(hap_plan_validate(p, g, c, err));
   lkey *keys;
   int32_t n_keys;
-  HAP_TRY(collect_lengths(p, g, &keys, &n_keys, err));
+  hap_graph *split = NULL;
+  if (p->replicas > 1)
+    HAP_TRY(hap_graph_split_batch(g, p->replicas, &split, err));
+  const hap_graph *lg = split ? split : g; /* the steps' shapes */
+  hap_status st = collect_lengths(p, lg, &keys, &n_keys, err);
+  if (st != HAP_OK) {
+    hap_graph_destroy(split);
+    return st;
+  }
   hap_jw w;
   hap_jw_init(&w, f, 2);
   hap_jw_begin_object(&w);
   write_header(&w, p, g, c);
-  hap_status st = write_segments(&w, p, keys, n_keys, err);
+  if (p->replicas > 1) {
+    hap_jw_key(&w, "replicas");
+    hap_jw_int(&w, p->replicas);
+  }
+  st = write_segments(&w, p, keys, n_keys, err);
   free(keys);
-  if (st != HAP_OK)
+  if (st != HAP_OK) {
+    hap_graph_destroy(split);
     return st;
+  }
   hap_jw_key(&w, "steps");
   hap_jw_begin_array(&w);
   for (int32_t k = 0; k < p->n_steps; k++)
-    write_step(&w, g, &p->steps[k]);
+    write_step(&w, lg, &p->steps[k]);
+  hap_graph_destroy(split);
   hap_jw_end_array(&w);
   write_predicted(&w, p);
   hap_jw_end_object(&w);

@@ -40,7 +40,7 @@ static void usage(FILE *f) {
       "from the cluster's cost model. Prints the iteration time of each strategy, the speedups\n"
       "over the data-parallel baselines, busy and exposed-communication time and peak memory.\n"
       "\n"
-      "With no arguments: the bundled study, %s on %s, hap vs dp-ev vs dp-cp,\n"
+      "With no arguments: the bundled study, %s on %s, hap vs dp-ev vs dp-cp vs megatron-tp,\n"
       "--sweep %s.\n"
       "\n"
       "MODEL    a zoo spec ('bert-base:layers=24') or a hap-graph file (default %s)\n"
@@ -48,7 +48,7 @@ static void usage(FILE *f) {
       "Options:\n"
       "  -c, --cluster SPEC    cluster spec, hap-cluster JSON or hap-profile .h5 (default\n"
       "                        %s)\n"
-      "  -s, --strategy S      hap, dp-ev, dp-cp or all (default all)\n"
+      "  -s, --strategy S      hap, dp-ev, dp-cp, megatron-tp or all (default all)\n"
       "  -p, --plan FILE       simulate this hap-plan file instead of synthesising (it must\n"
       "                        have been made for MODEL on the cluster: digests are checked)\n"
       "  -w, --sweep K=V,V...  what-if axis; repeat for a grid. Keys: the cluster spec\n"
@@ -466,41 +466,48 @@ static void print_table(const row *rows, int n) {
   int w = 5;
   for (int i = 0; i < n; i++)
     w = (int)fmax(w, (double)strlen(rows[i].point));
-  printf("%-*s %-8s %7s %12s %12s %8s %8s %6s %8s %10s\n", w, "point", "strategy", "devices",
-         "iteration", "synth est", "vs dp-ev", "vs dp-cp", "busy", "exposed", "peak mem");
+  printf("%-*s %-11s %7s %12s %12s %8s %8s %9s %6s %8s %10s\n", w, "point", "strategy", "devices",
+         "iteration", "synth est", "vs dp-ev", "vs dp-cp", "vs mgt-tp", "busy", "exposed",
+         "peak mem");
   for (int i = 0; i < n; i++) {
     const row *r = &rows[i];
     const char *point = r->point[0] ? r->point : "-";
     if (!r->ok) {
-      printf("%-*s %-8s %7d  no plan: %s\n", w, point, r->strategy, r->devices, r->error);
+      printf("%-*s %-11s %7d  no plan: %s\n", w, point, r->strategy, r->devices, r->error);
       continue;
     }
     double ev = peer_time(rows, n, i, "dp-ev"), cp = peer_time(rows, n, i, "dp-cp");
-    char sev[16] = "-", scp[16] = "-";
+    double tp = peer_time(rows, n, i, "megatron-tp");
+    char sev[16] = "-", scp[16] = "-", stp[16] = "-";
     if (isfinite(ev))
       snprintf(sev, sizeof sev, "%.2fx", ev / r->sim_s);
     if (isfinite(cp))
       snprintf(scp, sizeof scp, "%.2fx", cp / r->sim_s);
-    printf("%-*s %-8s %7d %12s %12s %8s %8s %5.0f%% %7.0f%% %10s\n", w, point, r->strategy,
+    if (isfinite(tp))
+      snprintf(stp, sizeof stp, "%.2fx", tp / r->sim_s);
+    printf("%-*s %-11s %7d %12s %12s %8s %8s %9s %5.0f%% %7.0f%% %10s\n", w, point, r->strategy,
            r->devices, fmt_time(r->sim_s, a, sizeof a), fmt_time(r->synth_s, b, sizeof b), sev, scp,
-           100 * r->busy_frac, 100 * r->exposed_frac, hap_fmt_bytes(r->peak_bytes, m, sizeof m));
+           stp, 100 * r->busy_frac, 100 * r->exposed_frac,
+           hap_fmt_bytes(r->peak_bytes, m, sizeof m));
   }
 }
 
 static void print_csv(const row *rows, int n) {
   printf("point,strategy,devices,ok,iteration_s,synth_predicted_s,speedup_vs_dp_ev,"
-         "speedup_vs_dp_cp,busy_fraction,exposed_comm_fraction,peak_memory_bytes,"
-         "synthesis_s,events,error\n");
+         "speedup_vs_dp_cp,speedup_vs_megatron_tp,busy_fraction,exposed_comm_fraction,"
+         "peak_memory_bytes,synthesis_s,events,error\n");
   for (int i = 0; i < n; i++) {
     const row *r = &rows[i];
     double ev = peer_time(rows, n, i, "dp-ev"), cp = peer_time(rows, n, i, "dp-cp");
+    double tp = peer_time(rows, n, i, "megatron-tp");
     printf("\"%s\",%s,%d,%d,", r->point, r->strategy, r->devices, r->ok ? 1 : 0);
     if (r->ok)
-      printf("%.9g,%.9g,%.6g,%.6g,%.6g,%.6g,%.0f,%.6g,%lld,", r->sim_s, r->synth_s,
-             isfinite(ev) ? ev / r->sim_s : NAN, isfinite(cp) ? cp / r->sim_s : NAN, r->busy_frac,
-             r->exposed_frac, r->peak_bytes, r->synth_seconds, (long long)r->events);
+      printf("%.9g,%.9g,%.6g,%.6g,%.6g,%.6g,%.6g,%.0f,%.6g,%lld,", r->sim_s, r->synth_s,
+             isfinite(ev) ? ev / r->sim_s : NAN, isfinite(cp) ? cp / r->sim_s : NAN,
+             isfinite(tp) ? tp / r->sim_s : NAN, r->busy_frac, r->exposed_frac, r->peak_bytes,
+             r->synth_seconds, (long long)r->events);
     else
-      printf(",,,,,,,,,");
+      printf(",,,,,,,,,,");
     printf("\"");
     for (const char *p = r->error; *p; p++)
       putchar(*p == '"' ? '\'' : *p);
@@ -542,6 +549,11 @@ static void print_json(const opts *o, const row *rows, int n) {
       if (isfinite(cp)) {
         hap_jw_key(&w, "speedup_vs_dp_cp");
         hap_jw_double(&w, cp / r->sim_s);
+      }
+      double tp = peer_time(rows, n, i, "megatron-tp");
+      if (isfinite(tp)) {
+        hap_jw_key(&w, "speedup_vs_megatron_tp");
+        hap_jw_double(&w, tp / r->sim_s);
       }
       hap_jw_key(&w, "busy_fraction");
       hap_jw_double(&w, r->busy_frac);
@@ -776,8 +788,8 @@ int main(int argc, char **argv) {
   } else {
     hap_strategy s;
     if (hap_strategy_parse(strategy, &s) != HAP_OK) {
-      hap_cli_usage_error(prog, "unknown strategy '%s' (expected hap, dp-ev, dp-cp or all)",
-                          strategy);
+      hap_cli_usage_error(
+          prog, "unknown strategy '%s' (expected hap, dp-ev, dp-cp, megatron-tp or all)", strategy);
       return 2;
     }
     o.strategies = 1 << s;
@@ -818,7 +830,7 @@ int main(int argc, char **argv) {
     }
   if (bare && !o.quiet)
     fprintf(stderr,
-            "%s: the bundled study: %s on %s, hap vs dp-ev vs dp-cp, --sweep %s "
+            "%s: the bundled study: %s on %s, hap vs dp-ev vs dp-cp vs megatron-tp, --sweep %s "
             "--batch-per-device %d (see --help)\n",
             prog, o.model, o.cluster, DEFAULT_SWEEP, DEFAULT_BATCH_PER_DEVICE);
   return run(&o);

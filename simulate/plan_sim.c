@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "replica.h"
+
 static hap_status oom(hap_err *err) {
   return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory");
 }
@@ -42,40 +44,108 @@ typedef struct price_memo {
   double s;
 } price_memo;
 
+/* The sub-groups a collective of a span runs over (lower.h): GROUP, one per group of
+ * group_size consecutive devices; REPLICAS, one per index in a group. Member i of sub-group s. */
+static int32_t n_subs(const hap_lowered *lw, hap_task_span sp) {
+  return sp == HAP_SPAN_GROUP ? lw->replicas : lw->group_size;
+}
+static int32_t sub_size(const hap_lowered *lw, hap_task_span sp) {
+  return sp == HAP_SPAN_GROUP ? lw->group_size : lw->replicas;
+}
+static int32_t sub_member(const hap_lowered *lw, hap_task_span sp, int32_t s, int32_t i) {
+  return sp == HAP_SPAN_GROUP ? s * lw->group_size + i : i * lw->group_size + s;
+}
+
+/* Every sub-group of both spans, summarised for pricing: groups[span][sub]. The sub-groups of a
+ * span run at the same time; those that cross a host's NIC share it (hap_group_share_nics). */
+typedef struct span_groups {
+  hap_group *g[2];
+} span_groups;
+
+static void span_groups_free(span_groups *sg) {
+  free(sg->g[0]);
+  free(sg->g[1]);
+  sg->g[0] = sg->g[1] = NULL;
+}
+
+static hap_status span_groups_init(const hap_lowered *lw, const hap_cluster *c, span_groups *sg,
+                                   hap_err *err) {
+  memset(sg, 0, sizeof *sg);
+  int32_t *ranks = malloc((size_t)lw->n_devices * sizeof *ranks);
+  int32_t *crossing = calloc((size_t)c->n_hosts, sizeof *crossing);
+  hap_status st = ranks && crossing ? HAP_OK : oom(err);
+  for (int sp = 0; sp < 2 && st == HAP_OK; sp++) {
+    int32_t ns = n_subs(lw, (hap_task_span)sp), m = sub_size(lw, (hap_task_span)sp);
+    if ((sg->g[sp] = malloc((size_t)ns * sizeof *sg->g[sp])) == NULL) {
+      st = oom(err);
+      break;
+    }
+    memset(crossing, 0, (size_t)c->n_hosts * sizeof *crossing);
+    for (int32_t k = 0; k < ns && st == HAP_OK; k++) {
+      for (int32_t i = 0; i < m; i++)
+        ranks[i] = sub_member(lw, (hap_task_span)sp, k, i);
+      st = hap_group_init(c, ranks, m, &sg->g[sp][k], err);
+      if (st == HAP_OK && sg->g[sp][k].n_hosts > 1)
+        for (int32_t i = 0; i < m; i++)
+          if (i == 0 || c->devices[ranks[i]].host != c->devices[ranks[i - 1]].host)
+            crossing[c->devices[ranks[i]].host]++;
+    }
+    int32_t sharers = 1;
+    for (int32_t h = 0; h < c->n_hosts; h++)
+      sharers = crossing[h] > sharers ? crossing[h] : sharers;
+    for (int32_t k = 0; k < ns && st == HAP_OK; k++)
+      hap_group_share_nics(&sg->g[sp][k], sharers);
+  }
+  free(ranks);
+  free(crossing);
+  if (st != HAP_OK)
+    span_groups_free(sg);
+  return st;
+}
+
+/* A collective's duration on every device: its sub-group's time for the bytes its members hold. */
+static hap_status price_collective(hap_lowered *lw, int32_t t, const span_groups *sg,
+                                   double *per_rank, double *sub_bytes, double *row, hap_err *err) {
+  const hap_task *k = &lw->tasks[t];
+  HAP_TRY(hap_lowered_coll_bytes(lw, t, per_rank, err));
+  int32_t ns = n_subs(lw, k->span), m = sub_size(lw, k->span);
+  for (int32_t s = 0; s < ns; s++) {
+    for (int32_t i = 0; i < m; i++)
+      sub_bytes[i] = per_rank[sub_member(lw, k->span, s, i)];
+    double sec =
+        m > 1 ? hap_coll_time(&sg->g[k->span][s], k->coll, k->impl, hap_coll_bytes_of(sub_bytes, m))
+              : 0;
+    if (!isfinite(sec) || sec < 0)
+      return hap_err_set(err, HAP_EINVAL, "task '%s': the cluster prices it at %g s", k->name, sec);
+    for (int32_t i = 0; i < m; i++)
+      row[sub_member(lw, k->span, s, i)] = sec;
+  }
+  return HAP_OK;
+}
+
 /* Durations of every task on every device: dur[t * n + d], s. Devices of one class with the same
  * local length (compute) or bytes (local, update) are priced once per task. */
 static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cls, double *dur,
                         hap_err *err) {
   int32_t n = lw->n_devices;
   hap_status st = HAP_OK;
-  int32_t *ranks = malloc((size_t)n * sizeof *ranks);
   double *per_rank = malloc((size_t)n * sizeof *per_rank);
+  double *sub_bytes = malloc((size_t)n * sizeof *sub_bytes);
   hap_task_work *w = malloc(sizeof *w);
   enum { MEMO = 32 };
   price_memo memo[MEMO];
-  hap_group world;
-  if (!ranks || !per_rank || !w) {
+  span_groups sg = {{NULL, NULL}};
+  if (!sub_bytes || !per_rank || !w) {
     st = oom(err);
     goto out;
   }
-  for (int32_t i = 0; i < n; i++)
-    ranks[i] = i;
-  if ((st = hap_group_init(c, ranks, n, &world, err)) != HAP_OK)
+  if ((st = span_groups_init(lw, c, &sg, err)) != HAP_OK)
     goto out;
   for (int32_t t = 0; t < lw->n_tasks && st == HAP_OK; t++) {
     const hap_task *k = &lw->tasks[t];
     double *row = dur + (size_t)t * (size_t)n;
     if (k->kind == HAP_TASK_COLLECTIVE) {
-      if ((st = hap_lowered_coll_bytes(lw, t, per_rank, err)) != HAP_OK)
-        break;
-      double s =
-          n > 1 ? hap_coll_time(&world, k->coll, k->impl, hap_coll_bytes_of(per_rank, n)) : 0;
-      if (!isfinite(s) || s < 0) {
-        st = hap_err_set(err, HAP_EINVAL, "task '%s': the cluster prices it at %g s", k->name, s);
-        break;
-      }
-      for (int32_t d = 0; d < n; d++)
-        row[d] = s;
+      st = price_collective(lw, t, &sg, per_rank, sub_bytes, row, err);
       continue;
     }
     /* the key that decides the time on a device of a class: compute -> local length */
@@ -83,7 +153,7 @@ static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cl
     if (k->kind == HAP_TASK_COMPUTE) {
       const hap_step *s = &lw->plan->steps[k->step];
       hap_op_io full;
-      hap_graph_node_io(lw->graph, k->node, &full);
+      hap_graph_node_io(lw->local_graph, k->node, &full);
       int64_t extent = hap_variant_extent(&full, &s->variant);
       if (extent > 0 &&
           (len = hap_lowered_lengths(lw, extent, s->variant.granule, s->segment)) == NULL) {
@@ -93,7 +163,7 @@ static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cl
     }
     int n_memo = 0;
     for (int32_t d = 0; d < n && st == HAP_OK; d++) {
-      double key = len ? (double)len[d] : -1;
+      double key = len ? (double)len[d % lw->group_size] : -1;
       double s = -1;
       if (k->kind != HAP_TASK_COMPUTE) {
         if ((st = hap_lowered_work(lw, t, d, w, err)) != HAP_OK)
@@ -123,7 +193,8 @@ static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cl
     }
   }
 out:
-  free(ranks);
+  span_groups_free(&sg);
+  free(sub_bytes);
   free(per_rank);
   free(w);
   return st;
@@ -170,20 +241,79 @@ static hap_status fold(hap_plan_sim *ps, const double *dur, bool no_fold, hap_er
   return HAP_OK;
 }
 
-/* Build the engine over the groups and run it. */
+static int cmp_i32(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Scratch for collective_ids, n_devices entries each. */
+typedef struct coll_scratch {
+  int32_t *members; /* one sub-group's simulated devices */
+  int32_t *local;   /* [n_groups]: which of this task's collectives a simulated device joins */
+  int32_t *size;    /* per collective: its simulated devices */
+  int32_t *engine;  /* per collective: the engine id */
+} coll_scratch;
+
+/* The engine collective each simulated device joins for collective task t: coll[g]. A sub-group
+ * of the task's span folds into a set of simulated devices; sub-groups with the same set are one
+ * engine collective. Folding is exact only when every simulated device is in one set: otherwise
+ * *folded_ok is false and nothing is added. */
+static hap_status collective_ids(const hap_plan_sim *ps, int32_t t, hap_sim *sim, coll_scratch *x,
+                                 int32_t *coll, bool *folded_ok, hap_err *err) {
+  const hap_lowered *lw = ps->lw;
+  const hap_task *k = &lw->tasks[t];
+  int32_t ns = n_subs(lw, k->span), m = sub_size(lw, k->span), n_local = 0;
+  *folded_ok = true;
+  for (int32_t g = 0; g < ps->n_groups; g++)
+    x->local[g] = -1;
+  for (int32_t s = 0; s < ns && *folded_ok; s++) {
+    int32_t u = 0;
+    for (int32_t i = 0; i < m; i++)
+      x->members[i] = ps->group[sub_member(lw, k->span, s, i)];
+    qsort(x->members, (size_t)m, sizeof *x->members, cmp_i32);
+    for (int32_t i = 0; i < m; i++)
+      if (i == 0 || x->members[i] != x->members[i - 1])
+        x->members[u++] = x->members[i];
+    int32_t li = x->local[x->members[0]];
+    if (li < 0) {
+      li = n_local++;
+      x->size[li] = u;
+    }
+    *folded_ok = x->size[li] == u;
+    for (int32_t i = 0; i < u && *folded_ok; i++) {
+      *folded_ok = x->local[x->members[i]] < 0 || x->local[x->members[i]] == li;
+      x->local[x->members[i]] = li;
+    }
+  }
+  if (!*folded_ok)
+    return HAP_OK;
+  for (int32_t li = 0; li < n_local; li++)
+    HAP_TRY(hap_sim_new_collective(sim, &x->engine[li], err));
+  for (int32_t g = 0; g < ps->n_groups; g++) /* every simulated device is in some sub-group */
+    coll[g] = x->local[g] >= 0 ? x->engine[x->local[g]] : -1;
+  return HAP_OK;
+}
+
+/* Build the engine over the groups and run it; *folded_ok false (and nothing run) when the folding
+ * does not respect the collectives' sub-groups. */
 static hap_status simulate(hap_plan_sim *ps, const double *dur, bool serial, hap_sim *sim,
-                           hap_err *err) {
+                           bool *folded_ok, hap_err *err) {
   const hap_lowered *lw = ps->lw;
   int32_t G = ps->n_groups, n = ps->n_devices;
   int32_t cap = 16;
   int32_t *deps = malloc((size_t)cap * sizeof *deps);
-  if (deps == NULL)
-    return oom(err);
+  int32_t *coll = malloc((size_t)(G > 0 ? G : 1) * sizeof *coll);
+  coll_scratch x = {malloc((size_t)n * sizeof(int32_t)),
+                    malloc((size_t)(G > 0 ? G : 1) * sizeof(int32_t)),
+                    malloc((size_t)n * sizeof(int32_t)), malloc((size_t)n * sizeof(int32_t))};
   hap_status st = HAP_OK;
-  for (int32_t t = 0; t < lw->n_tasks && st == HAP_OK; t++) {
+  *folded_ok = true;
+  if (!deps || !coll || !x.members || !x.local || !x.size || !x.engine)
+    st = oom(err);
+  for (int32_t t = 0; t < lw->n_tasks && st == HAP_OK && *folded_ok; t++) {
     const hap_task *k = &lw->tasks[t];
-    int32_t coll = -1;
-    if (k->kind == HAP_TASK_COLLECTIVE && (st = hap_sim_new_collective(sim, &coll, err)) != HAP_OK)
+    if (k->kind == HAP_TASK_COLLECTIVE &&
+        ((st = collective_ids(ps, t, sim, &x, coll, folded_ok, err)) != HAP_OK || !*folded_ok))
       break;
     if (k->n_deps > cap) {
       cap = k->n_deps;
@@ -205,12 +335,17 @@ static hap_status simulate(hap_plan_sim *ps, const double *dur, bool serial, hap
                         .duration_s = dur[(size_t)t * (size_t)n + (size_t)ps->group_rep[g]],
                         .deps = deps,
                         .n_deps = k->n_deps,
-                        .collective = coll};
+                        .collective = k->kind == HAP_TASK_COLLECTIVE ? coll[g] : -1};
       st = hap_sim_add_task(sim, &e, NULL, err);
     }
   }
   free(deps);
-  if (st == HAP_OK)
+  free(coll);
+  free(x.members);
+  free(x.local);
+  free(x.size);
+  free(x.engine);
+  if (st == HAP_OK && *folded_ok)
     st = hap_sim_run(sim, NULL, err);
   return st;
 }
@@ -282,11 +417,22 @@ hap_status hap_plan_sim_run(hap_lowered *lw, const hap_cluster *c, const hap_pla
   ps->n_devices = lw->n_devices;
   ps->n_tasks = lw->n_tasks;
   hap_device_classes(c, cls);
-  if ((st = price(lw, c, cls, dur, err)) != HAP_OK ||
-      (st = fold(ps, dur, o != NULL && o->no_fold, err)) != HAP_OK ||
-      (st = hap_sim_create(ps->n_groups, &sim, err)) != HAP_OK ||
-      (st = simulate(ps, dur, o != NULL && o->serial, sim, err)) != HAP_OK)
+  if ((st = price(lw, c, cls, dur, err)) != HAP_OK)
     goto out;
+  bool no_fold = o != NULL && o->no_fold, folded_ok = false;
+  for (int attempt = 0; attempt < 2 && !folded_ok; attempt++) {
+    if (attempt > 0) { /* sub-group collectives split a folded device: every device alone */
+      free(ps->group);
+      free(ps->group_rep);
+      hap_sim_destroy(sim);
+      sim = NULL;
+      no_fold = true;
+    }
+    if ((st = fold(ps, dur, no_fold, err)) != HAP_OK ||
+        (st = hap_sim_create(ps->n_groups, &sim, err)) != HAP_OK ||
+        (st = simulate(ps, dur, o != NULL && o->serial, sim, &folded_ok, err)) != HAP_OK)
+      goto out;
+  }
   st = collect(ps, dur, sim, err);
 out:
   hap_sim_destroy(sim);

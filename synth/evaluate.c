@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "replica.h"
 #include "synth_internal.h"
 
 struct syn_len_entry {
@@ -133,42 +134,22 @@ void syn_ctx_free(syn_ctx *x) {
   memset(x, 0, sizeof *x);
 }
 
-/* Which variants a strategy may use. Data parallelism: parameters and buffers whole on every
- * device, every other Gather on dim 0 (the batch), Reduce only as partial sums of the loss.
- * `state[t]`: tensor t is a parameter, a buffer, or computed from those alone (a transposed
- * weight): such tensors are whole on every device, and so is every op that only reads them. */
+/* Which variants a strategy may use. Data parallelism: hap_variant_is_data_parallel (replica.h).
+ * Megatron-style tensor parallelism inside a replica: any variant that does not split an
+ * activation along its batch dim (dim 0), since the batch is split across replicas instead;
+ * parameters may be whole or sharded (column-, row-, head-, vocab-parallel). */
 static bool strategy_allows(const syn_ctx *x, int32_t k, const hap_variant *v, const bool *state) {
   if (x->strategy == HAP_STRATEGY_HAP)
     return true;
+  if (x->strategy != HAP_STRATEGY_MEGATRON_TP)
+    return hap_variant_is_data_parallel(x->g, k, v, state);
   const hap_node *node = &x->g->nodes[k];
-  bool all_state = true;
   for (int i = 0; i < node->n_inputs; i++)
-    all_state = all_state && state[node->inputs[i]];
-  if (all_state) {
-    for (int i = 0; i < node->n_inputs; i++)
-      if (v->in[i] != HAP_LAYOUT_IDENTITY)
-        return false;
-    for (int o = 0; o < node->n_outputs; o++)
-      if (v->out[o] != HAP_LAYOUT_IDENTITY)
-        return false;
-    return true;
-  }
-  for (int i = 0; i < node->n_inputs; i++) {
-    const hap_tensor *t = &x->g->tensors[node->inputs[i]];
-    bool st = state[node->inputs[i]];
-    if (st && v->in[i] != HAP_LAYOUT_IDENTITY)
+    if (!state[node->inputs[i]] && v->in[i] == 0)
       return false;
-    if (!st && v->in[i] != 0 && v->in[i] != HAP_LAYOUT_IDENTITY)
+  for (int o = 0; o < node->n_outputs; o++)
+    if (!state[node->outputs[o]] && v->out[o] == 0)
       return false;
-    if (!st && v->in[i] == HAP_LAYOUT_IDENTITY && t->shape.rank > 0)
-      return false; /* data-parallel ops never see a whole activation */
-  }
-  for (int o = 0; o < node->n_outputs; o++) {
-    const hap_tensor *t = &x->g->tensors[node->outputs[o]];
-    bool scalar_loss = t->shape.rank == 0 && v->out[o] == HAP_LAYOUT_REDUCE;
-    if (v->out[o] != 0 && !scalar_loss)
-      return false;
-  }
   return true;
 }
 
@@ -233,16 +214,9 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
     syn_ctx_free(x);
     return hap_err_set(err, HAP_ENOMEM, "out of memory setting up the synthesizer");
   }
-  for (int32_t t = 0; t < g->n_tensors; t++)
-    state[t] =
-        g->tensors[t].kind == HAP_TENSOR_PARAMETER || g->tensors[t].kind == HAP_TENSOR_BUFFER;
+  hap_graph_state_tensors(g, state);
   for (int32_t k = 0; k < g->n_nodes; k++) {
     syn_node *sn = &x->nodes[k];
-    bool from_state = g->nodes[k].n_inputs > 0;
-    for (int i = 0; i < g->nodes[k].n_inputs; i++)
-      from_state = from_state && state[g->nodes[k].inputs[i]];
-    for (int o = 0; o < g->nodes[k].n_outputs; o++)
-      state[g->nodes[k].outputs[o]] = from_state;
     hap_graph_node_io(g, k, &sn->io);
     sn->segment = g->nodes[k].segment;
     sn->n_variants = hap_op_variants(g->nodes[k].op, &sn->io, sn->variants, HAP_MAX_VARIANTS);
@@ -586,6 +560,26 @@ double syn_source_time(syn_ctx *x, const syn_prop *to, hap_storage *storage) {
   return e->t;
 }
 
+/* 2-D plans: the all-reduce across replicas of the gradient a device holds under `to` (the
+ * slowest device's), s; 0 without replicas. */
+static double replica_sync_time(syn_ctx *x, const syn_prop *to) {
+  const hap_tensor *t = &x->g->tensors[to->tensor];
+  if (x->replica_groups == NULL || t->kind != HAP_TENSOR_PARAMETER || !t->requires_grad)
+    return 0;
+  double *bytes = malloc((size_t)x->n * sizeof *bytes);
+  if (bytes == NULL)
+    return HUGE_VAL;
+  syn_bytes(x, to, bytes);
+  double worst = 0;
+  for (int32_t i = 0; i < x->n; i++) {
+    const hap_group *rg = &x->replica_groups[i];
+    worst = fmax(worst, hap_coll_time(rg, HAP_COLL_ALL_REDUCE, HAP_IMPL_AUTO,
+                                      hap_coll_bytes_uniform(bytes[i], rg->n)));
+  }
+  free(bytes);
+  return worst;
+}
+
 static double source_time(syn_ctx *x, const syn_prop *to, hap_storage *storage) {
   const hap_tensor *t = &x->g->tensors[to->tensor];
   if (to->layout == HAP_LAYOUT_REDUCE)
@@ -596,14 +590,15 @@ static double source_time(syn_ctx *x, const syn_prop *to, hap_storage *storage) 
   }
   if (to->layout >= 0) {
     *storage = HAP_STORE_SHARDED;
-    return 0;
+    return replica_sync_time(x, to);
   }
   *storage = HAP_STORE_REPLICATED;
   if (t->kind == HAP_TENSOR_BUFFER || !t->requires_grad)
     return 0;
   if (x->strategy != HAP_STRATEGY_HAP || x->n == 1)
     return hap_coll_time(&x->world, HAP_COLL_ALL_REDUCE, HAP_IMPL_AUTO,
-                         hap_coll_bytes_uniform((double)hap_tensor_bytes(t), x->n));
+                         hap_coll_bytes_uniform((double)hap_tensor_bytes(t), x->n)) +
+           replica_sync_time(x, to);
   double replicated = hap_coll_time(&x->world, HAP_COLL_ALL_REDUCE, HAP_IMPL_AUTO,
                                     hap_coll_bytes_uniform((double)hap_tensor_bytes(t), x->n));
   /* ZeRO: stored sharded along dim 0 with the first segment's ratios, gathered for use. */

@@ -39,10 +39,11 @@ static void usage(FILE *f) {
           "Options:\n"
           "  -c, --cluster SPEC    cluster spec ('paper-hetero:gpus_per_host=4'), hap-cluster\n"
           "                        JSON file or hap-profile .h5 file (required)\n"
-          "  -s, --strategy S      hap (default), dp-ev (even batch split) or dp-cp (batch split\n"
-          "                        proportional to device speed)\n"
+          "  -s, --strategy S      hap (default), dp-ev (even batch split), dp-cp (batch split\n"
+          "                        proportional to device speed) or megatron-tp (tensor parallel\n"
+          "                        inside each host, data parallel across equal hosts)\n"
           "  -o, --output FILE     write the plan (hap-plan JSON; '-' = stdout)\n"
-          "      --compare         also build dp-ev and dp-cp and print the speedups\n"
+          "      --compare         also build dp-ev, dp-cp and megatron-tp and print the speedups\n"
           "      --no-rescore      choose among candidate programs by the synthesizer's own\n"
           "                        estimate instead of simulating them (hap-sim's model)\n"
           "  -e, --explain         print every step: layouts, cost and why\n"
@@ -112,6 +113,10 @@ static void print_table(const opts *o, const hap_plan *p, const hap_graph *g, co
          c->n_hosts);
   printf("strategy    %s: %d steps, %d segment%s\n", p->strategy, p->n_steps, p->n_segments,
          p->n_segments == 1 ? "" : "s");
+  if (p->replicas > 1)
+    printf("groups      %d replicas of %d devices: the program inside each, the batch split "
+           "evenly across\n",
+           p->replicas, p->group_size);
   printf("predicted   %.6f s per iteration\n", p->predicted_iteration_s);
   printf("search      %d round%s, %lld states expanded, %.3f s%s\n", st->rounds,
          st->rounds == 1 ? "" : "s", (long long)st->states_expanded, st->seconds,
@@ -119,12 +124,14 @@ static void print_table(const opts *o, const hap_plan *p, const hap_graph *g, co
   /* devices grouped by model, with the first segment's ratio */
   printf("\n%-18s %5s %10s %11s %11s %12s\n", "devices", "count", "ratio", "compute s", "comm s",
          "memory");
+  const double *ratio = p->ratios; /* of a device: ratio[i % group_size] */
+  int32_t gs = p->group_size;
   for (int32_t i = 0; i < c->n_devices;) {
     int32_t j = i + 1;
     while (j < c->n_devices && strcmp(c->devices[j].model, c->devices[i].model) == 0 &&
-           p->ratios[j] == p->ratios[i])
+           ratio[j % gs] == ratio[i % gs])
       j++;
-    printf("%-18s %5d %10.5f %11.6f %11.6f %12s\n", c->devices[i].model, j - i, p->ratios[i],
+    printf("%-18s %5d %10.5f %11.6f %11.6f %12s\n", c->devices[i].model, j - i, ratio[i % gs],
            p->device_compute_s[i], p->device_comm_s[i],
            hap_fmt_bytes(p->device_memory_bytes[i], a, sizeof a));
     i = j;
@@ -216,9 +223,9 @@ static int run(const opts *o) {
   hap_err err = {0};
   hap_graph *g = NULL;
   hap_cluster *c = NULL;
-  hap_plan *plan = NULL, *base[2] = {NULL, NULL};
+  hap_plan *plan = NULL, *base[HAP_STRATEGY_COUNT] = {NULL};
   int n_base = 0, n_refused = 0, rc = 1;
-  refusal refused[2];
+  refusal refused[HAP_STRATEGY_COUNT];
   if (hap_model_load(o->model, &g, &err) != HAP_OK ||
       hap_cluster_open(o->cluster, &c, &err) != HAP_OK)
     goto out;
@@ -238,7 +245,7 @@ static int run(const opts *o) {
   if (s != HAP_OK)
     goto out;
   if (o->compare && o->strategy == HAP_STRATEGY_HAP) {
-    for (int k = HAP_STRATEGY_DP_EV; k <= HAP_STRATEGY_DP_CP; k++) {
+    for (int k = HAP_STRATEGY_DP_EV; k <= HAP_STRATEGY_MEGATRON_TP; k++) {
       hap_synth_options bo = {.strategy = (hap_strategy)k, .memory_limit_bytes = o->memory_limit};
       hap_synth_stats bs;
       hap_err berr = {0};
@@ -300,7 +307,8 @@ int main(int argc, char **argv) {
     case 'c': o.cluster = optarg; break;
     case 's':
       if (hap_strategy_parse(optarg, &o.strategy) != HAP_OK) {
-        hap_cli_usage_error(prog, "unknown strategy '%s' (expected hap, dp-ev or dp-cp)", optarg);
+        hap_cli_usage_error(
+            prog, "unknown strategy '%s' (expected hap, dp-ev, dp-cp or megatron-tp)", optarg);
         return 2;
       }
       break;

@@ -7,7 +7,8 @@
 #include "cli.h"
 #include "synth_internal.h"
 
-static const char *const strategy_names[HAP_STRATEGY_COUNT] = {"hap", "dp-ev", "dp-cp"};
+static const char *const strategy_names[HAP_STRATEGY_COUNT] = {"hap", "dp-ev", "dp-cp",
+                                                               "megatron-tp"};
 
 const char *hap_strategy_name(hap_strategy s) {
   return (unsigned)s < HAP_STRATEGY_COUNT ? strategy_names[s] : "?";
@@ -105,6 +106,27 @@ bool syn_balance(syn_ctx *x, const int8_t *variants, double *ratios, hap_err *er
 
 hap_status hap_synthesize(const hap_graph *g, const hap_cluster *c, const hap_synth_options *o,
                           hap_plan **out, hap_synth_stats *stats, hap_err *err) {
+  if (o != NULL && o->strategy == HAP_STRATEGY_MEGATRON_TP) {
+    double t0 = now_s();
+    hap_synth_stats local_stats;
+    if (stats == NULL)
+      stats = &local_stats;
+    memset(stats, 0, sizeof *stats);
+    hap_status st = syn_megatron(g, c, o, out, stats, err);
+    stats->seconds = now_s() - t0;
+    return st;
+  }
+  return syn_synthesize_flat(g, c, o, out, stats, err);
+}
+
+hap_status syn_synthesize_flat(const hap_graph *g, const hap_cluster *c, const hap_synth_options *o,
+                               hap_plan **out, hap_synth_stats *stats, hap_err *err) {
+  return syn_synthesize_replica(g, c, o, NULL, out, stats, err);
+}
+
+hap_status syn_synthesize_replica(const hap_graph *g, const hap_cluster *c,
+                                  const hap_synth_options *o, const hap_group *replica_groups,
+                                  hap_plan **out, hap_synth_stats *stats, hap_err *err) {
   *out = NULL;
   hap_synth_stats local_stats;
   if (stats == NULL)
@@ -121,6 +143,7 @@ hap_status hap_synthesize(const hap_graph *g, const hap_cluster *c, const hap_sy
 
   syn_ctx x;
   HAP_TRY(syn_ctx_init(&x, g, c, strategy, o ? o->memory_limit_bytes : 0, err));
+  x.replica_groups = replica_groups;
   size_t nr = (size_t)x.n_segments * (size_t)x.n;
   double *ratios = malloc(nr * sizeof *ratios);
   double *best_ratios = malloc(nr * sizeof *best_ratios);

@@ -18,10 +18,13 @@ typedef enum hap_strategy {
   HAP_STRATEGY_HAP = 0, /* search + LP */
   HAP_STRATEGY_DP_EV,   /* data parallel, even batch split */
   HAP_STRATEGY_DP_CP,   /* data parallel, batch split proportional to device speed */
+  /* Megatron-style: tensor parallel inside each host (even ratios, no activation split along the
+   * batch), data parallel across hosts (one replica per host, the batch split evenly) */
+  HAP_STRATEGY_MEGATRON_TP,
   HAP_STRATEGY_COUNT
 } hap_strategy;
 
-const char *hap_strategy_name(hap_strategy s); /* "hap", "dp-ev", "dp-cp" */
+const char *hap_strategy_name(hap_strategy s); /* "hap", "dp-ev", "dp-cp", "megatron-tp" */
 hap_status hap_strategy_parse(const char *s, hap_strategy *out);
 
 typedef struct hap_synth_options {

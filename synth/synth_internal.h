@@ -68,7 +68,24 @@ typedef struct syn_ctx {
   /* Order the search by memory (the fullest class's bytes) instead of time: finds the program
    * that needs the least memory, for when nothing fits */
   bool minimize_memory;
+  /* [n] or NULL: 2-D plans, the group across replicas each device's gradients are all-reduced in
+   * (megatron.c); priced into every trainable parameter's source */
+  const hap_group *replica_groups;
 } syn_ctx;
+
+/* hap_synthesize over every device as one SPMD group (hap, dp-ev, dp-cp, and megatron-tp's
+ * program inside one host). */
+hap_status syn_synthesize_flat(const hap_graph *g, const hap_cluster *c, const hap_synth_options *o,
+                               hap_plan **out, hap_synth_stats *stats, hap_err *err);
+/* The same for one replica of a 2-D plan: replica_groups[c->n_devices] (or NULL) are the groups
+ * across which each device's parameter gradients are all-reduced after the program; their cost
+ * is added to every trainable parameter's source. */
+hap_status syn_synthesize_replica(const hap_graph *g, const hap_cluster *c,
+                                  const hap_synth_options *o, const hap_group *replica_groups,
+                                  hap_plan **out, hap_synth_stats *stats, hap_err *err);
+/* The megatron-tp baseline (megatron.c): a 2-D plan, one replica per host. */
+hap_status syn_megatron(const hap_graph *g, const hap_cluster *c, const hap_synth_options *o,
+                        hap_plan **out, hap_synth_stats *stats, hap_err *err);
 
 /* memory_limit: bytes per device, 0 = each device's own memory. */
 hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, hap_strategy s,

@@ -10,14 +10,18 @@ if(TARGET hap-run AND TARGET hap-synth AND HAP_MPIRUN)
   add_test(NAME run_check_4ranks
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check.sh $<TARGET_FILE:hap-synth>
                    $<TARGET_FILE:hap-run> 4 paper-hetero:gpus_per_host=1,hosts=2)
+  # 2-D plans: megatron-tp on 2 hosts x 2 devices (tensor parallel inside a host, 2 replicas)
+  add_test(NAME run_check_megatron
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check.sh $<TARGET_FILE:hap-synth>
+                   $<TARGET_FILE:hap-run> 4 paper-homo:gpus_per_host=2,hosts=2 megatron-tp)
   add_test(NAME run_end_to_end
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_run.sh $<TARGET_FILE:hap-synth>
                    $<TARGET_FILE:hap-run>)
-  set_tests_properties(run_check_2ranks run_check_4ranks run_end_to_end
+  set_tests_properties(run_check_2ranks run_check_4ranks run_check_megatron run_end_to_end
                        PROPERTIES LABELS "mpi;run" TIMEOUT 900 RUN_SERIAL TRUE)
   if(HAP_SANITIZE)
     # Open MPI's own allocations are not ours to free (tests/profile/lsan-mpi.supp).
-    set_tests_properties(run_check_2ranks run_check_4ranks run_end_to_end PROPERTIES
+    set_tests_properties(run_check_2ranks run_check_4ranks run_check_megatron run_end_to_end PROPERTIES
       ENVIRONMENT "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/profile/lsan-mpi.supp:fast_unwind_on_malloc=0:print_suppressions=0")
   endif()
 endif()

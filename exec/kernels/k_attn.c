@@ -46,6 +46,7 @@ static mha_dims mha_dims_of(const hap_kernel_call *c) {
     if (v->in[MHA_W_IN] == 1 && v->granule > 0)
       d.h_off = c->shard->offset / v->granule;
   }
+  d.n_off += (int64_t)c->replica * d.n_full; /* 2-D plans: this replica's rows of the batch */
   return d;
 }
 

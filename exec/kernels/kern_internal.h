@@ -38,15 +38,16 @@ bool k_once_zero(const hap_kernel_call *c, int input);
 bool k_scalar_zero(const hap_kernel_call *c);
 
 /* Global positions of a tensor's elements for GLOBAL_MASK: the local flat index f maps to
- * ((f / (inner * len)) * full_len + (f / inner) % len + off) * inner + f % inner. */
+ * base + ((f / (inner * len)) * full_len + (f / inner) % len + off) * inner + f % inner, base being
+ * the replica's first element (c->replica whole full tensors). */
 typedef struct k_gpos {
-  int64_t inner, len, full_len, off;
+  int64_t inner, len, full_len, off, base;
 } k_gpos;
 /* For input `input` of the call (its layout in the variant decides the sharded dim). */
 void k_gpos_of_input(const hap_kernel_call *c, int input, k_gpos *g);
 static inline int64_t k_gpos_at(const k_gpos *g, int64_t f) {
   int64_t outer = f / (g->inner * g->len), j = (f / g->inner) % g->len;
-  return (outer * g->full_len + j + g->off) * g->inner + f % g->inner;
+  return g->base + (outer * g->full_len + j + g->off) * g->inner + f % g->inner;
 }
 
 /* ---- memory and BLAS ------------------------------------------------------------------------- */

@@ -72,7 +72,9 @@ bool k_scalar_zero(const hap_kernel_call *c) {
 
 void k_gpos_of_input(const hap_kernel_call *c, int input, k_gpos *g) {
   const hap_shape *x = &c->io->in[input];
-  *g = (k_gpos){.inner = 1, .len = 1, .full_len = 1, .off = 0};
+  const hap_shape *full = c->shard != NULL ? &c->shard->full->in[input] : x;
+  int64_t base = c->replica > 0 ? c->replica * k_prod(full, 0, full->rank) : 0;
+  *g = (k_gpos){.inner = 1, .len = 1, .full_len = 1, .off = 0, .base = base};
   if (c->shard == NULL)
     return;
   hap_layout d = c->shard->variant->in[input];
@@ -83,7 +85,7 @@ void k_gpos_of_input(const hap_kernel_call *c, int input, k_gpos *g) {
   g->full_len = c->shard->full->in[input].dims[d];
   g->off = c->shard->offset;
   if (g->inner == 0 || g->len == 0) /* empty: no element asks */
-    *g = (k_gpos){.inner = 1, .len = 1, .full_len = 1, .off = 0};
+    *g = (k_gpos){.inner = 1, .len = 1, .full_len = 1, .off = 0, .base = base};
 }
 
 /* ---- dropout generator ----------------------------------------------------------------------- */

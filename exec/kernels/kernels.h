@@ -78,6 +78,10 @@ typedef struct hap_kernel_call {
   uint64_t seed;                 /* dropout masks */
   const void *const *in;         /* io->n_in input buffers */
   const void *const *out;        /* backward: io->n_out forward outputs (forward ignores it) */
+  /* 2-D plans: this device's replica r when the batch is split evenly over replicas (its tensors
+   * are the r-th block of dim 0 of the whole batch's); GLOBAL_MASK positions are shifted by r
+   * whole blocks so that every replica draws the masks of its rows. 0 otherwise. */
+  int32_t replica;
 } hap_kernel_call;
 
 /* Compute the outputs into out[0 .. io->n_out). `state` may be NULL. HAP_EINVAL for inconsistent

@@ -383,8 +383,9 @@ static int run(const opts *o, hap_comm *comm) {
   hap_status st;
   if ((st = hap_model_load(o->model, &g, &err)) != HAP_OK ||
       (st = hap_cluster_open(o->cluster, &c, &err)) != HAP_OK ||
-      (st = hap_plan_read_file(o->plan, g, c, &plan, &err)) != HAP_OK ||
-      (st = hap_lower(plan, g, &lw, &err)) != HAP_OK)
+      (st = hap_plan_read_file(o->plan, g, c, &plan, &err)) != HAP_OK)
+    goto out;
+  if ((st = hap_lower(plan, g, &lw, &err)) != HAP_OK)
     goto out;
   if (o->n_speeds > 0 && o->n_speeds != comm->size) {
     st = hap_err_set(&err, HAP_EINVAL, "--emulate-speed: %d speeds for %d ranks", o->n_speeds,

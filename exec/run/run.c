@@ -13,6 +13,7 @@
 #include "init.h"
 #include "kernels.h"
 #include "reference.h"
+#include "replica.h"
 
 /* A (tensor, layout) made available, as this rank's buffer. */
 typedef struct rprop {
@@ -30,11 +31,17 @@ typedef struct rprop {
 
 struct hap_run {
   hap_lowered *lw;
-  const hap_graph *g;
+  const hap_graph *g;      /* shapes this rank runs: one replica's graph for 2-D plans */
+  const hap_graph *global; /* the whole graph: initial values */
   const hap_plan *p;
-  hap_comm *comm;
+  hap_comm *world;  /* every rank */
+  hap_comm *comm;   /* this rank's group: world, or split off it for 2-D plans (owned then) */
+  hap_comm *across; /* 2-D plans: the ranks with this index in every group (owned); else NULL */
   hap_run_options o;
-  int32_t rank, n;
+  int32_t rank, n;   /* index in the group, group size */
+  int32_t replica;   /* this rank's group, 0 for 1-D plans */
+  double loss_scale; /* the loss gradient's seed: 1, or 1 / replicas for a batch-mean loss */
+  bool *reads_batch; /* [nodes]: not computed from state alone (dropout shifts by replica) */
   rprop *props;
   int32_t n_props, cap_props;
   int32_t *head;           /* [tensors]: latest prop, -1 */
@@ -158,7 +165,15 @@ static hap_status build(hap_run *r, hap_err *err) {
         HAP_TRY(new_prop(r, s->tensor, 0, 0, 1, false, &held, err));
         r->zero_shard[s->tensor] = held;
       }
-      HAP_TRY(hap_init_fill(g, s->tensor, r->o.seed, &r->props[held].box, r->props[held].val, err));
+      /* values come from the whole graph: an input's rows are this replica's block of the batch */
+      hap_box at = r->props[held].box;
+      const hap_tensor *whole = &r->global->tensors[s->tensor];
+      if (at.rank > 0 && whole->shape.dims[0] != g->tensors[s->tensor].shape.dims[0]) {
+        int64_t shift = (int64_t)r->replica * g->tensors[s->tensor].shape.dims[0];
+        at.lo[0] += shift;
+        at.hi[0] += shift;
+      }
+      HAP_TRY(hap_init_fill(r->global, s->tensor, r->o.seed, &at, r->props[held].val, err));
     } else if (s->kind == HAP_STEP_COMPUTE) {
       const hap_node *node = &g->nodes[s->node];
       for (int i = 0; i < node->n_inputs; i++)
@@ -173,6 +188,19 @@ static hap_status build(hap_run *r, hap_err *err) {
     }
   }
   return HAP_OK;
+}
+
+/* 2-D plans: the group's communicator and the one across groups (collective over every rank), and
+ * the loss's scale (a batch mean is R times each replica's share). */
+static hap_status split_groups(hap_run *r, hap_err *err) {
+  bool mean = false;
+  HAP_TRY(hap_graph_batch_mean(r->global, &mean, err));
+  r->loss_scale = mean ? 1.0 / r->lw->replicas : 1;
+  hap_comm *w = r->world;
+  hap_comm *group = NULL;
+  HAP_TRY(w->ops->split(w, r->replica, w->rank, &group, err));
+  r->comm = group;
+  return w->ops->split(w, r->rank, w->rank, &r->across, err);
 }
 
 hap_status hap_run_create(hap_lowered *lw, const hap_graph *g, hap_comm *comm,
@@ -192,14 +220,17 @@ hap_status hap_run_create(hap_lowered *lw, const hap_graph *g, hap_comm *comm,
   if (r == NULL)
     return oom(err);
   r->lw = lw;
-  r->g = g;
+  r->g = lw->local_graph;
+  r->global = g;
   r->p = lw->plan;
-  r->comm = comm;
+  r->world = r->comm = comm;
   r->o = *o;
   if (!(r->o.speed > 0 && r->o.speed <= 1))
     r->o.speed = 1;
-  r->rank = comm->rank;
-  r->n = comm->size;
+  r->rank = comm->rank % lw->group_size;
+  r->n = lw->group_size;
+  r->replica = comm->rank / lw->group_size;
+  r->loss_scale = 1;
   size_t ns = (size_t)(r->p->n_steps > 0 ? r->p->n_steps : 1);
   size_t nt = (size_t)(g->n_tensors > 0 ? g->n_tensors : 1);
   r->head = malloc(nt * sizeof *r->head);
@@ -207,11 +238,21 @@ hap_status hap_run_create(hap_lowered *lw, const hap_graph *g, hap_comm *comm,
   r->in = malloc(ns * HAP_MAX_OP_INPUTS * sizeof *r->in);
   r->out = malloc(ns * HAP_MAX_OP_OUTPUTS * sizeof *r->out);
   r->state = calloc(ns, sizeof *r->state);
+  r->reads_batch = calloc((size_t)(g->n_nodes > 0 ? g->n_nodes : 1), sizeof *r->reads_batch);
+  bool *state = calloc(nt, sizeof *state);
   hap_status st = HAP_OK;
-  if (!r->head || !r->zero_shard || !r->in || !r->out || !r->state) {
+  if (!r->head || !r->zero_shard || !r->in || !r->out || !r->state || !r->reads_batch || !state) {
+    free(state);
     st = oom(err);
     goto fail;
   }
+  hap_graph_state_tensors(g, state);
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    for (int i = 0; i < g->nodes[k].n_inputs; i++)
+      r->reads_batch[k] = r->reads_batch[k] || !state[g->nodes[k].inputs[i]];
+  free(state);
+  if (lw->replicas > 1 && (st = split_groups(r, err)) != HAP_OK)
+    goto fail;
   memset(r->head, 0xff, nt * sizeof *r->head); /* -1 */
   memset(r->zero_shard, 0xff, nt * sizeof *r->zero_shard);
   memset(r->in, 0xff, ns * HAP_MAX_OP_INPUTS * sizeof *r->in);
@@ -228,6 +269,10 @@ fail:
 void hap_run_destroy(hap_run *r) {
   if (r == NULL)
     return;
+  if (r->comm != r->world)
+    hap_comm_destroy(r->comm);
+  hap_comm_destroy(r->across);
+  free(r->reads_batch);
   for (int32_t i = 0; i < r->n_props; i++) {
     free(r->props[i].val);
     free(r->props[i].grad);
@@ -436,9 +481,13 @@ static hap_status compute(hap_run *r, const hap_task *k, int32_t t, bool backwar
     ins[i] = r->props[in[i]].val;
   for (int o = 0; o < node->n_outputs; o++)
     outs_c[o] = outs[o] = r->props[out[o]].val;
-  hap_kernel_call call = {
-      node->op, &w->io, extent > 0 ? &shard : NULL, hap_run_node_seed(r->o.seed, node->name),
-      ins,      outs_c};
+  hap_kernel_call call = {node->op,
+                          &w->io,
+                          extent > 0 ? &shard : NULL,
+                          hap_run_node_seed(r->o.seed, node->name),
+                          ins,
+                          outs_c,
+                          r->reads_batch[k->node] ? r->replica : 0};
   double t0 = hap_clock_s();
   if (st == HAP_OK && !backward) {
     hap_kernel_state_free(&r->state[k->step]);
@@ -500,6 +549,15 @@ static hap_status local(hap_run *r, const hap_task *k, hap_err *err) {
 
 static hap_status comm_task(hap_run *r, const hap_task *k, hap_err *err) {
   const hap_step *s = &r->p->steps[k->step];
+  if (k->span == HAP_SPAN_REPLICAS) { /* 2-D: sum the parameter's gradient over the replicas */
+    int32_t id = r->zero_shard[s->tensor] >= 0 ? r->zero_shard[s->tensor]
+                                               : r->out[(size_t)k->step * HAP_MAX_OP_OUTPUTS];
+    float *g = grad_of(r, id, err);
+    if (g == NULL)
+      return HAP_ENOMEM;
+    return r->across->ops->all_reduce(r->across, g, g, hap_box_numel(&r->props[id].box), HAP_F32,
+                                      HAP_REDUCE_SUM, err);
+  }
   if (s->kind == HAP_STEP_SOURCE) {
     int32_t p = r->out[(size_t)k->step * HAP_MAX_OP_OUTPUTS];
     int32_t z = r->zero_shard[s->tensor];
@@ -564,7 +622,7 @@ static hap_status seed_loss(hap_run *r, hap_err *err) {
   int64_t n = hap_box_numel(&r->props[id].box);
   bool everywhere = r->props[id].layout == HAP_LAYOUT_REDUCE;
   for (int64_t e = 0; e < n; e++)
-    g[e] = everywhere || r->rank == 0 ? 1.0f : 0.0f;
+    g[e] = everywhere || r->rank == 0 ? (float)r->loss_scale : 0.0f;
   return HAP_OK;
 }
 
@@ -613,9 +671,9 @@ hap_status hap_run_loss(hap_run *r, double *loss, hap_err *err) {
     return hap_err_set(err, HAP_EINVAL, "hap-run: no loss");
   const rprop *p = &r->props[id];
   double v = r->props[id].layout == HAP_LAYOUT_REDUCE || r->rank == 0 ? ((float *)p->val)[0] : 0;
-  double sum = 0;
-  HAP_TRY(r->comm->ops->all_reduce(r->comm, &v, &sum, 1, HAP_F64, HAP_REDUCE_SUM, err));
-  *loss = sum;
+  double sum = 0; /* over the group, and over the replicas of a 2-D plan */
+  HAP_TRY(r->world->ops->all_reduce(r->world, &v, &sum, 1, HAP_F64, HAP_REDUCE_SUM, err));
+  *loss = sum * r->loss_scale;
   return HAP_OK;
 }
 

@@ -38,9 +38,9 @@ expect help 0 "$bin" --help
 check help-text grep -q '^Usage: hap-sim' "$tmp/out"
 expect version 0 "$bin" --version
 
-# the bundled study: bert-base on paper-hetero, 4 points x 3 strategies
+# the bundled study: bert-base on paper-hetero, 4 points x 4 strategies
 expect default 0 "$bin"
-check default-rows [ "$(grep -c '^gpus_per_host=' "$tmp/out")" -eq 12 ]
+check default-rows [ "$(grep -c '^gpus_per_host=' "$tmp/out")" -eq 16 ]
 check default-hap-not-slower python3 - "$tmp/out" <<'PY'
 import sys
 rows = [l.split() for l in open(sys.argv[1]) if l.startswith("gpus_per_host=")]
@@ -54,7 +54,7 @@ PY
 # formats
 expect csv 0 "$bin" "$small" -c cpu-2 -f csv
 check csv-header grep -q '^point,strategy,devices,ok,iteration_s' "$tmp/out"
-check csv-rows [ "$(wc -l <"$tmp/out")" -eq 4 ]
+check csv-rows [ "$(wc -l <"$tmp/out")" -eq 5 ]
 expect json 0 "$bin" "$small" -c cpu-2 -f json -s dp-ev
 check json-valid python3 -c "import json,sys; d=json.load(open('$tmp/out')); sys.exit(0 if d['rows'][0]['iteration_s'] > 0 else 1)"
 
@@ -135,6 +135,19 @@ assert names[0] and names[0] == names[1], names[0] ^ names[1]
 PY
 expect trace-unwritable 1 "$bin" "$small" -c cpu-2 -s hap -t /nonexistent-dir/t.json
 check trace-unwritable-msg grep -q "nonexistent-dir" "$tmp/err"
+
+# megatron-tp: a 2-D plan (one replica per host) through hap-synth, hap-sim --plan and a trace
+mtp_cluster=paper-hetero:gpus_per_host=2
+expect megatron-synth 0 "$synth" "$small" -c "$mtp_cluster" -s megatron-tp -o "$tmp/mtp.json"
+check megatron-groups grep -q '^groups .*8 replicas of 2 devices' "$tmp/out"
+check megatron-replicas grep -q '"replicas": 8' "$tmp/mtp.json"
+expect megatron-plan 0 "$bin" "$small" -c "$mtp_cluster" --plan "$tmp/mtp.json" -f csv
+check megatron-plan-row grep -q ',megatron-tp,16,1,' "$tmp/out"
+expect megatron-strategy 0 "$bin" "$small" -c "$mtp_cluster" -s megatron-tp --tasks -t "$tmp/mtp-trace.json"
+check megatron-replica-tasks grep -q 'grad.replica_all_reduce' "$tmp/out"
+check megatron-trace-nests nest_check "$tmp/mtp-trace.json"
+expect megatron-odd-batch 1 "$bin" "mlp:layers=2,batch=12,seq=8,hidden=32" -c "$mtp_cluster" -s megatron-tp
+check megatron-odd-batch-row grep -q 'not a multiple of 8 replicas' "$tmp/out"
 
 # usage errors
 expect bad-strategy 2 "$bin" "$small" -s megatron

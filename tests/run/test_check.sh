@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# hap-run --check on every zoo model (small configurations) under hap, dp-ev and dp-cp plans:
-# the distributed loss and every parameter gradient equal a single-device run (1e-4 relative).
-# Usage: test_check.sh HAP_SYNTH HAP_RUN RANKS CLUSTER
+# hap-run --check on every zoo model (small configurations) under hap, dp-ev, dp-cp and
+# megatron-tp plans (or the STRATEGIES given): the distributed loss and every parameter gradient
+# equal a single-device run (1e-4 relative).
+# Usage: test_check.sh HAP_SYNTH HAP_RUN RANKS CLUSTER [STRATEGIES]
 set -u
 synth=$1 run=$2 ranks=$3 cluster=$4
+strategies=${5:-hap dp-ev dp-cp megatron-tp}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
@@ -15,11 +17,11 @@ models=(
   "bert-moe:layers=2,batch=8,seq=8,width=16,heads=2,vocab=32,experts=4"
   "gpt:layers=1,batch=8,seq=8,width=16,heads=2,vocab=32"
   "gpt:layers=1,batch=8,seq=8,width=16,heads=2,vocab=32,granularity=fine"
-  "vgg19:batch=2"
+  "vgg19:batch=4"
 )
 pass=0 fail=0
 for m in "${models[@]}"; do
-  for s in hap dp-ev dp-cp; do
+  for s in $strategies; do
     if ! "$synth" "$m" -c "$cluster" -s "$s" -o "$tmp/plan.json" -q 2>"$tmp/err"; then
       echo "FAIL $m $s: hap-synth: $(cat "$tmp/err")"
       fail=$((fail + 1))

@@ -49,6 +49,11 @@ expect sim-cluster-same 0 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 \
   --sim-cluster cpu-2:intra_gbps=5 -n 1 -w 0
 expect rank-count 1 mpirun --oversubscribe -np 3 "$run" "$tmp/plan.json" -m "$m" -c cpu-2
 check rank-count-msg grep -q 'mpirun -np 2' "$tmp/err"
+# a 2-D plan (megatron-tp: one replica per host) runs, with its replica all-reduces in the trace
+two_hosts=paper-homo:gpus_per_host=1,hosts=2
+"$synth" "$m" -c "$two_hosts" -s megatron-tp -o "$tmp/mtp.json" -q || { echo "hap-synth megatron-tp failed"; exit 1; }
+expect megatron-run 0 "${mpi[@]}" "$run" "$tmp/mtp.json" -m "$m" -c "$two_hosts" -n 2 -w 1 -t "$tmp/mtp-trace.json"
+check megatron-trace grep -q 'grad.replica_all_reduce' "$tmp/mtp-trace.json"
 
 # a run with a trace: measured and simulated rows, twins by name, nesting per lane
 expect trace 0 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 -n 3 -w 1 -t "$tmp/t.json"

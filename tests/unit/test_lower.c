@@ -152,9 +152,9 @@ Test(lower, invariants_over_the_zoo) {
       "bert-base:layers=2,batch=8,seq=16,width=64,heads=4,vocab=128",
       "vit:layers=2,batch=8,image=32,patch=8,width=64,heads=4,classes=10",
       "bert-moe:layers=2,batch=8,seq=16,width=64,heads=4,vocab=128,experts=4",
-      "vgg19:batch=4,classes=10", "gpt:layers=2,batch=4,seq=16,width=64,heads=4,vocab=128",
+      "vgg19:batch=8,classes=10", "gpt:layers=2,batch=8,seq=16,width=64,heads=4,vocab=128",
       /* fine: the tied head transposes a parameter, which data parallelism keeps replicated */
-      "gpt:layers=2,batch=4,seq=16,width=64,heads=4,vocab=128,granularity=fine"};
+      "gpt:layers=2,batch=8,seq=16,width=64,heads=4,vocab=128,granularity=fine"};
   hap_cluster *c = bundled("paper-hetero:gpus_per_host=1");
   for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
     hap_graph *g = model(models[m]);

@@ -1,0 +1,120 @@
+/* megatron.c — the megatron-tp baseline (synth.h): Megatron-LM's default layout on a cluster of
+ * equal hosts. Inside a host, tensor parallelism: the search restricted to variants that never
+ * split an activation along its batch (column-, row-, head-, vocab-parallel; the rest whole),
+ * even ratios, priced on host 0's devices with one replica's share of the batch. Across hosts,
+ * data parallelism: one replica per host, the batch split evenly, each gradient shard all-reduced
+ * over the devices with the same index in their hosts (priced into the search, so it shards the
+ * big weights as Megatron does). The result is a 2-D plan
+ * (hap_plan.replicas = hosts); docs/design-megatron-tp.md. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "replica.h"
+#include "synth_internal.h"
+
+/* Hosts must be alike in size: the group of a replica is one host. */
+static hap_status check_hosts(const hap_cluster *c, hap_err *err) {
+  for (int32_t h = 1; h < c->n_hosts; h++)
+    if (c->hosts[h].n_devices != c->hosts[0].n_devices)
+      return hap_err_set(err, HAP_EUNSUPPORTED,
+                         "megatron-tp needs hosts with the same number of devices: host '%s' has "
+                         "%d, host '%s' has %d",
+                         c->hosts[0].name, c->hosts[0].n_devices, c->hosts[h].name,
+                         c->hosts[h].n_devices);
+  return HAP_OK;
+}
+
+/* The group across replicas of each index in a host: the devices with that index in every host,
+ * sharing each NIC with the other indices' groups (they all run at once). */
+static hap_status replica_groups(const hap_cluster *c, hap_group *out, hap_err *err) {
+  int32_t G = c->hosts[0].n_devices, R = c->n_hosts;
+  int32_t *ranks = malloc((size_t)R * sizeof *ranks);
+  if (ranks == NULL)
+    return hap_err_set(err, HAP_ENOMEM, "out of memory pricing megatron-tp");
+  hap_status st = HAP_OK;
+  for (int32_t i = 0; i < G && st == HAP_OK; i++) {
+    for (int32_t r = 0; r < R; r++)
+      ranks[r] = r * G + i;
+    st = hap_group_init(c, ranks, R, &out[i], err);
+    hap_group_share_nics(&out[i], G);
+  }
+  free(ranks);
+  return st;
+}
+
+/* The 2-D plan over every device from the group program `in` (made on host 0 for one replica). */
+static hap_status assemble(const hap_plan *in, const hap_graph *g, const hap_cluster *c,
+                           const hap_synth_options *o, hap_plan **out, hap_err *err) {
+  uint64_t gd, cd;
+  HAP_TRY(hap_graph_digest(g, &gd, err));
+  HAP_TRY(hap_cluster_digest(c, &cd, err));
+  hap_plan *p = hap_plan_create(hap_strategy_name(HAP_STRATEGY_MEGATRON_TP), g->name, gd, c->name,
+                                cd, c->n_devices, in->n_segments);
+  if (p == NULL)
+    return hap_err_set(err, HAP_ENOMEM, "out of memory emitting the plan");
+  hap_status st = hap_plan_set_replicas(p, c->n_hosts, err);
+  if (st == HAP_OK)
+    memcpy(p->ratios, in->ratios,
+           (size_t)in->n_segments * (size_t)in->n_devices * sizeof *p->ratios);
+  for (int32_t k = 0; k < in->n_steps && st == HAP_OK; k++)
+    st = hap_plan_add_step(p, &in->steps[k], err);
+  int32_t G = in->n_devices;
+  for (int32_t d = 0; d < c->n_devices && st == HAP_OK; d++) {
+    p->device_memory_bytes[d] = in->device_memory_bytes[d % G];
+    p->device_compute_s[d] = in->device_compute_s[d % G];
+    p->device_comm_s[d] = in->device_comm_s[d % G];
+    double limit =
+        o && o->memory_limit_bytes > 0 ? o->memory_limit_bytes : c->devices[d].memory_bytes;
+    if (p->device_memory_bytes[d] > limit) {
+      char have[32], need[32];
+      st = hap_err_set(err, HAP_EINVAL,
+                       "megatron-tp: device '%s' holds %s, it has %s: the program chosen on host "
+                       "'%s' does not fit this host",
+                       c->devices[d].name,
+                       hap_fmt_bytes(p->device_memory_bytes[d], need, sizeof need),
+                       hap_fmt_bytes(limit, have, sizeof have), c->hosts[0].name);
+    }
+  }
+  p->predicted_iteration_s = in->predicted_iteration_s; /* replica sync priced by the search */
+  if (st != HAP_OK) {
+    hap_plan_destroy(p);
+    return st;
+  }
+  *out = p;
+  return HAP_OK;
+}
+
+hap_status syn_megatron(const hap_graph *g, const hap_cluster *c, const hap_synth_options *o,
+                        hap_plan **out, hap_synth_stats *stats, hap_err *err) {
+  *out = NULL;
+  HAP_TRY(check_hosts(c, err));
+  hap_synth_options io = {0};
+  if (o != NULL)
+    io = *o;
+  io.strategy = HAP_STRATEGY_MEGATRON_TP;
+  if (c->n_hosts == 1)
+    return syn_synthesize_flat(g, c, &io, out, stats, err);
+  io.rescore = NULL; /* the hook prices whole plans; this one is one replica's */
+  hap_graph *rg = NULL;
+  hap_cluster *host = NULL;
+  hap_plan *in = NULL;
+  hap_group *cross = malloc((size_t)c->hosts[0].n_devices * sizeof *cross);
+  if (cross == NULL)
+    return hap_err_set(err, HAP_ENOMEM, "out of memory synthesising megatron-tp");
+  hap_status st = hap_graph_split_batch(g, c->n_hosts, &rg, err);
+  if (st == HAP_OK)
+    st = hap_cluster_of_host(c, 0, &host, err);
+  if (st == HAP_OK)
+    st = replica_groups(c, cross, err);
+  if (st == HAP_OK)
+    st = syn_synthesize_replica(rg, host, &io, cross, &in, stats, err);
+  if (st == HAP_OK)
+    st = assemble(in, g, c, o, out, err);
+  free(cross);
+  hap_plan_destroy(in);
+  hap_cluster_destroy(host);
+  hap_graph_destroy(rg);
+  return st;
+}
