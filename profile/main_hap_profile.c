@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #include "hap_config.h"
 #include "json_write.h"
 #include "kernel_times.h"
+#include "lower.h"
 #include "measure.h"
 #include "plan_io.h"
 #include "profile_store.h"
@@ -67,7 +69,9 @@ static void usage(FILE *f) {
          "      --threads N       OpenBLAS threads per rank (default 1)\n"
          "      --plan FILE       time the kernels at exactly the local shapes each rank runs\n"
          "                        under this hap-plan (needs --model and --cluster, the ones\n"
-         "                        the plan was made for), instead of the built-in shape grid\n"
+         "                        the plan was made for), instead of the built-in shape grid,\n"
+         "                        and extend each collective's sweep to the plan's largest\n"
+         "                        message of that kind\n"
          "      --model SPEC      the plan's model (zoo spec or hap-graph file)\n"
          "      --cluster SPEC    the plan's cluster (spec, hap-cluster file or profile)\n"
          "      --timeout SEC     stop every rank when no measurement step finishes for SEC\n"
@@ -507,9 +511,38 @@ static hap_status open_device(const measure_opts *o, int32_t rank, double speed,
   return hap_dev_cuda_open(local_rank(rank) % count, dev, err);
 }
 
-/* This rank's kernel cases: the plan's local shapes for this rank, or the built-in grid. */
+/* The largest message of each collective kind the plan sends (nccl-tests' S: all-reduce and
+ * broadcast the buffer, all-gather and reduce-scatter the whole tensor, all-to-all what a rank
+ * sends), bytes, into extend[HAP_COLL_KIND_COUNT]. */
+static hap_status plan_messages(const hap_plan *p, const hap_graph *g, int64_t *extend,
+                                hap_err *err) {
+  hap_lowered *lw = NULL;
+  HAP_TRY(hap_lower(p, g, &lw, err));
+  double *per_rank = malloc((size_t)lw->n_devices * sizeof *per_rank);
+  hap_status st = per_rank ? HAP_OK : hap_err_set(err, HAP_ENOMEM, "out of memory");
+  for (int32_t t = 0; t < lw->n_tasks && st == HAP_OK; t++) {
+    const hap_task *k = &lw->tasks[t];
+    if (k->kind != HAP_TASK_COLLECTIVE || (st = hap_lowered_coll_bytes(lw, t, per_rank, err)))
+      continue;
+    double most = 0;
+    for (int32_t d = 0; d < lw->n_devices; d++)
+      most = fmax(most, per_rank[d]);
+    bool whole = k->coll == HAP_COLL_ALL_GATHER || k->coll == HAP_COLL_REDUCE_SCATTER;
+    int32_t members = k->span == HAP_SPAN_GROUP ? lw->group_size : lw->replicas;
+    int64_t s = (int64_t)ceil(whole ? most * members : most);
+    if (s > extend[k->coll])
+      extend[k->coll] = s;
+  }
+  free(per_rank);
+  hap_lowered_destroy(lw);
+  return st;
+}
+
+/* This rank's kernel cases: the plan's local shapes for this rank, or the built-in grid; with a
+ * plan also its largest message per collective kind (extend, zeroed otherwise). */
 static hap_status kernel_cases(const measure_opts *o, int32_t rank, int32_t size, hap_kcase **out,
-                               int32_t *n, hap_err *err) {
+                               int32_t *n, int64_t *extend, hap_err *err) {
+  memset(extend, 0, HAP_COLL_KIND_COUNT * sizeof *extend);
   if (o->plan == NULL)
     return hap_kcases_default(o->quick, out, n, err);
   hap_graph *g = NULL;
@@ -527,6 +560,8 @@ static hap_status kernel_cases(const measure_opts *o, int32_t rank, int32_t size
                      o->plan, p->n_devices, size);
   if (st == HAP_OK)
     st = hap_kcases_from_plan(p, g, rank, out, n, err);
+  if (st == HAP_OK)
+    st = plan_messages(p, g, extend, err);
   hap_plan_destroy(p);
   hap_cluster_destroy(c);
   hap_graph_destroy(g);
@@ -603,10 +638,11 @@ static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const cha
   hap_dev *dev = NULL;
   hap_kcase *kcases = NULL;
   int32_t n_kcases = 0;
+  int64_t extend[HAP_COLL_KIND_COUNT] = {0}; /* --plan: its largest messages */
   hap_status st = open_device(o, rank, speed, &dev, &err);
   bool no_gpu = st == HAP_ENOGPU;
-  if (st == HAP_OK && !o->only_comm && !cuda)
-    st = kernel_cases(o, rank, size, &kcases, &n_kcases, &err);
+  if (st == HAP_OK && ((!o->only_comm && !cuda) || o->plan != NULL))
+    st = kernel_cases(o, rank, size, &kcases, &n_kcases, extend, &err);
   int32_t mine = st != HAP_OK ? rank : size, first = size;
   hap_err aerr = {0};
   if (world->ops->all_reduce(world, &mine, &first, 1, HAP_I32, HAP_REDUCE_MIN, &aerr) != HAP_OK)
@@ -640,6 +676,7 @@ static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const cha
   cfg.kernels = !o->only_comm && !cuda;
   cfg.kcases = kcases;
   cfg.n_kcases = n_kcases;
+  memcpy(cfg.coll_extend_bytes, extend, sizeof extend);
   cfg.progress = on_progress;
   cfg.progress_arg = &ps;
 

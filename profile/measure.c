@@ -124,6 +124,14 @@ hap_status hap_measure_check(const hap_measure_config *cfg, hap_err *err) {
   if (cfg->comm) {
     HAP_TRY(check_sizes("p2p_sizes", cfg->p2p_sizes, cfg->n_p2p_sizes, err));
     HAP_TRY(check_sizes("coll_sizes", cfg->coll_sizes, cfg->n_coll_sizes, err));
+    if (cfg->n_coll_sizes > 256)
+      return hap_err_set(err, HAP_EINVAL, "measure: %d collective sizes, at most 256",
+                         cfg->n_coll_sizes);
+    for (int k = 0; k < HAP_COLL_KIND_COUNT; k++)
+      if (cfg->coll_extend_bytes[k] < 0 || cfg->coll_extend_bytes[k] > ((int64_t)1 << 36))
+        return hap_err_set(
+            err, HAP_EINVAL, "measure: %s sweep extended to %lld bytes, expected 0 .. 64 GiB",
+            hap_coll_kind_name((hap_coll_kind)k), (long long)cfg->coll_extend_bytes[k]);
     if (cfg->p2p_reps < 1 || cfg->coll_reps < 1 || cfg->p2p_warmup < 0 || cfg->coll_warmup < 0 ||
         cfg->p2p_iters < 1 || cfg->coll_iters < 1)
       return hap_err_set(err, HAP_EINVAL,
@@ -519,12 +527,26 @@ static hap_status coll_once(run *r, hap_comm *g, hap_coll_kind kind, int64_t s, 
   return hap_err_set(err, HAP_EINVAL, "measure: unknown collective %d", (int)kind);
 }
 
-/* cfg->coll_sizes rounded up to multiples of 4 * n_ranks, duplicates dropped; returns the count. */
-static int32_t group_sizes(const hap_measure_config *cfg, int32_t n_ranks, int64_t *out) {
+/* The sizes `kind` is timed at over n_ranks (out: n_coll_sizes + HAP_MEASURE_MAX_EXTEND
+ * entries): cfg->coll_sizes, then its extension (coll_extend_bytes), each rounded up to a multiple
+ * of 4 * n_ranks, duplicates dropped. Returns the count; *n_base gets how many are ordinary. */
+static int32_t group_sizes(const hap_measure_config *cfg, hap_coll_kind kind, int32_t n_ranks,
+                           int64_t *out, int32_t *n_base) {
   int32_t m = 0;
   int64_t q = 4 * (int64_t)n_ranks;
   for (int32_t i = 0; i < cfg->n_coll_sizes; i++) {
     int64_t s = (cfg->coll_sizes[i] + q - 1) / q * q;
+    if (m == 0 || s > out[m - 1])
+      out[m++] = s;
+  }
+  *n_base = m;
+  int32_t n = cfg->n_coll_sizes;
+  int64_t last = cfg->coll_sizes[n - 1], factor = n > 1 ? last / cfg->coll_sizes[n - 2] : 2;
+  if (factor < 2)
+    factor = 2;
+  for (int32_t e = 0; e < HAP_MEASURE_MAX_EXTEND && last < cfg->coll_extend_bytes[kind]; e++) {
+    last *= factor;
+    int64_t s = (last + q - 1) / q * q;
     if (m == 0 || s > out[m - 1])
       out[m++] = s;
   }
@@ -534,21 +556,23 @@ static int32_t group_sizes(const hap_measure_config *cfg, int32_t n_ranks, int64
 /* hg: the group over world (host memory: barrier, slowest time); g: the same ranks over data. */
 static hap_status coll_sweep(run *r, hap_comm *hg, hap_comm *g, hap_coll_kind kind,
                              const char *group, const int64_t *sizes, int32_t n_sizes,
-                             hap_err *err) {
+                             int32_t n_base, hap_err *err) {
   const hap_measure_config *cfg = r->cfg;
   for (int32_t i = 0; i < n_sizes; i++) {
     char phase[HOST_MAX + 64];
     snprintf(phase, sizeof phase, "%s %s, %lld B", hap_coll_kind_name(kind), group,
              (long long)sizes[i]);
     progress(r, phase);
-    for (int32_t w = 0; w < cfg->coll_warmup; w++)
+    bool extended = i >= n_base; /* large: one warm-up, one call per sample */
+    int32_t warmup = extended ? 1 : cfg->coll_warmup, iters = extended ? 1 : cfg->coll_iters;
+    for (int32_t w = 0; w < warmup; w++)
       HAP_TRY(coll_once(r, g, kind, sizes[i], err));
     for (int32_t k = 0; k < cfg->coll_reps; k++) {
       HAP_TRY(hg->ops->barrier(hg, err));
       double t0 = now(r);
-      for (int32_t it = 0; it < cfg->coll_iters; it++)
+      for (int32_t it = 0; it < iters; it++)
         HAP_TRY(coll_once(r, g, kind, sizes[i], err));
-      double t = (now(r) - t0) / cfg->coll_iters, slowest = 0;
+      double t = (now(r) - t0) / iters, slowest = 0;
       HAP_TRY(hg->ops->all_reduce(hg, &t, &slowest, 1, HAP_F64, HAP_REDUCE_MAX, err));
       r->samples[i * cfg->coll_reps + k] = slowest;
     }
@@ -600,10 +624,9 @@ static hap_status measure_group(run *r, const group_def *gd, int32_t color, hap_
   bool member = false;
   for (int32_t i = 0; i < gd->n; i++)
     member |= gd->ranks[i] == c->rank;
-  int64_t *sizes = malloc((size_t)cfg->n_coll_sizes * sizeof *sizes);
+  int64_t *sizes = malloc((size_t)(cfg->n_coll_sizes + HAP_MEASURE_MAX_EXTEND) * sizeof *sizes);
   if (sizes == NULL)
     return hap_err_set(err, HAP_ENOMEM, "measure: out of memory");
-  int32_t n_sizes = group_sizes(cfg, gd->n, sizes);
   hap_comm *hg = NULL, *dg = NULL;
   hap_status st = c->ops->split(c, member ? color : -1, c->rank, &hg, err);
   if (st == HAP_OK && r->data != c)
@@ -613,11 +636,13 @@ static hap_status measure_group(run *r, const group_def *gd, int32_t color, hap_
   for (int k = 0; k < HAP_COLL_KIND_COUNT && st == HAP_OK; k++) {
     if (!(cfg->coll_kinds & (1u << k)))
       continue;
+    int32_t n_base;
+    int32_t n_sizes = group_sizes(cfg, (hap_coll_kind)k, gd->n, sizes, &n_base);
     int64_t n_samples = (int64_t)n_sizes * cfg->coll_reps;
     if (member)
-      st = coll_sweep(r, hg, g, (hap_coll_kind)k, gd->name, sizes, n_sizes, err);
+      st = coll_sweep(r, hg, g, (hap_coll_kind)k, gd->name, sizes, n_sizes, n_base, err);
     else
-      r->step += cfg->n_coll_sizes;
+      r->step += n_sizes;
     if (st == HAP_OK && root != 0 && c->rank == root)
       st = c->ops->send(c, r->samples, n_samples * 8, 0, TAG_SAMPLES, err);
     if (st == HAP_OK && root != 0 && c->rank == 0)
@@ -678,15 +703,36 @@ static int32_t count_groups(const run *r) {
   return m + (r->n_hosts < n); /* cross-host differs from the world when some host has >= 2 */
 }
 
+/* Collective steps of one group over every measured kind, and the most sizes of one kind; the
+ * largest size in *max_bytes (world's rounding, the coarsest). */
+static int32_t coll_steps(const run *r, int32_t *most_sizes, int64_t *max_bytes) {
+  const hap_measure_config *cfg = r->cfg;
+  int64_t sizes[256 + HAP_MEASURE_MAX_EXTEND];
+  int32_t steps = 0, n_base;
+  *most_sizes = 0;
+  *max_bytes = 0;
+  for (int k = 0; k < HAP_COLL_KIND_COUNT; k++) {
+    if (!(cfg->coll_kinds & (1u << k)))
+      continue;
+    int32_t n = group_sizes(cfg, (hap_coll_kind)k, r->world->size, sizes, &n_base);
+    steps += n;
+    *most_sizes = n > *most_sizes ? n : *most_sizes;
+    if (n > 0 && sizes[n - 1] > *max_bytes)
+      *max_bytes = sizes[n - 1];
+  }
+  return steps;
+}
+
 static hap_status alloc_comm_buffers(run *r, hap_err *err) {
   const hap_measure_config *cfg = r->cfg;
-  int64_t q = 4 * (int64_t)r->world->size;
-  int64_t coll_max = (cfg->coll_sizes[cfg->n_coll_sizes - 1] + q - 1) / q * q;
+  int32_t most_sizes;
+  int64_t coll_max;
+  coll_steps(r, &most_sizes, &coll_max);
   int64_t p2p_max = cfg->p2p_sizes[cfg->n_p2p_sizes - 1];
   r->bufbytes = coll_max > p2p_max ? coll_max : p2p_max;
   int32_t most = cfg->n_p2p_sizes * cfg->p2p_reps;
-  if (cfg->n_coll_sizes * cfg->coll_reps > most)
-    most = cfg->n_coll_sizes * cfg->coll_reps;
+  if (most_sizes * cfg->coll_reps > most)
+    most = most_sizes * cfg->coll_reps;
   r->samples = calloc((size_t)most, sizeof *r->samples);
   if (r->samples == NULL)
     return hap_err_set(err, HAP_ENOMEM, "measure: out of memory");
@@ -719,9 +765,7 @@ static hap_status run_all(run *r, hap_err *err) {
   mine.threads = info.threads;
   mine.speed = info.speed;
   int32_t ng = cfg->gemm ? cfg->n_gemm_shapes : 0;
-  int32_t pairs = r->world->size * (r->world->size - 1), kinds = 0;
-  for (int k = 0; k < HAP_COLL_KIND_COUNT; k++)
-    kinds += (cfg->coll_kinds >> k) & 1u;
+  int32_t pairs = r->world->size * (r->world->size - 1);
   bool kernels = cfg->kernels && info.kind == HAP_DEVICE_CPU; /* exec/kernels run on CPUs */
   int32_t nk = kernels ? cfg->n_kcases : 0;
   r->total = ng + nk + 3 + (cfg->comm ? pairs * cfg->n_p2p_sizes : 0); /* refined below */
@@ -745,7 +789,10 @@ static hap_status run_all(run *r, hap_err *err) {
   HAP_TRY(st);
   if (!cfg->comm)
     return HAP_OK;
-  r->total = r->step + pairs * cfg->n_p2p_sizes + kinds * count_groups(r) * cfg->n_coll_sizes;
+  int32_t most_sizes;
+  int64_t max_bytes;
+  r->total =
+      r->step + pairs * cfg->n_p2p_sizes + count_groups(r) * coll_steps(r, &most_sizes, &max_bytes);
   HAP_TRY(alloc_comm_buffers(r, err));
   if (r->world->size > 1)
     HAP_TRY(measure_p2p(r, err));

@@ -34,6 +34,8 @@ typedef struct hap_gemm_shape {
  * done so far and total steps of the whole run. */
 typedef void (*hap_measure_progress_fn)(void *arg, const char *phase, int32_t done, int32_t total);
 
+enum { HAP_MEASURE_MAX_EXTEND = 16 };
+
 typedef struct hap_measure_config {
   bool gemm; /* the GEMM sweep (memory bandwidth and launch overhead are always measured) */
   bool comm; /* point-to-point and collective sweeps */
@@ -50,6 +52,11 @@ typedef struct hap_measure_config {
   int32_t n_coll_sizes, coll_reps, coll_warmup;
   int32_t coll_iters;  /* back-to-back calls averaged into one sample */
   uint32_t coll_kinds; /* bit (1u << hap_coll_kind) per collective to measure */
+  /* Per kind (0 = none): continue that collective's sweep past coll_sizes, by the factor of its
+   * last two sizes, until it reaches this many bytes (a plan's largest message of the kind, so
+   * its fit is measured, not extrapolated). These sizes are timed with one warm-up call and one
+   * call per sample (they take 10-1000 ms each); at most HAP_MEASURE_MAX_EXTEND of them. */
+  int64_t coll_extend_bytes[HAP_COLL_KIND_COUNT];
   /* The communicator whose buffers are device memory (nccl on a GPU), for the pair and
    * collective sweeps; NULL = world. `world` (host memory) always carries the bookkeeping:
    * device records, samples, barriers around timed calls and the slowest-rank reduction. It must

@@ -401,6 +401,8 @@ out:
 
 static hap_status sum_all(hap_run *r, const float *src, float *dst, int64_t count, bool add,
                           hap_err *err) {
+  if (!add) /* straight into dst (in place when src == dst): no scratch buffer to fault in */
+    return r->comm->ops->all_reduce(r->comm, src, dst, count, HAP_F32, HAP_REDUCE_SUM, err);
   float *tmp = malloc((size_t)(count > 0 ? count : 1) * sizeof *tmp);
   if (tmp == NULL)
     return oom(err);
