@@ -1,5 +1,6 @@
 /* kernels_cuda.h — the few CUDA kernels the `cuda` device backend launches itself (fill, empty),
- * behind plain C launchers so device_cuda.c stays C. Each launcher only enqueues on `stream` and
+ * and the launcher of kernel program passes (kx.h, kernels_run.cu), behind plain C launchers so
+ * device_cuda.c and kernels_run.c stay C. Each launcher only enqueues on `stream` and
  * returns the launch error (cudaGetLastError); nothing waits. Ownership: buffers are the caller's
  * device memory. */
 #ifndef HAP_KERNELS_CUDA_H
@@ -7,6 +8,8 @@
 
 #include <cuda_runtime_api.h>
 #include <stdint.h>
+
+#include "kx_body.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -17,6 +20,9 @@ cudaError_t hap_cuda_fill_f32(cudaStream_t stream, float *x, int64_t count, floa
 cudaError_t hap_cuda_fill_f64(cudaStream_t stream, double *x, int64_t count, double value);
 /* One block of one thread that does nothing: what a launch costs. */
 cudaError_t hap_cuda_empty(cudaStream_t stream);
+/* One non-GEMM pass of a kernel program: its body for indices 0 .. p->count, slots `s` (device
+ * pointers). */
+cudaError_t hap_kx_cuda_launch(cudaStream_t stream, const hap_kx_pass *p, const hap_kx_ptrs *s);
 
 #ifdef __cplusplus
 }

@@ -244,11 +244,7 @@ hap_status k_binary_bwd(const hap_kernel_call *c, const float *const *dout, floa
 
 /* ---- softmax, log_softmax -------------------------------------------------------------------- */
 
-typedef struct k_rows {
-  int64_t outer, len, inner;
-} k_rows;
-
-static k_rows rows_of(const hap_kernel_call *c) {
+k_rows k_rows_of(const hap_kernel_call *c) {
   const hap_shape *x = &c->io->in[0];
   int d = k_norm_dim(k_attr_i(c->io, c->op, "dim"), x->rank);
   return (k_rows){k_prod(x, 0, d), x->dims[d], k_prod(x, d + 1, x->rank)};
@@ -261,7 +257,7 @@ hap_status k_softmax_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_
   (void)err;
   const float *x = c->in[0];
   float *y = out[0];
-  k_rows r = rows_of(c);
+  k_rows r = k_rows_of(c);
   bool log_form = c->op == HAP_OP_LOG_SOFTMAX;
   for (int64_t o = 0; o < r.outer; o++)
     for (int64_t i = 0; i < r.inner; i++) {
@@ -291,7 +287,7 @@ hap_status k_softmax_bwd(const hap_kernel_call *c, const float *const *dout, flo
   (void)err;
   const float *y = c->out[0], *g = dout[0];
   float *dx = din[0];
-  k_rows r = rows_of(c);
+  k_rows r = k_rows_of(c);
   bool log_form = c->op == HAP_OP_LOG_SOFTMAX;
   for (int64_t o = 0; o < r.outer; o++)
     for (int64_t i = 0; i < r.inner; i++) {
@@ -312,7 +308,7 @@ hap_status k_softmax_bwd(const hap_kernel_call *c, const float *const *dout, flo
 /* ---- sum, mean ------------------------------------------------------------------------------- */
 
 /* Per input dim: the output stride it maps to (0 when reduced), and the mean's divisor. */
-static void reduce_plan(const hap_kernel_call *c, int64_t *ost, double *scale) {
+void k_reduce_plan(const hap_kernel_call *c, int64_t *ost, double *scale) {
   const hap_op_io *io = c->io;
   const hap_shape *x = &io->in[0], *o = &io->out[0];
   const hap_attr_value *dims = k_attr(io, c->op, "dims");
@@ -343,7 +339,7 @@ hap_status k_reduce_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_s
   const hap_shape *x = &c->io->in[0];
   int64_t ost[HAP_MAX_DIMS];
   double scale = 1;
-  reduce_plan(c, ost, &scale);
+  k_reduce_plan(c, ost, &scale);
   int64_t n = k_numel(x), no = k_numel(&c->io->out[0]);
   double *acc = k_calloc((size_t)no, sizeof(double), err);
   if (acc == NULL)
@@ -367,7 +363,7 @@ hap_status k_reduce_bwd(const hap_kernel_call *c, const float *const *dout, floa
   const hap_shape *x = &c->io->in[0];
   int64_t ost[HAP_MAX_DIMS];
   double scale = 1;
-  reduce_plan(c, ost, &scale);
+  k_reduce_plan(c, ost, &scale);
   const float *g = dout[0];
   float *dx = din[0];
   k_odo d;
@@ -380,14 +376,7 @@ hap_status k_reduce_bwd(const hap_kernel_call *c, const float *const *dout, floa
 
 /* ---- layout ---------------------------------------------------------------------------------- */
 
-/* Output element f (odometer over the output dims) reads input element base + sum idx_i st_i. */
-typedef struct k_gather {
-  int64_t base;
-  int64_t st[HAP_MAX_DIMS];
-  bool flat; /* reshape, flatten: the same flat order */
-} k_gather;
-
-static void gather_plan(const hap_kernel_call *c, k_gather *p) {
+void k_gather_plan(const hap_kernel_call *c, k_gather *p) {
   const hap_op_io *io = c->io;
   const hap_shape *x = &io->in[0];
   int64_t xs[HAP_MAX_DIMS];
@@ -433,7 +422,7 @@ hap_status k_layout_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_s
   const char *x = c->in[0];
   char *y = out[0];
   k_gather p;
-  gather_plan(c, &p);
+  k_gather_plan(c, &p);
   if (p.flat) {
     if (n > 0)
       memcpy(y, x, (size_t)n * es);
@@ -455,7 +444,7 @@ hap_status k_layout_bwd(const hap_kernel_call *c, const float *const *dout, floa
   const float *g = dout[0];
   float *dx = din[0];
   k_gather p;
-  gather_plan(c, &p);
+  k_gather_plan(c, &p);
   if (p.flat) {
     for (int64_t f = 0; f < n; f++)
       dx[f] += g[f];

@@ -22,11 +22,7 @@ static hap_status add_col_sums(const float *g, int64_t m, int64_t n, float *db, 
 
 /* ---- linear: y = x W^T + b over the last dim ------------------------------------------------ */
 
-typedef struct lin_dims {
-  int64_t m, n, k;
-} lin_dims;
-
-static lin_dims linear_dims(const hap_op_io *io) {
+lin_dims k_linear_dims(const hap_op_io *io) {
   const hap_shape *x = &io->in[0];
   int64_t k = x->dims[x->rank - 1];
   return (lin_dims){k_prod(x, 0, x->rank - 1), io->in[1].dims[0], k};
@@ -36,7 +32,7 @@ hap_status k_linear_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_s
                         hap_err *err) {
   (void)st;
   (void)err;
-  lin_dims d = linear_dims(c->io);
+  lin_dims d = k_linear_dims(c->io);
   const float *x = c->in[0], *w = c->in[1];
   float *y = out[0];
   k_sgemm(false, true, d.m, d.n, d.k, 1.0f, x, d.k, w, d.k, 0.0f, y, d.n);
@@ -53,7 +49,7 @@ hap_status k_linear_bwd(const hap_kernel_call *c, const float *const *dout, floa
                         const hap_kernel_state *st, hap_err *err) {
   (void)st;
   const hap_op_io *io = c->io;
-  lin_dims d = linear_dims(io);
+  lin_dims d = k_linear_dims(io);
   const float *x = c->in[0], *w = c->in[1], *g = dout[0];
   if (io->in_grad[0]) /* dx [m, k] += g [m, n] W [n, k] */
     k_sgemm(false, false, d.m, d.k, d.n, 1.0f, g, d.n, w, d.k, 1.0f, din[0], d.k);
@@ -66,13 +62,7 @@ hap_status k_linear_bwd(const hap_kernel_call *c, const float *const *dout, floa
 
 /* ---- matmul, bmm ----------------------------------------------------------------------------- */
 
-typedef struct mm_plan {
-  int64_t m, n, k, batches;
-  hap_shape batch;                            /* output batch dims */
-  int64_t sa[HAP_MAX_DIMS], sb[HAP_MAX_DIMS]; /* matrix strides of a, b per output batch dim */
-} mm_plan;
-
-static void mm_plan_of(const hap_op_io *io, mm_plan *p) {
+void k_mm_plan_of(const hap_op_io *io, mm_plan *p) {
   const hap_shape *a = &io->in[0], *b = &io->in[1], *o = &io->out[0];
   memset(p, 0, sizeof *p);
   p->m = a->dims[a->rank - 2];
@@ -89,7 +79,7 @@ static void mm_plan_of(const hap_op_io *io, mm_plan *p) {
 }
 
 /* Matrix offsets (in matrices) of a and b for output batch t. */
-static void mm_offsets(const mm_plan *p, int64_t t, int64_t *ia, int64_t *ib) {
+void k_mm_offsets(const mm_plan *p, int64_t t, int64_t *ia, int64_t *ib) {
   *ia = *ib = 0;
   for (int d = p->batch.rank - 1; d >= 0; d--) {
     int64_t i = t % p->batch.dims[d];
@@ -104,12 +94,12 @@ hap_status k_matmul_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_s
   (void)st;
   (void)err;
   mm_plan p;
-  mm_plan_of(c->io, &p);
+  k_mm_plan_of(c->io, &p);
   const float *a = c->in[0], *b = c->in[1];
   float *y = out[0];
   for (int64_t t = 0; t < p.batches; t++) {
     int64_t ia, ib;
-    mm_offsets(&p, t, &ia, &ib);
+    k_mm_offsets(&p, t, &ia, &ib);
     k_sgemm(false, false, p.m, p.n, p.k, 1.0f, a + ia * p.m * p.k, p.k, b + ib * p.k * p.n, p.n,
             0.0f, y + t * p.m * p.n, p.n);
   }
@@ -121,11 +111,11 @@ hap_status k_matmul_bwd(const hap_kernel_call *c, const float *const *dout, floa
   (void)st;
   (void)err;
   mm_plan p;
-  mm_plan_of(c->io, &p);
+  k_mm_plan_of(c->io, &p);
   const float *a = c->in[0], *b = c->in[1], *g = dout[0];
   for (int64_t t = 0; t < p.batches; t++) {
     int64_t ia, ib;
-    mm_offsets(&p, t, &ia, &ib);
+    k_mm_offsets(&p, t, &ia, &ib);
     const float *gt = g + t * p.m * p.n;
     if (c->io->in_grad[0]) /* da [m, k] += g [m, n] b^T */
       k_sgemm(false, true, p.m, p.k, p.n, 1.0f, gt, p.n, b + ib * p.k * p.n, p.n, 1.0f,

@@ -180,12 +180,7 @@ hap_status k_embedding_bwd(const hap_kernel_call *c, const float *const *dout, f
 
 /* ---- layer_norm (state: mean and rstd per normalised row, float32) --------------------------- */
 
-typedef struct ln_dims {
-  int64_t rows, inner;
-  double eps;
-} ln_dims;
-
-static ln_dims ln_dims_of(const hap_op_io *io) {
+ln_dims k_ln_dims_of(const hap_op_io *io) {
   const hap_shape *x = &io->in[0];
   int nd = (int)k_attr_i(io, HAP_OP_LAYER_NORM, "normalized_dims");
   int64_t inner = k_prod(x, x->rank - nd, x->rank);
@@ -194,7 +189,7 @@ static ln_dims ln_dims_of(const hap_op_io *io) {
 
 hap_status k_layer_norm_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
                             hap_err *err) {
-  ln_dims d = ln_dims_of(c->io);
+  ln_dims d = k_ln_dims_of(c->io);
   void *buf = NULL;
   HAP_TRY(k_state_begin(st, c->op, (size_t)(2 * d.rows) * sizeof(float), &buf, err));
   float *stats = buf; /* [rows] mean, then [rows] rstd */
@@ -229,7 +224,7 @@ hap_status k_layer_norm_fwd(const hap_kernel_call *c, void *const *out, hap_kern
 hap_status k_layer_norm_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
                             const hap_kernel_state *st, hap_err *err) {
   const hap_op_io *io = c->io;
-  ln_dims d = ln_dims_of(io);
+  ln_dims d = k_ln_dims_of(io);
   hap_kernel_state tmp;
   void *data = NULL;
   HAP_TRY(k_state_for_backward(c, st, (size_t)(2 * d.rows) * sizeof(float), &tmp, &data, err));
@@ -276,12 +271,7 @@ hap_status k_layer_norm_bwd(const hap_kernel_call *c, const float *const *dout, 
 
 /* ---- nll_loss, cross_entropy ----------------------------------------------------------------- */
 
-typedef struct loss_dims {
-  int64_t n, classes, inner; /* input [n, classes, inner...] */
-  double count;              /* divisor of "mean" (1 for "sum") */
-} loss_dims;
-
-static loss_dims loss_dims_of(const hap_kernel_call *c) {
+loss_dims k_loss_dims_of(const hap_kernel_call *c) {
   const hap_op_io *io = c->io;
   const hap_shape *x = &io->in[0];
   bool mean = strcmp(hap_attr_s(io->attrs, hap_op_attr_index(c->op, "reduction")), "mean") == 0;
@@ -316,7 +306,7 @@ static double lse_at(const float *x, const loss_dims *d, int64_t i, int64_t j) {
 hap_status k_loss_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
                       hap_err *err) {
   (void)st;
-  loss_dims d = loss_dims_of(c);
+  loss_dims d = k_loss_dims_of(c);
   const float *x = c->in[0];
   double total = 0;
   for (int64_t i = 0; i < d.n; i++)
@@ -335,7 +325,7 @@ hap_status k_loss_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_sta
 hap_status k_loss_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
                       const hap_kernel_state *st, hap_err *err) {
   (void)st;
-  loss_dims d = loss_dims_of(c);
+  loss_dims d = k_loss_dims_of(c);
   const float *x = c->in[0];
   double scale = dout[0][0] / d.count;
   float *dx = din[0];

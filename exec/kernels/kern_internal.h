@@ -70,6 +70,52 @@ hap_status k_state_for_backward(const hap_kernel_call *c, const hap_kernel_state
 void k_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
              int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 
+/* ---- shapes of the kernels, shared with the GPU programs (exec/gpu/kx.c) --------------------- */
+
+typedef struct lin_dims {
+  int64_t m, n, k;
+} lin_dims;
+
+typedef struct mm_plan {
+  int64_t m, n, k, batches;
+  hap_shape batch;                            /* output batch dims */
+  int64_t sa[HAP_MAX_DIMS], sb[HAP_MAX_DIMS]; /* matrix strides of a, b per output batch dim */
+} mm_plan;
+
+lin_dims k_linear_dims(const hap_op_io *io);
+void k_mm_plan_of(const hap_op_io *io, mm_plan *p);
+/* Matrix offsets (in matrices) of a and b for output batch t. */
+void k_mm_offsets(const mm_plan *p, int64_t t, int64_t *ia, int64_t *ib);
+
+typedef struct k_rows {
+  int64_t outer, len, inner;
+} k_rows;
+
+k_rows k_rows_of(const hap_kernel_call *c);
+/* Per input dim: the output stride it maps to (0 when reduced), and the mean's divisor. */
+void k_reduce_plan(const hap_kernel_call *c, int64_t *ost, double *scale);
+/* Output element f (odometer over the output dims) reads input element base + sum idx_i st_i. */
+typedef struct k_gather {
+  int64_t base;
+  int64_t st[HAP_MAX_DIMS];
+  bool flat; /* reshape, flatten: the same flat order */
+} k_gather;
+
+void k_gather_plan(const hap_kernel_call *c, k_gather *p);
+
+typedef struct ln_dims {
+  int64_t rows, inner;
+  double eps;
+} ln_dims;
+
+typedef struct loss_dims {
+  int64_t n, classes, inner; /* input [n, classes, inner...] */
+  double count;              /* divisor of "mean" (1 for "sum") */
+} loss_dims;
+
+ln_dims k_ln_dims_of(const hap_op_io *io);
+loss_dims k_loss_dims_of(const hap_kernel_call *c);
+
 /* ---- kernels, by file ------------------------------------------------------------------------ */
 
 /* k_gemm.c */

@@ -332,8 +332,7 @@ static hap_status check_call(const hap_kernel_call *c, hap_err *err) {
   return check_infer(c, err);
 }
 
-hap_status hap_kernel_forward(const hap_kernel_call *c, void *const *out, hap_kernel_state *state,
-                              hap_err *err) {
+hap_status hap_kernel_check_forward(const hap_kernel_call *c, void *const *out, hap_err *err) {
   HAP_TRY(check_call(c, err));
   if (out == NULL)
     return hap_err_set(err, HAP_EINVAL, "kernel %s: no output list", hap_op_name(c->op));
@@ -341,11 +340,12 @@ hap_status hap_kernel_forward(const hap_kernel_call *c, void *const *out, hap_ke
     if (out[o] == NULL && k_numel(&c->io->out[o]) > 0)
       return hap_err_set(err, HAP_EINVAL, "kernel %s: output %d has no buffer", hap_op_name(c->op),
                          o);
-  return table[c->op].fwd(c, out, state, err);
+  return HAP_OK;
 }
 
-hap_status hap_kernel_backward(const hap_kernel_call *c, const float *const *dout,
-                               float *const *din, const hap_kernel_state *state, hap_err *err) {
+hap_status hap_kernel_check_backward(const hap_kernel_call *c, const float *const *dout,
+                                     float *const *din, bool *needed, hap_err *err) {
+  *needed = false;
   HAP_TRY(check_call(c, err));
   const hap_op_io *io = c->io;
   const char *name = hap_op_name(c->op);
@@ -373,5 +373,21 @@ hap_status hap_kernel_backward(const hap_kernel_call *c, const float *const *dou
   for (int o = 0; o < io->n_out; o++)
     if (c->out[o] == NULL && k_numel(&io->out[o]) > 0)
       return hap_err_set(err, HAP_EINVAL, "kernel %s: forward output %d missing", name, o);
+  *needed = true;
+  return HAP_OK;
+}
+
+hap_status hap_kernel_forward(const hap_kernel_call *c, void *const *out, hap_kernel_state *state,
+                              hap_err *err) {
+  HAP_TRY(hap_kernel_check_forward(c, out, err));
+  return table[c->op].fwd(c, out, state, err);
+}
+
+hap_status hap_kernel_backward(const hap_kernel_call *c, const float *const *dout,
+                               float *const *din, const hap_kernel_state *state, hap_err *err) {
+  bool needed = false;
+  HAP_TRY(hap_kernel_check_backward(c, dout, din, &needed, err));
+  if (!needed)
+    return HAP_OK;
   return table[c->op].bwd(c, dout, din, state, err);
 }

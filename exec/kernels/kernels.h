@@ -96,6 +96,14 @@ hap_status hap_kernel_backward(const hap_kernel_call *c, const float *const *dou
 
 void hap_kernel_state_free(hap_kernel_state *s);
 
+/* The checks forward and backward make before they compute (shapes against the op table, dtypes,
+ * buffers present, shard fields), for other executors of the same calls (exec/gpu/kx.h): buffers
+ * are compared with NULL but never read, so device pointers are fine. Backward: *needed is false
+ * when there is nothing to do (no input wants a gradient, or every output gradient is NULL). */
+hap_status hap_kernel_check_forward(const hap_kernel_call *c, void *const *out, hap_err *err);
+hap_status hap_kernel_check_backward(const hap_kernel_call *c, const float *const *dout,
+                                     float *const *din, bool *needed, hap_err *err);
+
 /* The dropout decision for the element at global position `pos` (a counter-based generator:
  * a hash of seed and pos, no sequence state): true keeps it (scaled by 1 / (1 - p)). */
 bool hap_kernel_keep(uint64_t seed, int64_t pos, double p);

@@ -12,6 +12,119 @@
 #include "kernels.h"
 #include "sharding.h"
 
+#ifdef HAP_TEST_KX
+/* test_kernels_kx (exec/gpu/CMakeLists.txt): every forward and backward call below of an op with
+ * a GPU kernel program (exec/gpu/kx.h) runs both the CPU kernel and the program on the host and
+ * checks that they agree (same status; values within 1e-5 of the tensor's largest); the tests
+ * then check the program's results. Ops without a program run the CPU kernel alone. */
+#include "kx.h"
+
+static size_t kx_bytes(const hap_shape *s, hap_dtype dt) {
+  int64_t n = 1;
+  for (int d = 0; d < s->rank; d++)
+    n *= s->dims[d];
+  return (size_t)(n > 0 ? n : 0) * (size_t)hap_dtype_size(dt);
+}
+
+static void kx_compare(const char *what, const hap_kernel_call *c, int k, const void *got,
+                       const void *want, size_t bytes, bool is_float) {
+  if (!is_float) {
+    cr_assert(memcmp(got, want, bytes) == 0, "%s %s %d: program differs from the CPU kernel",
+              hap_op_name(c->op), what, k);
+    return;
+  }
+  const float *g = got, *w = want;
+  size_t n = bytes / sizeof(float);
+  double scale = 0;
+  for (size_t i = 0; i < n; i++)
+    if (isfinite(w[i]))
+      scale = fmax(scale, fabs((double)w[i]));
+  for (size_t i = 0; i < n; i++) {
+    bool same = (isnan(g[i]) && isnan(w[i])) || g[i] == w[i] ||
+                fabs((double)g[i] - w[i]) <= 1e-5 * scale + 1e-7;
+    cr_assert(same, "%s %s %d element %zu: program %.9g, CPU kernel %.9g", hap_op_name(c->op), what,
+              k, i, g[i], w[i]);
+  }
+}
+
+static hap_status kx_forward(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                             hap_err *err) {
+  hap_err e1 = {0}, e2 = {0};
+  if (c == NULL || hap_kx_supported(c->op, &e1) != HAP_OK)
+    return hap_kernel_forward(c, out, st, err);
+  hap_status pre = hap_kernel_check_forward(c, out, &e2);
+  if (pre != HAP_OK) {
+    hap_status ks = hap_kx_forward_host(c, out, err);
+    cr_assert_eq(ks, pre, "%s: %s", hap_op_name(c->op), err->msg);
+    return ks;
+  }
+  void *ref[HAP_MAX_OP_OUTPUTS] = {NULL};
+  for (int o = 0; o < c->io->n_out; o++)
+    ref[o] = calloc(kx_bytes(&c->io->out[o], c->io->out_dtype[o]) + 8, 1);
+  hap_err ce = {0};
+  hap_status cs = hap_kernel_forward(c, ref, NULL, &ce);
+  hap_status ks = hap_kx_forward_host(c, out, err);
+  cr_assert_eq(ks, cs, "%s forward: program %s (%s), CPU %s (%s)", hap_op_name(c->op),
+               hap_status_str(ks), err->msg, hap_status_str(cs), ce.msg);
+  if (ks == HAP_EINVAL)
+    cr_assert_str_eq(err->msg, ce.msg);
+  for (int o = 0; o < c->io->n_out && ks == HAP_OK; o++)
+    kx_compare("output", c, o, out[o], ref[o], kx_bytes(&c->io->out[o], c->io->out_dtype[o]),
+               c->io->out_dtype[o] == HAP_F32);
+  for (int o = 0; o < c->io->n_out; o++)
+    free(ref[o]);
+  if (st != NULL)
+    hap_kernel_state_free(st); /* programs keep no state */
+  return ks;
+}
+
+static hap_status kx_backward(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                              const hap_kernel_state *st, hap_err *err) {
+  hap_err e1 = {0}, e2 = {0};
+  bool needed = false;
+  if (c == NULL || hap_kx_supported(c->op, &e1) != HAP_OK)
+    return hap_kernel_backward(c, dout, din, st, err);
+  hap_status pre = hap_kernel_check_backward(c, dout, din, &needed, &e2);
+  if (pre != HAP_OK || !needed) {
+    hap_status ks = hap_kx_backward_host(c, dout, din, err);
+    cr_assert_eq(ks, pre, "%s: %s", hap_op_name(c->op), err->msg);
+    return ks;
+  }
+  /* the CPU kernel on copies of the gradients (aliases stay aliases) */
+  const hap_op_io *io = c->io;
+  float *ref[HAP_MAX_OP_INPUTS] = {NULL};
+  bool own[HAP_MAX_OP_INPUTS] = {false};
+  for (int i = 0; i < io->n_in; i++) {
+    if (din == NULL || din[i] == NULL)
+      continue;
+    for (int j = 0; j < i && ref[i] == NULL; j++)
+      if (din[j] == din[i])
+        ref[i] = ref[j];
+    if (ref[i] == NULL) {
+      size_t b = kx_bytes(&io->in[i], HAP_F32);
+      ref[i] = calloc(b + 8, 1);
+      memcpy(ref[i], din[i], b);
+      own[i] = true;
+    }
+  }
+  hap_err ce = {0};
+  hap_status cs = hap_kernel_backward(c, dout, ref, NULL, &ce);
+  hap_status ks = hap_kx_backward_host(c, dout, din, err);
+  cr_assert_eq(ks, cs, "%s backward: program %s (%s), CPU %s (%s)", hap_op_name(c->op),
+               hap_status_str(ks), err->msg, hap_status_str(cs), ce.msg);
+  for (int i = 0; i < io->n_in; i++) {
+    if (ks == HAP_OK && own[i])
+      kx_compare("input gradient", c, i, din[i], ref[i], kx_bytes(&io->in[i], HAP_F32), true);
+    if (own[i])
+      free(ref[i]);
+  }
+  return ks;
+}
+
+#define hap_kernel_forward  kx_forward
+#define hap_kernel_backward kx_backward
+#endif
+
 /* ---- cases ----------------------------------------------------------------------------------- */
 
 static hap_shape mk_shape(const int64_t *d, size_t n) {
@@ -1252,6 +1365,7 @@ Test(kernels_conventions, backward_accumulates) {
     cr_assert_float_eq(dx[i], 4 * x[i], 1e-6);
 }
 
+#ifndef HAP_TEST_KX /* kernel programs keep no state */
 Test(kernels_conventions, state_is_reused_and_replaced) {
   kcase c;
   begin(&c, HAP_OP_LAYER_NORM);
@@ -1275,3 +1389,56 @@ Test(kernels_conventions, state_is_reused_and_replaced) {
   for (int i = 0; i < 6; i++)
     cr_assert_float_eq(d1[i], d2[i], 1e-7);
 }
+#endif
+
+#ifdef HAP_TEST_KX
+Test(kernels_kx, ops_without_a_program_are_refused) {
+  hap_err e = {0};
+  cr_assert_eq(hap_kx_supported(HAP_OP_CONV2D, &e), HAP_EUNSUPPORTED);
+  cr_assert_str_eq(e.msg, "op 'conv2d' has no CUDA kernel yet (hap-run --backend cpu runs it)");
+  static const hap_op with[] = {HAP_OP_LINEAR, HAP_OP_SIGMOID, HAP_OP_SUM, HAP_OP_CROSS_ENTROPY};
+  for (size_t i = 0; i < sizeof with / sizeof with[0]; i++)
+    cr_assert_eq(hap_kx_supported(with[i], &e), HAP_OK);
+  static const hap_op without[] = {HAP_OP_EINSUM, HAP_OP_MAX_POOL2D, HAP_OP_ADAPTIVE_AVG_POOL2D,
+                                   HAP_OP_MULTI_HEAD_ATTENTION, HAP_OP_TOP2_GATING};
+  for (size_t i = 0; i < sizeof without / sizeof without[0]; i++) {
+    hap_err_clear(&e);
+    cr_assert_eq(hap_kx_supported(without[i], &e), HAP_EUNSUPPORTED);
+    cr_assert(strstr(e.msg, hap_op_name(without[i])) != NULL, "%s", e.msg);
+  }
+}
+
+Test(kernels_kx, bias_once_drops_the_bias_pass_off_rank_0) {
+  /* linear's row-parallel variant adds the bias on rank 0 only: other ranks' programs have no
+   * bias pass in forward and no bias gradient in backward */
+  kcase c;
+  begin(&c, HAP_OP_LINEAR);
+  in_f(&c, SHAPE(4, 6));
+  in_f(&c, SHAPE(3, 6));
+  in_f(&c, SHAPE(3));
+  infer(&c);
+  hap_variant vs[HAP_MAX_VARIANTS];
+  int nv = hap_op_variants(c.op, &c.io, vs, HAP_MAX_VARIANTS);
+  int found = 0;
+  for (int v = 0; v < nv; v++) {
+    if (!(vs[v].flags & HAP_VARIANT_BIAS_ONCE))
+      continue;
+    found++;
+    float x[24] = {0}, w[18] = {0}, b[3] = {1, 2, 3}, y[12];
+    const void *ip[3] = {x, w, b};
+    void *op[1] = {y};
+    for (int32_t rank = 0; rank < 2; rank++) {
+      hap_kernel_shard sh = {&c.io, &vs[v], rank, 0};
+      hap_kernel_call call = {.op = c.op, .io = &c.io, .shard = &sh, .in = ip};
+      hap_kx_prog p;
+      hap_err e = {0};
+      cr_assert_eq(hap_kx_build_forward(&call, op, &p, &e), HAP_OK, "%s", e.msg);
+      bool bias = false;
+      for (int k = 0; k < p.n; k++)
+        bias = bias || p.pass[k].kind == HAP_KX_ROW_BIAS;
+      cr_assert_eq(bias, rank == 0, "variant %d rank %d", v, rank);
+    }
+  }
+  cr_assert_gt(found, 0, "linear has a BIAS_ONCE variant");
+}
+#endif

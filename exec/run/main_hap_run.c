@@ -13,9 +13,11 @@
 #include "cluster_open.h"
 #include "comm_mpi.h"
 #include "device_cpu.h"
+#include "devices.h"
 #include "emulate.h"
 #include "hap_config.h"
 #include "json_write.h"
+#include "kernels_run.h"
 #include "plan_io.h"
 #include "plan_sim.h"
 #include "reference.h"
@@ -40,6 +42,10 @@ static void usage(FILE *f) {
           "      --sim-cluster C2   simulate on C2 instead: a profile of the same devices taken\n"
           "                         after the plan was made, e.g. with hap-profile --plan PLAN\n"
           "                         (kernel times at exactly this plan's shapes)\n"
+          "  -b, --backend NAME     where compute tasks run: cpu (default; the CPU kernels over\n"
+          "                         OpenBLAS) or cuda (each rank one GPU, local rank -> device;\n"
+          "                         each task's inputs are copied to the GPU and its results\n"
+          "                         back, and the copies are reported apart as 'staging')\n"
           "  -n, --iters N          timed iterations (default 10)\n"
           "  -w, --warmup W         untimed iterations first (default 2)\n"
           "  -t, --trace FILE       Chrome trace: simulated and measured rows per rank\n"
@@ -61,7 +67,7 @@ static void usage(FILE *f) {
 typedef struct opts {
   const char *plan, *model, *cluster, *sim_cluster, *trace;
   int iters, warmup, threads;
-  bool check, quiet;
+  bool check, quiet, cuda;
   uint64_t seed;
   double lr, timeout_s;
   double *speeds;
@@ -249,9 +255,10 @@ static int cmp_abs_err(const void *a, const void *b) {
   return (dy > dx) - (dy < dx);
 }
 
-/* Rank 0: per-task durations of the median iteration of every rank (meas[rank][task]). */
+/* Rank 0: per-task durations of the median iteration of every rank (meas[rank][task]);
+ * staging_s: the largest rank's mean host<->device copy time per iteration (cuda), s. */
 static void report(const opts *o, const hap_plan_sim *ps, const double *iter_s, int n_iter,
-                   const double *meas, int32_t n_ranks) {
+                   const double *meas, int32_t n_ranks, double staging_s) {
   const hap_lowered *lw = ps->lw;
   double *v = malloc((size_t)n_iter * sizeof *v);
   task_err *errs = malloc((size_t)lw->n_tasks * (size_t)n_ranks * sizeof *errs);
@@ -299,6 +306,10 @@ static void report(const opts *o, const hap_plan_sim *ps, const double *iter_s, 
     hap_jw_double(&w, isfinite(med_rel) ? med_rel : -1);
     hap_jw_key(&w, "tasks_compared");
     hap_jw_int(&w, nrel);
+    hap_jw_key(&w, "backend");
+    hap_jw_str(&w, o->cuda ? "cuda" : "cpu");
+    hap_jw_key(&w, "staging_s");
+    hap_jw_double(&w, staging_s);
     hap_jw_end_object(&w);
     hap_jw_finish(&w);
   } else {
@@ -306,6 +317,10 @@ static void report(const opts *o, const hap_plan_sim *ps, const double *iter_s, 
            1e3 * mean, 1e3 * p50, 1e3 * p95, n_iter);
     printf("simulated   %.3f ms (%s)  error %+.1f%%\n", 1e3 * sim,
            ps->cluster->source ? ps->cluster->source : ps->cluster->name, 100 * e);
+    if (o->cuda)
+      printf("staging     %.3f ms per iteration copying compute tasks' data between host and GPU "
+             "(not in task times; task times are cudaEvent kernel times)\n",
+             1e3 * staging_s);
     if (isfinite(med_rel))
       printf("tasks       median |measured - simulated| / simulated over %d compute tasks >= "
              "20 us: %.1f%%\n",
@@ -369,6 +384,45 @@ static hap_status write_trace(const opts *o, hap_plan_sim *ps, const double *sta
 
 /* ---- main flow ------------------------------------------------------------------------- */
 
+/* This rank's index among the ranks of its host, from the launcher's environment (Open MPI,
+ * MPICH, Slurm), else its world rank: which GPU it takes (as hap-profile). */
+static int32_t local_rank(int32_t rank) {
+  static const char *const keys[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                     "SLURM_LOCALID"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    const char *v = getenv(keys[i]);
+    char *end = NULL;
+    long x = v != NULL ? strtol(v, &end, 10) : -1;
+    if (v != NULL && end != v && *end == '\0' && x >= 0 && x < INT32_MAX)
+      return (int32_t)x;
+  }
+  return rank;
+}
+
+/* --backend cuda: this rank's GPU. Every rank opens its own; when any fails, the lowest failing
+ * rank says why (one line) and every rank returns 1. */
+static int open_cuda(hap_comm *comm, hap_cuda_kernels **ck) {
+  hap_err err = {0};
+  int count = 0;
+  hap_status st = hap_gpu_query(NULL, 0, &count, &err);
+  if (st == HAP_OK)
+    st = hap_cuda_kernels_open(local_rank(comm->rank) % count, ck, &err);
+  int32_t mine = st != HAP_OK ? comm->rank : comm->size, first = comm->size;
+  hap_err aerr = {0};
+  if (comm->ops->all_reduce(comm, &mine, &first, 1, HAP_I32, HAP_REDUCE_MIN, &aerr) != HAP_OK)
+    first = st != HAP_OK ? comm->rank : 0;
+  if (first >= comm->size)
+    return 0;
+  if (comm->rank == first && st == HAP_ENOGPU)
+    fprintf(stderr, "%s: --backend cuda: no CUDA device (%s)\n", prog, err.msg);
+  else if (comm->rank == first)
+    fprintf(stderr, "%s: rank %d: --backend cuda: %s\n", prog, comm->rank,
+            st != HAP_OK ? err.msg : aerr.msg);
+  hap_cuda_kernels_close(*ck);
+  *ck = NULL;
+  return 1;
+}
+
 static int run(const opts *o, hap_comm *comm) {
   hap_err err = {0};
   hap_graph *g = NULL;
@@ -378,9 +432,13 @@ static int run(const opts *o, hap_comm *comm) {
   hap_plan_sim *ps = NULL;
   hap_run *run = NULL;
   hap_dev *dev = NULL;
+  hap_cuda_kernels *ck = NULL;
   double *start = NULL, *end = NULL, *all_start = NULL, *all_end = NULL, *iter_s = NULL;
+  double staging = 0; /* this rank's mean staging per timed iteration, s */
   int rc = 1, me = comm->rank;
   hap_status st;
+  if (o->cuda && open_cuda(comm, &ck) != 0)
+    return 1;
   if ((st = hap_model_load(o->model, &g, &err)) != HAP_OK ||
       (st = hap_cluster_open(o->cluster, &c, &err)) != HAP_OK ||
       (st = hap_plan_read_file(o->plan, g, c, &plan, &err)) != HAP_OK)
@@ -422,6 +480,9 @@ static int run(const opts *o, hap_comm *comm) {
                         .speed = o->n_speeds > 0 ? o->speeds[me] : 1,
                         .current_task = &current_task,
                         .on_task = rearm};
+  hap_run_kernels cuda_kernels = {"cuda", ck, hap_cuda_staged_forward, hap_cuda_staged_backward};
+  if (o->cuda)
+    ro.kernels = &cuda_kernels;
   if ((st = hap_run_create(lw, g, comm, &ro, &run, &err)) != HAP_OK)
     goto out;
   size_t nt = (size_t)lw->n_tasks;
@@ -451,6 +512,8 @@ static int run(const opts *o, hap_comm *comm) {
         HAP_OK)
       goto out;
     iter_s[i] = slowest;
+    if (i >= o->warmup)
+      staging += hap_run_staging_s(run) / o->iters;
     if (i == 0 && o->check) {
       alarm((unsigned)ceil(o->timeout_s));
       if (check(run, g, o, comm, &check_ok, &err) != HAP_OK) {
@@ -487,12 +550,16 @@ static int run(const opts *o, hap_comm *comm) {
       (st = comm->ops->all_gather(comm, end + (size_t)pick * nt, all_end,
                                   (int64_t)(nt * sizeof *end), &err)) != HAP_OK)
     goto out;
+  double staging_max = 0;
+  if ((st = comm->ops->all_reduce(comm, &staging, &staging_max, 1, HAP_F64, HAP_REDUCE_MAX,
+                                  &err)) != HAP_OK)
+    goto out;
   if (me == 0 && o->iters > 0) {
     double *meas = malloc(nt * (size_t)comm->size * sizeof *meas);
     if (meas != NULL) {
       for (size_t i = 0; i < nt * (size_t)comm->size; i++)
         meas[i] = all_end[i] - all_start[i];
-      report(o, ps, iter_s + o->warmup, o->iters, meas, comm->size);
+      report(o, ps, iter_s + o->warmup, o->iters, meas, comm->size, staging_max);
       free(meas);
     }
     if (o->trace != NULL &&
@@ -509,6 +576,7 @@ out:
   free(all_end);
   free(iter_s);
   hap_run_destroy(run);
+  hap_cuda_kernels_close(ck);
   hap_dev_close(dev);
   hap_plan_sim_destroy(ps);
   hap_lowered_destroy(lw);
@@ -551,6 +619,8 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
       {"model", required_argument, NULL, 'm'},
       {"cluster", required_argument, NULL, 'c'},
       {"sim-cluster", required_argument, NULL, OPT_SIM_CLUSTER},
+      {"backend", required_argument, NULL, 'b'},
+      {"threads", required_argument, NULL, OPT_THREADS},
       {"iters", required_argument, NULL, 'n'},
       {"warmup", required_argument, NULL, 'w'},
       {"trace", required_argument, NULL, 't'},
@@ -568,11 +638,20 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
   opterr = talk;
   int c;
   long v;
-  while ((c = getopt_long(argc, argv, "m:c:n:w:t:f:qhV", long_opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "m:c:b:n:w:t:f:qhV", long_opts, NULL)) != -1) {
     switch (c) {
     case 'm': o->model = optarg; break;
     case 'c': o->cluster = optarg; break;
     case OPT_SIM_CLUSTER: o->sim_cluster = optarg; break;
+    case 'b':
+      if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0) {
+        if (talk)
+          hap_cli_usage_error(prog, "--backend: unknown backend '%s' (expected cpu or cuda)",
+                              optarg);
+        return 2;
+      }
+      o->cuda = strcmp(optarg, "cuda") == 0;
+      break;
     case 'n':
       if (!parse_int(optarg, 1, 1000000, &v)) {
         if (talk)
@@ -659,7 +738,8 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
                         : o->model == NULL  ? "missing --model MODEL (the model the plan is for)"
                         : o->cluster == NULL
                             ? "missing --cluster C (the profile or spec the plan was made for)"
-                            : NULL;
+                        : o->cuda && o->n_speeds > 0 ? "--emulate-speed is for --backend cpu"
+                                                     : NULL;
   if (missing != NULL) {
     if (talk)
       hap_cli_usage_error(prog, "%s", missing);

@@ -49,9 +49,33 @@ struct hap_run {
   int32_t *out;            /* [steps][HAP_MAX_OP_OUTPUTS] props a step makes, -1 */
   int32_t *zero_shard;     /* [tensors]: ZeRO storage prop of a parameter, -1 */
   hap_kernel_state *state; /* [steps]: compute steps' saved state */
+  hap_run_kernels k;       /* where compute tasks run */
+  double staging_s;        /* this iteration's staging copies, s */
   const char *failed;
   bool seeded; /* the loss gradient of this iteration is in place */
 };
+
+/* ---- the CPU kernel table ------------------------------------------------------------------ */
+
+static hap_status cpu_forward(void *ctx, const hap_kernel_call *c, void *const *out,
+                              hap_kernel_state *st, double *kernel_s, double *staging_s,
+                              hap_err *err) {
+  (void)ctx;
+  *kernel_s = -1; /* the host clock times it */
+  *staging_s = 0;
+  return hap_kernel_forward(c, out, st, err);
+}
+
+static hap_status cpu_backward(void *ctx, const hap_kernel_call *c, const float *const *dout,
+                               float *const *din, const hap_kernel_state *st, double *kernel_s,
+                               double *staging_s, hap_err *err) {
+  (void)ctx;
+  *kernel_s = -1;
+  *staging_s = 0;
+  return hap_kernel_backward(c, dout, din, st, err);
+}
+
+const hap_run_kernels hap_run_kernels_cpu = {"cpu", NULL, cpu_forward, cpu_backward};
 
 static hap_status oom(hap_err *err) {
   return hap_err_set(err, HAP_ENOMEM, "hap-run: out of memory");
@@ -214,8 +238,9 @@ hap_status hap_run_create(hap_lowered *lw, const hap_graph *g, hap_comm *comm,
   for (int32_t t = 0; t < g->n_tensors; t++)
     if (hap_dtype_is_float(g->tensors[t].dtype) && g->tensors[t].dtype != HAP_F32)
       return hap_err_set(err, HAP_EUNSUPPORTED,
-                         "hap-run: tensor '%s' is %s; the cpu backend runs float32 only",
-                         g->tensors[t].name, hap_dtype_name(g->tensors[t].dtype));
+                         "hap-run: tensor '%s' is %s; the %s backend runs float32 only",
+                         g->tensors[t].name, hap_dtype_name(g->tensors[t].dtype),
+                         o->kernels != NULL ? o->kernels->name : hap_run_kernels_cpu.name);
   hap_run *r = calloc(1, sizeof *r);
   if (r == NULL)
     return oom(err);
@@ -225,6 +250,7 @@ hap_status hap_run_create(hap_lowered *lw, const hap_graph *g, hap_comm *comm,
   r->p = lw->plan;
   r->world = r->comm = comm;
   r->o = *o;
+  r->k = o->kernels != NULL ? *o->kernels : hap_run_kernels_cpu;
   if (!(r->o.speed > 0 && r->o.speed <= 1))
     r->o.speed = 1;
   r->rank = comm->rank % lw->group_size;
@@ -290,6 +316,8 @@ void hap_run_destroy(hap_run *r) {
 }
 
 const char *hap_run_failed_task(const hap_run *r) { return r->failed; }
+
+double hap_run_staging_s(const hap_run *r) { return r->staging_s; }
 
 /* ---- data movement ---------------------------------------------------------------------- */
 
@@ -456,7 +484,9 @@ static void pad_wait(double seconds) {
   }
 }
 
-static hap_status compute(hap_run *r, const hap_task *k, int32_t t, bool backward, hap_err *err) {
+/* A compute task through the kernel table; *kernel_s: the device's time of it (< 0: none). */
+static hap_status compute(hap_run *r, const hap_task *k, int32_t t, bool backward, double *kernel_s,
+                          hap_err *err) {
   const hap_step *s = &r->p->steps[k->step];
   const hap_node *node = &r->g->nodes[k->node];
   hap_task_work *w = malloc(sizeof *w);
@@ -490,10 +520,11 @@ static hap_status compute(hap_run *r, const hap_task *k, int32_t t, bool backwar
                           ins,
                           outs_c,
                           r->reads_batch[k->node] ? r->replica : 0};
-  double t0 = hap_clock_s();
+  double t0 = hap_clock_s(), staging = 0;
+  *kernel_s = -1;
   if (st == HAP_OK && !backward) {
     hap_kernel_state_free(&r->state[k->step]);
-    st = hap_kernel_forward(&call, outs, &r->state[k->step], err);
+    st = r->k.forward(r->k.ctx, &call, outs, &r->state[k->step], kernel_s, &staging, err);
   } else if (st == HAP_OK) {
     const float *dout[HAP_MAX_OP_OUTPUTS] = {0};
     float *din[HAP_MAX_OP_INPUTS] = {0};
@@ -503,9 +534,10 @@ static hap_status compute(hap_run *r, const hap_task *k, int32_t t, bool backwar
       if (w->io.in_grad[i] && (din[i] = grad_of(r, in[i], err)) == NULL)
         st = HAP_ENOMEM;
     if (st == HAP_OK)
-      st = hap_kernel_backward(&call, dout, din, &r->state[k->step], err);
+      st = r->k.backward(r->k.ctx, &call, dout, din, &r->state[k->step], kernel_s, &staging, err);
   }
-  if (st == HAP_OK && r->o.speed < 1)
+  r->staging_s += staging;
+  if (st == HAP_OK && r->o.speed < 1 && *kernel_s < 0)
     pad_wait(hap_emulate_pad_s(hap_clock_s() - t0, r->o.speed));
   free(w);
   return st;
@@ -633,6 +665,7 @@ hap_status hap_run_iteration(hap_run *r, double *start_s, double *end_s, hap_err
     r->props[i].grad_live = false;
   r->seeded = false;
   r->failed = NULL;
+  r->staging_s = 0;
   const hap_lowered *lw = r->lw;
   for (int32_t t = 0; t < lw->n_tasks; t++) {
     const hap_task *k = &lw->tasks[t];
@@ -644,15 +677,15 @@ hap_status hap_run_iteration(hap_run *r, double *start_s, double *end_s, hap_err
       *r->o.current_task = (sig_atomic_t)t;
     if (r->o.on_task != NULL)
       r->o.on_task(r->o.on_task_ctx, t);
-    double t0 = hap_clock_s();
+    double t0 = hap_clock_s(), kernel_s = -1;
     hap_status st;
     switch (k->kind) {
-    case HAP_TASK_COMPUTE: st = compute(r, k, t, k->phase == HAP_PHASE_BWD, err); break;
+    case HAP_TASK_COMPUTE: st = compute(r, k, t, k->phase == HAP_PHASE_BWD, &kernel_s, err); break;
     case HAP_TASK_LOCAL: st = local(r, k, err); break;
     case HAP_TASK_COLLECTIVE: st = comm_task(r, k, err); break;
     default: st = update(r, k, err); break;
     }
-    double t1 = hap_clock_s();
+    double t1 = kernel_s >= 0 ? t0 + kernel_s : hap_clock_s(); /* device time: no staging */
     if (st != HAP_OK) {
       r->failed = k->name;
       return st;

@@ -37,6 +37,12 @@ expect no-plan 2 "${mpi[@]}" "$run"
 expect no-model 2 "${mpi[@]}" "$run" "$tmp/plan.json" -c cpu-2
 check no-model-msg grep -q 'missing --model' "$tmp/err"
 expect bad-iters 2 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 --iters x
+expect bad-backend 2 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 --backend nosuch
+check bad-backend-msg grep -q "unknown backend 'nosuch' (expected cpu or cuda)" "$tmp/err"
+expect cuda-emulate 2 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 --backend cuda \
+  --emulate-speed 1,1
+expect cpu-backend 0 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 --backend cpu \
+  --threads 1 -n 1 -w 0
 expect bad-speed 2 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 --emulate-speed 1,2
 expect speed-count 1 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 --emulate-speed 1,1,1
 expect other-graph 1 "${mpi[@]}" "$run" "$tmp/plan.json" -m "mlp" -c cpu-2

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# hap-run --backend cuda end to end.
+#   check:  a 1-GPU mlp plan under mpirun -np 1 with --check (the loss and every gradient against
+#           the CPU reference); exit 77 (ctest: skipped) when there is no usable GPU
+#   no-gpu: on a machine without a usable GPU, --backend cuda fails with exit 1 and exactly one
+#           error line from hap-run (no crash); exit 77 when there is a GPU
+# Usage: test_gpu_run.sh MODE HAP_DEVICES HAP_SYNTH HAP_RUN
+set -u
+mode=$1 devices=$2 synth=$3 run=$4
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+# the same detection as gpu_hap_devices_list: a listed GPU that passes its kernel self-test
+gpu=1
+if ! "$devices" --format json --selftest >"$tmp/dev" 2>"$tmp/deverr"; then
+  gpu=0
+  sed 's/^/hap-devices: /' "$tmp/deverr"
+fi
+m="mlp:layers=2,batch=8,seq=4,hidden=16"
+c="paper-homo:gpus_per_host=1,hosts=1"
+"$synth" "$m" -c "$c" -o "$tmp/plan.json" -q || { echo "hap-synth failed"; exit 1; }
+case "$mode" in
+check)
+  [ "$gpu" -eq 1 ] || { echo "SKIP: no usable GPU"; exit 77; }
+  timeout 300 mpirun -np 1 "$run" "$tmp/plan.json" -m "$m" -c "$c" --backend cuda --check -n 1 \
+    >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  cat "$tmp/out" "$tmp/err"
+  [ "$rc" -eq 0 ] || { echo "FAIL: hap-run --backend cuda exited $rc"; exit 1; }
+  grep -q '^check: passed' "$tmp/out" || { echo "FAIL: no 'check: passed'"; exit 1; }
+  grep -q '^staging ' "$tmp/out" || { echo "FAIL: no staging line"; exit 1; }
+  echo "test_gpu_run check: passed"
+  ;;
+no-gpu)
+  [ "$gpu" -eq 0 ] || { echo "SKIP: this machine has a GPU (the check test covers it)"; exit 77; }
+  timeout 120 mpirun -np 1 "$run" "$tmp/plan.json" -m "$m" -c "$c" --backend cuda -n 1 \
+    >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  cat "$tmp/err"
+  lines=$(grep -c '^hap-run' "$tmp/err")
+  [ "$rc" -eq 1 ] || { echo "FAIL: exit $rc, expected 1"; exit 1; }
+  [ "$lines" -eq 1 ] || { echo "FAIL: $lines hap-run lines on stderr, expected 1"; exit 1; }
+  grep -q '^hap-run: --backend cuda: no CUDA device (' "$tmp/err" ||
+    { echo "FAIL: not the no-device message"; exit 1; }
+  ! grep -qiE 'segmentation|on signal|core dumped|SIGSEGV|SIGABRT' "$tmp/err" || { echo "FAIL: a crash"; exit 1; }
+  [ ! -s "$tmp/out" ] || { echo "FAIL: output on stdout"; cat "$tmp/out"; exit 1; }
+  echo "test_gpu_run no-gpu: passed"
+  ;;
+*) echo "usage: test_gpu_run.sh check|no-gpu HAP_DEVICES HAP_SYNTH HAP_RUN" >&2; exit 2 ;;
+esac
