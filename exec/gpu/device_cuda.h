@@ -1,8 +1,9 @@
 /* device_cuda.h — the `cuda` device backend (backend.h) on one GPU: cudaMalloc'd memory, copies
  * and fills on the backend's own stream, GEMM through cuBLAS (float32, float64), an empty kernel,
- * and a device timer: every kernel and copy is bracketed by two cudaEvents and its device time is
- * what last_s returns. CUPTI activity records are not used yet (TODO in device_cuda.c); the open
- * call says in info.library whether CUPTI could subscribe or another tool (nsys, ncu) holds it.
+ * and a device timer: every kernel and copy is bracketed by two cudaEvents; last_s returns its
+ * device time from CUPTI activity records (the span of the call's kernels, copies and memsets)
+ * when CUPTI is free, else from the events; info.library says which, and when another tool
+ * (nsys, ncu) holds CUPTI.
  * Contract: the table's calls are synchronous (they return after the stream drained), except
  * empty_kernel, which only enqueues so that launch overhead can be measured; synchronize waits.
  * Only the CUDA runtime, cuBLAS and CUPTI are linked, never libcuda (see exec/CMakeLists.txt).
