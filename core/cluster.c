@@ -422,6 +422,9 @@ hap_status hap_cluster_validate(const hap_cluster *c, hap_err *err) {
     if (!positive(d->memory_bw_Bps))
       return hap_err_set(err, HAP_EINVAL, "device '%s': memory_bw_Bps is %g, expected > 0", d->name,
                          d->memory_bw_Bps);
+    if (!non_negative(d->update_bw_Bps))
+      return hap_err_set(err, HAP_EINVAL, "device '%s': update_bw_Bps is %g, expected >= 0",
+                         d->name, d->update_bw_Bps);
     if (!non_negative(d->launch_s))
       return hap_err_set(err, HAP_EINVAL, "device '%s': launch_s is %g, expected >= 0", d->name,
                          d->launch_s);

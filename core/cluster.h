@@ -48,6 +48,8 @@ typedef struct hap_device {
   double memory_bytes;                     /* bytes */
   double memory_bw_Bps;                    /* bytes/s sustained */
   double launch_s;                         /* fixed cost per kernel, s */
+  double update_bw_Bps; /* bytes/s of the SGD update w -= lr * g, 12 bytes per element (3 streams);
+                           0 = not measured: memory_bw_Bps prices it */
   int32_t n_gemm;
   hap_gemm_sample *gemm; /* measured sweep, may be empty */
   int32_t n_kernels;

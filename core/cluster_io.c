@@ -21,9 +21,10 @@
  *   "<host>:<index>" unless named.
  * DEVICE: {"preset", "model", "kind" ("gpu" | "cpu"), "peak_flops" and "sustained_flops"
  *   ({dtype: FLOP/s >= 0}), "memory_bytes" (> 0), "memory_bw_Bps" (> 0, sustained), "launch_s"
- *   (>= 0), "gemm" ([{"m", "n", "k", "dtype", "flops_per_s"}]), "kernels" ([{"op", "backward",
- *   "shape_key" ("0x" + hex), "seconds"}])}. With a preset every other key overrides one value
- *   (nothing is rescaled); without one, sustained_flops, memory_bytes and memory_bw_Bps are
+ *   (>= 0), "update_bw_Bps" (>= 0: the SGD update's bytes/s, 12 per element; 0 or absent: priced
+ *   at memory_bw_Bps), "gemm" ([{"m", "n", "k", "dtype", "flops_per_s"}]), "kernels" ([{"op",
+ * "backward", "shape_key" ("0x" + hex), "seconds"}])}. With a preset every other key overrides one
+ * value (nothing is rescaled); without one, sustained_flops, memory_bytes and memory_bw_Bps are
  *   required, kind defaults to gpu, launch_s to the kind's preset value, model to "custom", and a
  *   dtype without a peak takes its sustained rate as peak.
  * Spec parameters (hap_cluster_param_get) override values after defaults and groups are merged.
@@ -619,6 +620,9 @@ static hap_status read_device_values(reader *r, const json_t *v, const char *pat
   if ((m = json_object_get(v, "launch_s")) != NULL)
     HAP_TRY(
         want_num(r, m, at_key(p, path, "launch_s"), NUM_NON_NEGATIVE, "a time in s", &d->launch_s));
+  if ((m = json_object_get(v, "update_bw_Bps")) != NULL)
+    HAP_TRY(want_num(r, m, at_key(p, path, "update_bw_Bps"), NUM_NON_NEGATIVE,
+                     "a bandwidth in bytes/s (0: priced at memory_bw_Bps)", &d->update_bw_Bps));
   if ((m = json_object_get(v, "gemm")) != NULL)
     HAP_TRY(read_gemm(r, m, at_key(p, path, "gemm"), d));
   if ((m = json_object_get(v, "kernels")) != NULL)
@@ -632,8 +636,10 @@ static hap_status read_device(reader *r, const json_t *v, const char *path, hap_
                               const char **name) {
   /* "name" first: keys + 1 is the list without it */
   static const char *const keys[] = {
-      "name",         "preset",        "model",    "kind", "peak_flops", "sustained_flops",
-      "memory_bytes", "memory_bw_Bps", "launch_s", "gemm", "kernels",    NULL};
+      "name",       "preset",          "model",        "kind",
+      "peak_flops", "sustained_flops", "memory_bytes", "memory_bw_Bps",
+      "launch_s",   "update_bw_Bps",   "gemm",         "kernels",
+      NULL};
   const hap_device_preset *preset = NULL;
   memset(d, 0, sizeof *d);
   if (json_is_string(v)) {
@@ -644,9 +650,9 @@ static hap_status read_device(reader *r, const json_t *v, const char *path, hap_
   HAP_TRY(want_type(r, v, JSON_OBJECT, path, DEVICE_EXPECTED));
   HAP_TRY(check_keys(r, v, path, name ? keys : keys + 1,
                      name ? "name, preset, model, kind, peak_flops, sustained_flops, memory_bytes, "
-                            "memory_bw_Bps, launch_s, gemm, kernels"
+                            "memory_bw_Bps, launch_s, update_bw_Bps, gemm, kernels"
                           : "preset, model, kind, peak_flops, sustained_flops, memory_bytes, "
-                            "memory_bw_Bps, launch_s, gemm, kernels"));
+                            "memory_bw_Bps, launch_s, update_bw_Bps, gemm, kernels"));
   pathbuf p;
   json_t *m;
   if (name != NULL && (m = json_object_get(v, "name")) != NULL)
@@ -1452,6 +1458,10 @@ static void write_device(hap_jw *w, const hap_device *d) {
   hap_jw_double(w, d->memory_bw_Bps);
   hap_jw_key(w, "launch_s");
   hap_jw_double(w, d->launch_s);
+  if (d->update_bw_Bps > 0) {
+    hap_jw_key(w, "update_bw_Bps");
+    hap_jw_double(w, d->update_bw_Bps);
+  }
   write_samples(w, d);
   hap_jw_end_object(w);
 }

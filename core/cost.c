@@ -375,8 +375,8 @@ static bool same_compute_spec(const hap_device *a, const hap_device *b) {
     if (a->sustained_flops[t] != b->sustained_flops[t] || a->peak_flops[t] != b->peak_flops[t])
       return false;
   return strcmp(a->model, b->model) == 0 && a->memory_bw_Bps == b->memory_bw_Bps &&
-         a->launch_s == b->launch_s && a->n_gemm == 0 && b->n_gemm == 0 && a->n_kernels == 0 &&
-         b->n_kernels == 0;
+         a->update_bw_Bps == b->update_bw_Bps && a->launch_s == b->launch_s && a->n_gemm == 0 &&
+         b->n_gemm == 0 && a->n_kernels == 0 && b->n_kernels == 0;
 }
 
 int32_t hap_device_classes(const hap_cluster *c, int32_t *class_of) {

@@ -724,6 +724,9 @@ static hap_status read_device_attrs(const reader *r, hid_t g, const char *obj,
     st = get_f64(r, g, obj, "memory_bw_Bps", &d->memory_bw_Bps);
   if (st == HAP_OK)
     st = get_f64(r, g, obj, "launch_s", &d->launch_s);
+  if (st == HAP_OK) /* format 2.1; absent before */
+    st = get_nums(r, g, obj, "update_bw_Bps", true, H5T_FLOAT, H5T_NATIVE_DOUBLE, &d->update_bw_Bps,
+                  -1);
   for (int t = 0; t < HAP_DTYPE_COUNT && st == HAP_OK; t++) {
     char name[64];
     snprintf(name, sizeof name, "peak_flops_%s", hap_dtype_name((hap_dtype)t));

@@ -1,13 +1,15 @@
 /* profile_store.c — the hap-profile model (building, validation, statistics, merging, loading into
  * the cluster model) and its HDF5 writer; the reader is profile_read.c.
  *
- * HDF5 layout, format "hap-profile", version "2.0". Strings are variable-length UTF-8 scalars
+ * HDF5 layout, format "hap-profile", version "2.1". Strings are variable-length UTF-8 scalars
  * (h5py reads them as str) except inside compound tables, where they are fixed-length.
  *   /                       attrs format, version ("MAJOR.MINOR"), created (ISO-8601 UTC), tool,
  *                           backend (str), hosts (str[H])
  *   /env                    attrs <KEY> = <value> (str), in creation order
  *   /devices/<i>            i = 0..D-1; attrs name, host, model, kind ("gpu" | "cpu") (str),
  *                           memory_bytes (int64), memory_bw_Bps, launch_s (float64),
+ *                           update_bw_Bps (float64, the SGD update's bytes/s; 2.1, only when
+ *                           measured: a 2.0 file has none and prices updates at memory_bw_Bps),
  *                           peak_flops_<dtype> (float64; only the known ones)
  *   /devices/<i>/gemm       compound[G] {m, n, k int64; dtype char[16]; seconds, flops_per_s f64}
  *   /devices/<i>/kernels    compound[K] {op char[32]; direction char[4] ("fwd" | "bwd");
@@ -536,6 +538,7 @@ static hap_status check_device(const hap_profile *p, int32_t i, hap_err *err) {
                        (long long)d->memory_bytes);
   HAP_TRY(check_num(obj, "memory_bw_Bps", d->memory_bw_Bps, true, err));
   HAP_TRY(check_num(obj, "launch_s", d->launch_s, false, err));
+  HAP_TRY(check_num(obj, "update_bw_Bps", d->update_bw_Bps, false, err));
   for (int t = 0; t < HAP_DTYPE_COUNT; t++) {
     char field[64];
     snprintf(field, sizeof field, "peak_flops_%s", hap_dtype_name((hap_dtype)t));
@@ -718,6 +721,7 @@ static hap_status copy_device(hap_profile *m, const hap_profile_device *d, hap_e
   c->memory_bytes = d->memory_bytes;
   c->memory_bw_Bps = d->memory_bw_Bps;
   c->launch_s = d->launch_s;
+  c->update_bw_Bps = d->update_bw_Bps;
   memcpy(c->peak_flops, d->peak_flops, sizeof c->peak_flops);
   for (int32_t r = 0; r < d->n_gemm; r++)
     HAP_TRY(hap_profile_add_gemm(c, &d->gemm[r], err));
@@ -938,6 +942,7 @@ static hap_status add_cluster_device(hap_cluster *c, const hap_profile_device *d
   proto.memory_bytes = (double)d->memory_bytes;
   proto.memory_bw_Bps = d->memory_bw_Bps;
   proto.launch_s = d->launch_s;
+  proto.update_bw_Bps = d->update_bw_Bps;
   memcpy(proto.peak_flops, d->peak_flops, sizeof proto.peak_flops);
   bool measured[HAP_DTYPE_COUNT] = {false};
   hap_gemm_sample *gemm = calloc((size_t)d->n_gemm + 1, sizeof *gemm);
@@ -1334,6 +1339,8 @@ static hap_status write_device(const writer *w, hid_t devs, int32_t i,
     st = put_f64(w, g, obj, "memory_bw_Bps", d->memory_bw_Bps);
   if (st == HAP_OK)
     st = put_f64(w, g, obj, "launch_s", d->launch_s);
+  if (st == HAP_OK && d->update_bw_Bps > 0)
+    st = put_f64(w, g, obj, "update_bw_Bps", d->update_bw_Bps);
   for (int t = 0; t < HAP_DTYPE_COUNT && st == HAP_OK; t++) {
     char attr[64];
     snprintf(attr, sizeof attr, "peak_flops_%s", hap_dtype_name((hap_dtype)t));

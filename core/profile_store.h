@@ -18,7 +18,7 @@
 
 #define HAP_PROFILE_FORMAT        "hap-profile"
 #define HAP_PROFILE_VERSION_MAJOR 2 /* 2.0: N-piece fits; 1.x (two pieces) is still read */
-#define HAP_PROFILE_VERSION_MINOR 0
+#define HAP_PROFILE_VERSION_MINOR 1
 
 /* Bytes of a kernel row's readable shape string, NUL included (a fixed-length field on disk). */
 #define HAP_PROFILE_SHAPE_MAX 128
@@ -55,7 +55,8 @@ typedef struct hap_profile_device {
   double memory_bw_Bps;               /* measured, bytes/s */
   double peak_flops[HAP_DTYPE_COUNT]; /* published peak, FLOP/s; 0 = unknown */
   double launch_s;                    /* empty-kernel launch overhead, s */
-  int32_t n_gemm, cap_gemm;           /* cap_*: allocated length, private */
+  double update_bw_Bps;     /* the SGD update's bytes/s (12 B per element); 0 = not measured */
+  int32_t n_gemm, cap_gemm; /* cap_*: allocated length, private */
   hap_profile_gemm *gemm;
   int32_t n_kernels, cap_kernels;
   hap_profile_kernel *kernels;

@@ -106,13 +106,15 @@ static bool same_spec(const hap_device *a, const hap_device *b) {
     if (a->sustained_flops[t] != b->sustained_flops[t] || a->peak_flops[t] != b->peak_flops[t])
       return false;
   return strcmp(a->model, b->model) == 0 && a->memory_bytes == b->memory_bytes &&
-         a->memory_bw_Bps == b->memory_bw_Bps && a->launch_s == b->launch_s && a->n_gemm == 0 &&
-         b->n_gemm == 0 && a->n_kernels == 0 && b->n_kernels == 0;
+         a->memory_bw_Bps == b->memory_bw_Bps && a->update_bw_Bps == b->update_bw_Bps &&
+         a->launch_s == b->launch_s && a->n_gemm == 0 && b->n_gemm == 0 && a->n_kernels == 0 &&
+         b->n_kernels == 0;
 }
 
 static void print_devices(const hap_cluster *c) {
-  printf("\n%-20s %5s  %-16s %11s %11s %9s %10s %7s %6s %7s\n", "devices", "count", "model",
-         "fp32 TFLOP/s", "fp16 TFLOP/s", "memory", "mem GB/s", "launch", "GEMMs", "kernels");
+  printf("\n%-20s %5s  %-16s %11s %11s %9s %10s %10s %7s %6s %7s\n", "devices", "count", "model",
+         "fp32 TFLOP/s", "fp16 TFLOP/s", "memory", "mem GB/s", "upd GB/s", "launch", "GEMMs",
+         "kernels");
   char mem[32];
   for (int32_t i = 0; i < c->n_devices;) {
     int32_t j = i + 1;
@@ -121,9 +123,12 @@ static void print_devices(const hap_cluster *c) {
     const hap_device *d = &c->devices[i];
     char first[64];
     snprintf(first, sizeof first, "%s%s", d->name, j - i > 1 ? " .." : "");
-    printf("%-20s %5d  %-16s %11.3f %11.3f %9s %10.1f %5.1fus %6d %7d\n", first, j - i, d->model,
-           d->sustained_flops[HAP_F32] / 1e12, d->sustained_flops[HAP_F16] / 1e12,
-           hap_fmt_bytes(d->memory_bytes, mem, sizeof mem), d->memory_bw_Bps / 1e9,
+    char upd[32] = "-"; /* not measured: updates are priced at mem GB/s */
+    if (d->update_bw_Bps > 0)
+      snprintf(upd, sizeof upd, "%.1f", d->update_bw_Bps / 1e9);
+    printf("%-20s %5d  %-16s %11.3f %11.3f %9s %10.1f %10s %5.1fus %6d %7d\n", first, j - i,
+           d->model, d->sustained_flops[HAP_F32] / 1e12, d->sustained_flops[HAP_F16] / 1e12,
+           hap_fmt_bytes(d->memory_bytes, mem, sizeof mem), d->memory_bw_Bps / 1e9, upd,
            d->launch_s * 1e6, d->n_gemm, d->n_kernels);
     i = j;
   }
@@ -264,6 +269,8 @@ static bool print_json(const hap_cluster *c) {
     hap_jw_double(&w, d->memory_bw_Bps);
     hap_jw_key(&w, "launch_s");
     hap_jw_double(&w, d->launch_s);
+    hap_jw_key(&w, "update_bw_Bps");
+    hap_jw_double(&w, d->update_bw_Bps);
     hap_jw_key(&w, "gemm_samples");
     hap_jw_int(&w, d->n_gemm);
     hap_jw_key(&w, "kernel_samples");

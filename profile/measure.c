@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "fit_rel.h"
+#include "kernels.h"
 
 #define HOST_MAX    256
 #define TAG_SAMPLES 7
@@ -154,8 +155,9 @@ typedef struct dev_rec {
   int32_t kind;         /* hap_device_kind */
   int32_t threads, n_gemm;
   double speed;
-  double membw_Bps; /* bytes/s */
-  double launch_s;  /* s */
+  double membw_Bps;  /* bytes/s */
+  double update_Bps; /* the SGD update's bytes/s, 12 per element; 0 = not measured */
+  double launch_s;   /* s */
 } dev_rec;
 
 typedef struct run {
@@ -212,6 +214,8 @@ static hap_status measure_membw(run *r, dev_rec *rec, hap_err *err) {
   if (st == HAP_OK)
     st = d->ops->copy(d, b, a, bytes, err); /* warm-up: touches every page of b */
   for (int32_t i = 0; i < reps && st == HAP_OK; i++) {
+    if ((st = r->world->ops->barrier(r->world, err)) != HAP_OK) /* all ranks stream at once */
+      break;
     double t0 = now(r);
     st = d->ops->copy(d, b, a, bytes, err);
     t[i] = now(r) - t0;
@@ -220,6 +224,44 @@ static hap_status measure_membw(run *r, dev_rec *rec, hap_err *err) {
     rec->membw_Bps = 2.0 * (double)bytes / median(t, reps); /* read + write */
   d->ops->release(d, a);
   d->ops->release(d, b);
+  free(t);
+  return st;
+}
+
+/* The executor's SGD update (hap_kernel_sgd, in host memory) over two buffers of
+ * max(membw_bytes, 128 MiB) each, as bytes/s with lower.h's count of 12 bytes per element; every
+ * rank at once, as in training (ranks of a host share its memory bus). Not slowed by
+ * --emulate-speed: hap-run's update is not either. */
+static hap_status measure_update(run *r, dev_rec *rec, hap_err *err) {
+  /* weights are cold when their update runs (a whole iteration touched other memory since):
+   * buffers well past a last-level cache, at least 128 MiB each */
+  int64_t bytes =
+      r->cfg->membw_bytes > ((int64_t)128 << 20) ? r->cfg->membw_bytes : ((int64_t)128 << 20);
+  int64_t n = bytes / (int64_t)sizeof(float);
+  int32_t reps = r->cfg->membw_reps;
+  float *w = calloc((size_t)n, sizeof *w), *g = malloc((size_t)n * sizeof *g);
+  double *t = malloc((size_t)reps * sizeof *t);
+  if (w == NULL || g == NULL || t == NULL) {
+    free(w);
+    free(g);
+    free(t);
+    return hap_err_set(err, HAP_ENOMEM, "measure: out of memory for the update buffers");
+  }
+  for (int64_t i = 0; i < n; i++)
+    g[i] = (float)(i % 1024) * 0x1p-10f;
+  hap_kernel_sgd(w, g, 1e-3f, n); /* warm-up: touches every page */
+  hap_status st = HAP_OK;
+  for (int32_t i = 0; i < reps && st == HAP_OK; i++) {
+    if ((st = r->world->ops->barrier(r->world, err)) != HAP_OK) /* as in training: all at once */
+      break;
+    double t0 = now(r);
+    hap_kernel_sgd(w, g, 1e-3f, n);
+    t[i] = now(r) - t0;
+  }
+  if (st == HAP_OK)
+    rec->update_Bps = 12.0 * (double)n / median(t, reps);
+  free(w);
+  free(g);
   free(t);
   return st;
 }
@@ -429,6 +471,7 @@ static hap_status gather_devices(run *r, const dev_rec *mine, const double *secs
       d->memory_bytes = kind == HAP_DEVICE_CPU ? x->memory_bytes / on_host : x->memory_bytes;
       d->memory_bw_Bps = x->membw_Bps;
       d->launch_s = x->launch_s;
+      d->update_bw_Bps = kind == HAP_DEVICE_CPU ? x->update_Bps : 0; /* updates run on hosts */
       for (int32_t g = 0; g < ng && st == HAP_OK; g++) {
         const hap_gemm_shape *s = &r->cfg->gemm_shapes[g];
         double sec = all_secs[(size_t)i * (size_t)ng + (size_t)g];
@@ -768,9 +811,11 @@ static hap_status run_all(run *r, hap_err *err) {
   int32_t pairs = r->world->size * (r->world->size - 1);
   bool kernels = cfg->kernels && info.kind == HAP_DEVICE_CPU; /* exec/kernels run on CPUs */
   int32_t nk = kernels ? cfg->n_kcases : 0;
-  r->total = ng + nk + 3 + (cfg->comm ? pairs * cfg->n_p2p_sizes : 0); /* refined below */
+  r->total = ng + nk + 4 + (cfg->comm ? pairs * cfg->n_p2p_sizes : 0); /* refined below */
   progress(r, "memory bandwidth");
   HAP_TRY(measure_membw(r, &mine, err));
+  progress(r, "update bandwidth"); /* every rank: the barriers; recorded for CPU devices */
+  HAP_TRY(measure_update(r, &mine, err));
   progress(r, "launch overhead");
   HAP_TRY(measure_launch(r, &mine, err));
   double *secs = malloc((size_t)(ng > 0 ? ng : 1) * sizeof *secs);

@@ -261,6 +261,7 @@ static int substitute(hap_cluster *c, const char *match, const char *preset_name
     d->memory_bytes = proto.memory_bytes;
     d->memory_bw_Bps = proto.memory_bw_Bps;
     d->launch_s = proto.launch_s;
+    d->update_bw_Bps = proto.update_bw_Bps;
     d->n_gemm = 0; /* measurements of the old device do not apply */
     d->n_kernels = 0;
     n++;

@@ -31,11 +31,15 @@ double hap_plan_sim_duration(const hap_plan_sim *ps, int32_t t, int32_t d) {
 }
 
 /* A memory-bound kernel touching `bytes` on device d, s. */
-static double memory_time(const hap_cluster *c, int32_t d, double bytes) {
+/* A memory-bound task's time: `bytes` moved at the device's bandwidth for the task's kind (the
+ * SGD update's own measured rate when the profile has one, else the copy bandwidth), s. */
+static double memory_time(const hap_cluster *c, int32_t d, hap_task_kind kind, double bytes) {
   const hap_device *dev = &c->devices[d];
   if (bytes <= 0)
     return 0;
-  return dev->launch_s + (dev->memory_bw_Bps > 0 ? bytes / dev->memory_bw_Bps : 0);
+  double bw =
+      kind == HAP_TASK_UPDATE && dev->update_bw_Bps > 0 ? dev->update_bw_Bps : dev->memory_bw_Bps;
+  return dev->launch_s + (bw > 0 ? bytes / bw : 0);
 }
 
 typedef struct price_memo {
@@ -179,7 +183,7 @@ static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cl
             break;
           s = w->len == 0 ? 0 : hap_compute_time(c, d, w->op, &w->io, w->backward);
         } else {
-          s = memory_time(c, d, w->bytes);
+          s = memory_time(c, d, k->kind, w->bytes);
         }
         if (!isfinite(s) || s < 0) {
           st = hap_err_set(err, HAP_EINVAL, "task '%s' on device '%s': priced at %g s", k->name,

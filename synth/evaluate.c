@@ -104,8 +104,8 @@ static bool same_device_spec(const hap_device *a, const hap_device *b) {
     if (a->sustained_flops[t] != b->sustained_flops[t])
       return false;
   return strcmp(a->model, b->model) == 0 && a->memory_bw_Bps == b->memory_bw_Bps &&
-         a->launch_s == b->launch_s && a->n_gemm == 0 && b->n_gemm == 0 && a->n_kernels == 0 &&
-         b->n_kernels == 0;
+         a->update_bw_Bps == b->update_bw_Bps && a->launch_s == b->launch_s && a->n_gemm == 0 &&
+         b->n_gemm == 0 && a->n_kernels == 0 && b->n_kernels == 0;
 }
 
 static void clear_lengths(syn_ctx *x) {

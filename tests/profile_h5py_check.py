@@ -103,7 +103,7 @@ def check_units(f):
 
 def check_root(f):
     attr(f, "format", "str", "hap-profile")
-    attr(f, "version", "str", "2.0")
+    attr(f, "version", "str", "2.1")
     attr(f, "created", "str", "2025-01-31T12:00:00Z")
     attr(f, "tool", "str", "hap-profile 0.1.0")
     attr(f, "backend", "str", "cuda+nccl")

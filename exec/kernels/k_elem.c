@@ -23,8 +23,10 @@ hap_status k_unary_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_st
   int64_t n = k_numel(&c->io->in[0]);
   switch (c->op) {
   case HAP_OP_RELU:
-    for (int64_t i = 0; i < n; i++)
-      y[i] = x[i] > 0 ? x[i] : 0.0f;
+    for (int64_t i = 0; i < n; i++) { /* branch-free: the time must not depend on the data */
+      float v = x[i];
+      y[i] = v > 0 ? v : 0.0f;
+    }
     break;
   case HAP_OP_GELU:
     for (int64_t i = 0; i < n; i++)
@@ -53,8 +55,10 @@ hap_status k_unary_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_st
     float scale = (float)(1 / (1 - p));
     k_gpos g;
     k_gpos_of_input(c, 0, &g);
-    for (int64_t i = 0; i < n; i++)
-      y[i] = hap_kernel_keep(c->seed, k_gpos_at(&g, i), p) ? x[i] * scale : 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+      float v = x[i] * scale;
+      y[i] = hap_kernel_keep(c->seed, k_gpos_at(&g, i), p) ? v : 0.0f;
+    }
   }
   }
   return HAP_OK;
@@ -71,8 +75,10 @@ hap_status k_unary_bwd(const hap_kernel_call *c, const float *const *dout, float
     return HAP_OK;
   switch (c->op) {
   case HAP_OP_RELU:
-    for (int64_t i = 0; i < n; i++)
-      dx[i] += x[i] > 0 ? g[i] : 0.0f;
+    for (int64_t i = 0; i < n; i++) { /* unconditional loads: if-converted, no branch */
+      float gi = g[i];
+      dx[i] += x[i] > 0 ? gi : 0.0f;
+    }
     break;
   case HAP_OP_GELU:
     for (int64_t i = 0; i < n; i++) {
@@ -104,9 +110,10 @@ hap_status k_unary_bwd(const hap_kernel_call *c, const float *const *dout, float
     float scale = (float)(1 / (1 - p));
     k_gpos gp;
     k_gpos_of_input(c, 0, &gp);
-    for (int64_t i = 0; i < n; i++)
-      if (hap_kernel_keep(c->seed, k_gpos_at(&gp, i), p))
-        dx[i] += g[i] * scale;
+    for (int64_t i = 0; i < n; i++) {
+      float v = g[i] * scale;
+      dx[i] += hap_kernel_keep(c->seed, k_gpos_at(&gp, i), p) ? v : 0.0f;
+    }
   }
   }
   return HAP_OK;

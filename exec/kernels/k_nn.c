@@ -49,10 +49,10 @@ hap_status k_max_pool2d_fwd(const hap_kernel_call *c, void *const *out, hap_kern
             if (jx < 0 || jx >= d.w)
               continue;
             int64_t at = (p * d.h + iy) * d.w + jx;
-            if (best_at < 0 || x[at] > best) { /* the first maximum wins ties */
-              best = x[at];
-              best_at = at;
-            }
+            float v = x[at];
+            bool take = best_at < 0 || v > best; /* the first maximum wins ties */
+            best = take ? v : best;              /* selects, not branches: data-independent time */
+            best_at = take ? at : best_at;
           }
         }
         int64_t o = (p * d.ho + oy) * d.wo + ox;

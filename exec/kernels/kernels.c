@@ -105,6 +105,11 @@ bool hap_kernel_keep(uint64_t seed, int64_t pos, double p) {
   return u >= p;
 }
 
+void hap_kernel_sgd(float *w, const float *g, float lr, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    w[i] -= lr * g[i];
+}
+
 /* ---- memory, state and BLAS ------------------------------------------------------------------ */
 
 void *k_calloc(size_t n, size_t size, hap_err *err) {

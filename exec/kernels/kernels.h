@@ -108,4 +108,8 @@ hap_status hap_kernel_check_backward(const hap_kernel_call *c, const float *cons
  * a hash of seed and pos, no sequence state): true keeps it (scaled by 1 / (1 - p)). */
 bool hap_kernel_keep(uint64_t seed, int64_t pos, double p);
 
+/* The SGD step w[i] -= lr * g[i] over n elements: the executor's update task, and what the
+ * profiler times to price it (update bandwidth: 3 x 4 bytes per element). */
+void hap_kernel_sgd(float *w, const float *g, float lr, int64_t n);
+
 #endif

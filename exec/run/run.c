@@ -636,10 +636,7 @@ static hap_status update(hap_run *r, const hap_task *k, hap_err *err) {
     rprop *p = &r->props[id];
     if (!p->grad_live || r->o.lr == 0)
       continue;
-    float *w = p->val;
-    float lr = (float)r->o.lr;
-    for (int64_t e = 0, n = hap_box_numel(&p->box); e < n; e++)
-      w[e] -= lr * p->grad[e];
+    hap_kernel_sgd(p->val, p->grad, (float)r->o.lr, hap_box_numel(&p->box));
   }
   return HAP_OK;
 }

@@ -44,6 +44,7 @@ for i in range(len(devs)):
     check(d.attrs["kind"] == "cpu", f"device {i}: kind {d.attrs['kind']}")
     check(d.attrs["memory_bw_Bps"] > 1e8, f"device {i}: memory bandwidth {d.attrs['memory_bw_Bps']}")
     check(0 < d.attrs["launch_s"] < 1e-3, f"device {i}: launch {d.attrs['launch_s']}")
+    check(d.attrs["update_bw_Bps"] > 1e8, f"device {i}: update bandwidth {d.attrs['update_bw_Bps']}")
     if "gemm" in d:
         g = d["gemm"][:]
         check(len(g) > 0, f"device {i}: empty GEMM sweep")

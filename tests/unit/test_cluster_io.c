@@ -90,6 +90,7 @@ static void assert_devices_eq(const hap_device *x, const hap_device *y) {
   assert_doubles_eq(&x->memory_bytes, &y->memory_bytes, 1, "memory_bytes", x->name);
   assert_doubles_eq(&x->memory_bw_Bps, &y->memory_bw_Bps, 1, "memory_bw_Bps", x->name);
   assert_doubles_eq(&x->launch_s, &y->launch_s, 1, "launch_s", x->name);
+  assert_doubles_eq(&x->update_bw_Bps, &y->update_bw_Bps, 1, "update_bw_Bps", x->name);
   cr_assert_eq(x->n_gemm, y->n_gemm, "%s n_gemm", x->name);
   for (int32_t i = 0; i < x->n_gemm; i++) {
     const hap_gemm_sample *a = &x->gemm[i], *b = &y->gemm[i];
@@ -666,7 +667,8 @@ Test(cluster_io, built_cluster_round_trips) {
   proto.n_gemm = 2;
   proto.kernels = k;
   proto.n_kernels = 1;
-  proto.peak_flops[HAP_I32] = 1e12; /* a peak without a sustained rate */
+  proto.peak_flops[HAP_I32] = 1e12;  /* a peak without a sustained rate */
+  proto.update_bw_Bps = 1.0 / 3e-12; /* measured by hap-profile (written only when > 0) */
   for (int h = 0; h < 3; h++) {
     char name[32];
     snprintf(name, sizeof name, "node%02d.example", h);
@@ -692,6 +694,7 @@ Test(cluster_io, built_cluster_round_trips) {
   cr_assert_not_null(strstr(s, "{\"src\": \"n0/gpu0\", \"dst\": \"n1/gpu1\", "), "sorted:\n%s", s);
   cr_assert_not_null(strstr(s, "\"shape_key\": \"0xffffffffffffffff\""), "%s", s);
   cr_assert_not_null(strstr(s, "\"int32\": 1000000000000.0"), "%s", s);
+  cr_assert_not_null(strstr(s, "\"update_bw_Bps\": "), "%s", s);
   free(s);
   hap_cluster_destroy(c);
 }
@@ -755,6 +758,9 @@ static const bad_case bad_cases[] = {
                                      "bytes > 0"},
     {"bad_kind.json", "hosts[0].device.kind: is \"tpu\", expected \"gpu\" or \"cpu\""},
     {"name_in_shared_device.json", "hosts[0].device.name: unknown key, expected one of preset, "},
+    {"negative_update_bandwidth.json",
+     "hosts[0].devices[0].update_bw_Bps: is -5, expected a bandwidth in bytes/s (0: priced at "
+     "memory_bw_Bps) >= 0"},
     {"gemm_zero_dim.json", "hosts[0].devices[0].gemm[0].m: is 0, expected a positive integer"},
     {"kernel_unknown_op.json", "hosts[0].devices[0].kernels[0].op: unknown op 'linaer'"},
     {"kernel_bad_shape_key.json", "hosts[0].devices[0].kernels[0].shape_key: is \"0xZZ\", "

@@ -89,6 +89,27 @@ Test(plan_sim, one_device_iteration_is_the_sum_of_its_tasks) {
   hap_graph_destroy(g);
 }
 
+/* An update task moves 12 bytes per parameter element: priced at the measured update bandwidth
+ * when the device has one, at the memory bandwidth when not. */
+Test(plan_sim, updates_are_priced_at_the_update_bandwidth) {
+  hap_graph *g = model("mlp:layers=2,batch=24,seq=8,hidden=32");
+  double speed[1] = {1};
+  hap_cluster *c = devices(1, speed, 1e9);
+  c->devices[0].memory_bw_Bps = 1e9;
+  for (int pass = 0; pass < 2; pass++) {
+    c->devices[0].update_bw_Bps = pass == 0 ? 0 : 4e9;
+    simulated r = simulate(g, c, HAP_STRATEGY_DP_EV, true);
+    int32_t t = r.lw->n_tasks - 1;
+    cr_assert_str_eq(r.lw->tasks[t].name, "layers.0.linear.upd", "first layer updated last");
+    double bytes = 12.0 * (32 * 32 + 32); /* weight and bias, float32 */
+    cr_assert_float_eq(hap_plan_sim_duration(r.ps, t, 0), bytes / (pass == 0 ? 1e9 : 4e9), 1e-18,
+                       "pass %d", pass);
+    release(&r);
+  }
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}
+
 /* Even split on devices 2:1 with free communication: the slow device never waits, so the
  * iteration is its chain, and every one of its compute tasks takes twice the fast one's. */
 Test(plan_sim, two_devices_even_split_slow_device_bounds) {

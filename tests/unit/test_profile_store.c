@@ -135,6 +135,7 @@ static void add_device(hap_profile *p, const char *name, const char *host, const
   d->memory_bytes = (int64_t)16 << 30;
   d->memory_bw_Bps = 800e9 * speed;
   d->launch_s = 4.5e-6;
+  d->update_bw_Bps = speed < 1 ? 0 : 700e9; /* measured on some devices only (format 2.1) */
   d->peak_flops[HAP_F32] = 15.7e12 * speed;
   d->peak_flops[HAP_F16] = 125e12 * speed;
   const int64_t dims[][3] = {{1024, 1024, 1024}, {4096, 4096, 4096}, {8192, 1024, 4096}};
@@ -261,6 +262,7 @@ static void same_device(const hap_profile_device *a, const hap_profile_device *b
   cr_assert_eq(a->memory_bytes, b->memory_bytes);
   same_doubles(&a->memory_bw_Bps, &b->memory_bw_Bps, 1, "memory_bw_Bps");
   same_doubles(&a->launch_s, &b->launch_s, 1, "launch_s");
+  same_doubles(&a->update_bw_Bps, &b->update_bw_Bps, 1, "update_bw_Bps");
   same_doubles(a->peak_flops, b->peak_flops, HAP_DTYPE_COUNT, "peak_flops");
   cr_assert_eq(a->n_gemm, b->n_gemm);
   for (int32_t r = 0; r < a->n_gemm; r++) {
@@ -1127,6 +1129,8 @@ Test(cluster, sample_profile_becomes_the_cluster_model) {
   cr_assert_eq(d->host, 1);
   cr_assert_eq(d->memory_bytes, (double)((int64_t)16 << 30));
   cr_assert_eq(d->memory_bw_Bps, p->devices[2].memory_bw_Bps);
+  cr_assert_eq(d->update_bw_Bps, 0, "not measured there");
+  cr_assert_eq(c->devices[0].update_bw_Bps, 700e9);
   cr_assert_eq(d->peak_flops[HAP_F16], p->devices[2].peak_flops[HAP_F16]);
   cr_assert_eq(d->sustained_flops[HAP_F32], p->devices[2].gemm[2].flops_per_s); /* best f32 */
   cr_assert_eq(d->sustained_flops[HAP_F16], p->devices[2].gemm[1].flops_per_s);
@@ -1213,5 +1217,16 @@ Test(cluster, invalid_profile_is_refused) {
   cr_assert_eq(hap_profile_to_cluster(p, &c, &err), HAP_EINVAL);
   cr_assert_null(c);
   cr_assert(strstr(err.msg, "profile: /devices/1: memory_bw_Bps is nan"), "%s", err.msg);
+  hap_profile_destroy(p);
+}
+
+Test(cluster, negative_update_bandwidth_is_refused) {
+  hap_profile *p = sample_profile();
+  p->devices[0].update_bw_Bps = -1;
+  hap_cluster *c = (hap_cluster *)1;
+  hap_err err = {0};
+  cr_assert_eq(hap_profile_to_cluster(p, &c, &err), HAP_EINVAL);
+  cr_assert_null(c);
+  cr_assert(strstr(err.msg, "profile: /devices/0: update_bw_Bps is -1"), "%s", err.msg);
   hap_profile_destroy(p);
 }
