@@ -59,7 +59,9 @@ hap_status hap_group_init(const hap_cluster *c, const int32_t *ranks, int32_t n,
                           hap_err *err);
 
 /* Seconds for one collective. HUGE_VAL when `impl` does not apply to `kind` (e.g. a tree
- * all-gather) or to the group (hierarchical on one host). One rank costs 0. */
+ * all-gather) or to the group (hierarchical on one host). One rank costs 0. When the group has a
+ * measured fit for `kind`, an applicable impl is priced by the fit (the library picks its own
+ * algorithm when it runs): grouped at the shares' total, any other at the padded size. */
 double hap_coll_time(const hap_group *g, hap_coll_kind kind, hap_coll_impl impl, hap_coll_bytes b);
 
 /* The fastest applicable implementation and its time (AUTO resolved). */

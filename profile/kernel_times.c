@@ -84,6 +84,26 @@ hap_status hap_kcases_default(bool quick, hap_kcase **out, int32_t *n, hap_err *
   return HAP_OK;
 }
 
+hap_status hap_kcase_of_task(hap_lowered *lw, int32_t t, int32_t dev, hap_kcase *kc, hap_err *err) {
+  memset(kc, 0, sizeof *kc);
+  hap_task_work *w = malloc(sizeof *w);
+  if (w == NULL)
+    return hap_err_set(err, HAP_ENOMEM, "kernel timings: out of memory");
+  hap_status st = hap_lowered_work(lw, t, dev, w, err);
+  if (st == HAP_OK) {
+    kc->op = w->op;
+    kc->attrs = w->attrs;
+    kc->io = w->io;
+    hap_kcase_fix(kc);
+    kc->fwd = !w->backward;
+    kc->bwd = w->backward;
+    if (!w->backward)
+      memset(kc->io.in_grad, 0, sizeof kc->io.in_grad);
+  }
+  free(w);
+  return st;
+}
+
 hap_status hap_kcases_from_plan(const hap_plan *p, const hap_graph *g, int32_t dev, hap_kcase **out,
                                 int32_t *n, hap_err *err) {
   *out = NULL;
@@ -98,24 +118,13 @@ hap_status hap_kcases_from_plan(const hap_plan *p, const hap_graph *g, int32_t d
   }
   klist l = {0};
   hap_status st = HAP_OK;
-  hap_task_work w;
   for (int32_t t = 0; t < lw->n_tasks && st == HAP_OK; t++) {
     if (lw->tasks[t].kind != HAP_TASK_COMPUTE)
       continue;
-    st = hap_lowered_work(lw, t, dev, &w, err);
-    if (st != HAP_OK)
-      break;
     hap_kcase kc;
-    memset(&kc, 0, sizeof kc);
-    kc.op = w.op;
-    kc.attrs = w.attrs;
-    kc.io = w.io;
-    hap_kcase_fix(&kc);
-    kc.fwd = !w.backward;
-    kc.bwd = w.backward;
-    if (!w.backward)
-      memset(kc.io.in_grad, 0, sizeof kc.io.in_grad);
-    st = klist_add(&l, &kc, err);
+    st = hap_kcase_of_task(lw, t, dev, &kc, err);
+    if (st == HAP_OK)
+      st = klist_add(&l, &kc, err);
   }
   hap_lowered_destroy(lw);
   if (st != HAP_OK) {
@@ -221,8 +230,8 @@ static hap_status kbufs_make(const hap_kcase *kc, kbufs *b, hap_err *err) {
   return HAP_OK;
 }
 
-static hap_status one_row(const hap_kcase *kc, bool backward, const double *t, int32_t reps,
-                          hap_profile_kernel *row, hap_err *err) {
+hap_status hap_kcase_row(const hap_kcase *kc, bool backward, const double *t, int32_t reps,
+                         hap_profile_kernel *row, hap_err *err) {
   memset(row, 0, sizeof *row);
   row->op = kc->op;
   row->backward = backward;
@@ -274,7 +283,7 @@ hap_status hap_kcase_time(const hap_kcase *kc, int32_t reps, int32_t warmup, dou
       break; /* one run for backward's inputs is enough */
   }
   if (st == HAP_OK && kc->fwd)
-    st = one_row(kc, false, t, reps, &rows[(*n_rows)++], err);
+    st = hap_kcase_row(kc, false, t, reps, &rows[(*n_rows)++], err);
   if (kc->bwd && any_grad) {
     for (int32_t k = 0; k < warmup + reps && st == HAP_OK; k++) {
       /* timed with the zeroing of the input gradients: the executor zeroes a gradient buffer
@@ -289,7 +298,7 @@ hap_status hap_kcase_time(const hap_kcase *kc, int32_t reps, int32_t warmup, dou
         t[k - warmup] = dt + hap_emulate_pad_s(dt, speed);
     }
     if (st == HAP_OK)
-      st = one_row(kc, true, t, reps, &rows[(*n_rows)++], err);
+      st = hap_kcase_row(kc, true, t, reps, &rows[(*n_rows)++], err);
   }
   hap_kernel_state_free(&state);
   free(t);

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "graph.h"
+#include "lower.h"
 #include "ops.h"
 #include "plan.h"
 #include "profile_store.h"
@@ -41,6 +42,15 @@ hap_status hap_kcases_default(bool quick, hap_kcase **out, int32_t *n, hap_err *
  * together), forward and backward. */
 hap_status hap_kcases_from_plan(const hap_plan *p, const hap_graph *g, int32_t dev, hap_kcase **out,
                                 int32_t *n, hap_err *err);
+
+/* The case of compute task t of `lw` on device `dev`: its op, attributes and local shapes, in the
+ * task's one direction (in_grad cleared for a forward task, as hap_kcases_from_plan keys it). */
+hap_status hap_kcase_of_task(hap_lowered *lw, int32_t t, int32_t dev, hap_kcase *kc, hap_err *err);
+
+/* The kernel-table row of kc in one direction from samples t[0 .. reps) (s): p50,
+ * p95, reps and the shape text. */
+hap_status hap_kcase_row(const hap_kcase *kc, bool backward, const double *t, int32_t reps,
+                         hap_profile_kernel *row, hap_err *err);
 
 /* Time one case: `warmup` untimed then `reps` timed calls per direction, at emulated `speed` in
  * (0, 1]. rows[0 .. *n_rows) get the forward and/or backward row (p50, p95, reps, shape text).

@@ -31,6 +31,7 @@
 #include "measure.h"
 #include "plan_io.h"
 #include "profile_store.h"
+#include "replay.h"
 #include "zoo.h"
 
 static const char *prog = "hap-profile";
@@ -72,6 +73,11 @@ static void usage(FILE *f) {
          "                        the plan was made for), instead of the built-in shape grid,\n"
          "                        and extend each collective's sweep to the plan's largest\n"
          "                        message of that kind\n"
+         "      --kernel-timing HOW  with --plan: replay (default) times each compute task\n"
+         "                        inside the rank's whole task list run in plan order, as\n"
+         "                        hap-run runs it (caches as the iteration leaves them, the\n"
+         "                        runner's per-task overhead); loop times each shape alone\n"
+         "                        in a hot loop\n"
          "      --model SPEC      the plan's model (zoo spec or hap-graph file)\n"
          "      --cluster SPEC    the plan's cluster (spec, hap-cluster file or profile)\n"
          "      --timeout SEC     stop every rank when no measurement step finishes for SEC\n"
@@ -382,7 +388,12 @@ typedef struct measure_opts {
   int32_t threads;
   double timeout_s;
   const char *plan, *model, *cluster; /* --plan: kernel shapes from a plan */
+  const char *kernel_timing;          /* "replay" (the default with --plan) or "loop" */
 } measure_opts;
+
+static bool replaying(const measure_opts *o) {
+  return o->plan != NULL && (o->kernel_timing == NULL || strcmp(o->kernel_timing, "replay") == 0);
+}
 
 /* State the signal handlers read: set before measuring, then only the phase changes. */
 static char sig_tmp[4200];   /* OUT.tmp.<pid>, removed on a fatal signal ("" = none) */
@@ -469,6 +480,7 @@ static hap_status record_env(hap_profile *p, const measure_opts *o, int size, ha
   HAP_TRY(hap_profile_set_env(p, "hap.ranks", buf, err));
   HAP_TRY(hap_profile_set_env(p, "hap.plan", o->quick ? "quick" : "default", err));
   HAP_TRY(hap_profile_set_env(p, "hap.kernel_shapes", o->plan ? o->plan : "built-in grid", err));
+  HAP_TRY(hap_profile_set_env(p, "hap.kernel_timing", replaying(o) ? "replay" : "loop", err));
   HAP_TRY(hap_profile_set_env(p, "hap.only",
                               o->only_compute ? "compute"
                               : o->only_comm  ? "comm"
@@ -545,10 +557,46 @@ static hap_status plan_messages(const hap_plan *p, const hap_graph *g, int64_t *
   return st;
 }
 
+/* --plan replayed (replay.h): what the kernel_rows hook of the measure configuration needs. */
+typedef struct replay_ctx {
+  hap_plan *plan; /* owned, with its graph */
+  hap_graph *graph;
+  hap_comm *world;
+  const progress_state *ps;
+  int32_t warmup, iters;
+} replay_ctx;
+
+static void replay_progress(void *arg, int32_t i, int32_t n) {
+  const progress_state *ps = arg;
+  alarm(ps->timeout_s); /* the watchdog: restarted at every iteration */
+  if (ps->draw && ps->rank == 0)
+    fprintf(stderr, "\r\033[K%s: kernels: replayed iteration %d of %d", prog, i, n);
+}
+
+static void replay_free(replay_ctx *x) {
+  hap_plan_destroy(x->plan);
+  hap_graph_destroy(x->graph);
+  x->plan = NULL;
+  x->graph = NULL;
+}
+
+static hap_status replay_rows(void *arg, double speed, hap_profile_kernel **rows, int32_t *n_rows,
+                              double *update_Bps, hap_err *err) {
+  const replay_ctx *x = arg;
+  hap_replay_options ro = {.warmup = x->warmup,
+                           .iters = x->iters,
+                           .speed = speed,
+                           .seed = 1,
+                           .progress = replay_progress,
+                           .progress_arg = (void *)x->ps};
+  return hap_replay_kernel_rows(x->plan, x->graph, x->world, &ro, rows, n_rows, update_Bps, err);
+}
+
 /* This rank's kernel cases: the plan's local shapes for this rank, or the built-in grid; with a
- * plan also its largest message per collective kind (extend, zeroed otherwise). */
+ * plan also its largest message per collective kind (extend, zeroed otherwise). When replaying,
+ * no cases: the plan and its graph go to rx instead. */
 static hap_status kernel_cases(const measure_opts *o, int32_t rank, int32_t size, hap_kcase **out,
-                               int32_t *n, int64_t *extend, hap_err *err) {
+                               int32_t *n, int64_t *extend, replay_ctx *rx, hap_err *err) {
   memset(extend, 0, HAP_COLL_KIND_COUNT * sizeof *extend);
   if (o->plan == NULL)
     return hap_kcases_default(o->quick, out, n, err);
@@ -565,10 +613,16 @@ static hap_status kernel_cases(const measure_opts *o, int32_t rank, int32_t size
                      "%s: the plan has %d devices, this job %d ranks (rank i "
                      "runs device i)",
                      o->plan, p->n_devices, size);
-  if (st == HAP_OK)
+  if (st == HAP_OK && !replaying(o))
     st = hap_kcases_from_plan(p, g, rank, out, n, err);
   if (st == HAP_OK)
     st = plan_messages(p, g, extend, err);
+  if (st == HAP_OK && replaying(o)) {
+    rx->plan = p;
+    rx->graph = g;
+    p = NULL;
+    g = NULL;
+  }
   hap_plan_destroy(p);
   hap_cluster_destroy(c);
   hap_graph_destroy(g);
@@ -598,6 +652,10 @@ static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const cha
   }
   if (o->plan == NULL && (o->model != NULL || o->cluster != NULL)) {
     hap_cli_usage_error(prog, "--model and --cluster go with --plan");
+    return 2;
+  }
+  if (o->kernel_timing != NULL && o->plan == NULL) {
+    hap_cli_usage_error(prog, "--kernel-timing goes with --plan");
     return 2;
   }
   if (cuda && o->emulate != NULL) {
@@ -646,10 +704,11 @@ static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const cha
   hap_kcase *kcases = NULL;
   int32_t n_kcases = 0;
   int64_t extend[HAP_COLL_KIND_COUNT] = {0}; /* --plan: its largest messages */
+  replay_ctx rx = {.world = world};
   hap_status st = open_device(o, rank, speed, &dev, &err);
   bool no_gpu = st == HAP_ENOGPU;
   if (st == HAP_OK && ((!o->only_comm && !cuda) || o->plan != NULL))
-    st = kernel_cases(o, rank, size, &kcases, &n_kcases, extend, &err);
+    st = kernel_cases(o, rank, size, &kcases, &n_kcases, extend, &rx, &err);
   int32_t mine = st != HAP_OK ? rank : size, first = size;
   hap_err aerr = {0};
   if (world->ops->all_reduce(world, &mine, &first, 1, HAP_I32, HAP_REDUCE_MIN, &aerr) != HAP_OK)
@@ -660,6 +719,7 @@ static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const cha
     else if (rank == first)
       hap_cli_error(prog, st != HAP_OK ? &err : &aerr);
     free(kcases);
+    replay_free(&rx);
     hap_dev_close(dev);
     hap_comm_mpi_finalize(world);
     return 1;
@@ -683,6 +743,13 @@ static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const cha
   cfg.kernels = !o->only_comm && !cuda;
   cfg.kcases = kcases;
   cfg.n_kcases = n_kcases;
+  rx.ps = &ps;
+  rx.warmup = cfg.kernel_warmup > 0 ? cfg.kernel_warmup : 1;
+  rx.iters = cfg.kernel_reps;
+  if (rx.plan != NULL && cfg.kernels) {
+    cfg.kernel_rows = replay_rows;
+    cfg.kernel_rows_arg = &rx;
+  }
   memcpy(cfg.coll_extend_bytes, extend, sizeof extend);
   cfg.progress = on_progress;
   cfg.progress_arg = &ps;
@@ -719,6 +786,7 @@ static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const cha
   }
   alarm(0);
   free(kcases);
+  replay_free(&rx);
   if (st != HAP_OK) {
     fprintf(stderr, "%s", sig_prefix);
     hap_cli_error(prog, &err);
@@ -767,23 +835,26 @@ int main(int argc, char **argv) {
     OPT_QUIET,
     OPT_PLAN,
     OPT_MODEL,
-    OPT_CLUSTER
+    OPT_CLUSTER,
+    OPT_KERNEL_TIMING
   };
-  static const struct option long_opts[] = {{"format", required_argument, NULL, 'f'},
-                                            {"output", required_argument, NULL, 'o'},
-                                            {"backend", required_argument, NULL, 'b'},
-                                            {"quick", no_argument, NULL, 'q'},
-                                            {"only", required_argument, NULL, OPT_ONLY},
-                                            {"emulate-speed", required_argument, NULL, OPT_EMULATE},
-                                            {"threads", required_argument, NULL, OPT_THREADS},
-                                            {"timeout", required_argument, NULL, OPT_TIMEOUT},
-                                            {"quiet", no_argument, NULL, OPT_QUIET},
-                                            {"plan", required_argument, NULL, OPT_PLAN},
-                                            {"model", required_argument, NULL, OPT_MODEL},
-                                            {"cluster", required_argument, NULL, OPT_CLUSTER},
-                                            {"help", no_argument, NULL, 'h'},
-                                            {"version", no_argument, NULL, 'V'},
-                                            {NULL, 0, NULL, 0}};
+  static const struct option long_opts[] = {
+      {"format", required_argument, NULL, 'f'},
+      {"output", required_argument, NULL, 'o'},
+      {"backend", required_argument, NULL, 'b'},
+      {"quick", no_argument, NULL, 'q'},
+      {"only", required_argument, NULL, OPT_ONLY},
+      {"emulate-speed", required_argument, NULL, OPT_EMULATE},
+      {"threads", required_argument, NULL, OPT_THREADS},
+      {"timeout", required_argument, NULL, OPT_TIMEOUT},
+      {"quiet", no_argument, NULL, OPT_QUIET},
+      {"plan", required_argument, NULL, OPT_PLAN},
+      {"model", required_argument, NULL, OPT_MODEL},
+      {"cluster", required_argument, NULL, OPT_CLUSTER},
+      {"kernel-timing", required_argument, NULL, OPT_KERNEL_TIMING},
+      {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},
+      {NULL, 0, NULL, 0}};
   hap_format format = HAP_FORMAT_TABLE;
   const char *output = NULL;
   measure_opts mo = {.threads = 1, .timeout_s = 300};
@@ -850,6 +921,14 @@ int main(int argc, char **argv) {
       break;
     case OPT_CLUSTER:
       mo.cluster = optarg;
+      measure_flags = true;
+      break;
+    case OPT_KERNEL_TIMING:
+      if (strcmp(optarg, "replay") != 0 && strcmp(optarg, "loop") != 0) {
+        hap_cli_usage_error(prog, "--kernel-timing: '%s', expected replay or loop", optarg);
+        return 2;
+      }
+      mo.kernel_timing = optarg;
       measure_flags = true;
       break;
     case 'h': usage(stdout); return 0;

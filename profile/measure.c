@@ -343,8 +343,17 @@ static hap_status measure_gemm(run *r, double *secs, hap_err *err) {
 
 /* Time this rank's kernel cases into r->krows. A case the CPU kernels do not run (a float16
  * input in a plan) is skipped. */
-static hap_status measure_kernels(run *r, double speed, hap_err *err) {
+static hap_status measure_kernels(run *r, double speed, dev_rec *rec, hap_err *err) {
   const hap_measure_config *cfg = r->cfg;
+  if (cfg->kernel_rows != NULL) {
+    progress(r, "kernels: the plan's tasks in execution order");
+    double update_Bps = 0;
+    HAP_TRY(
+        cfg->kernel_rows(cfg->kernel_rows_arg, speed, &r->krows, &r->n_krows, &update_Bps, err));
+    if (update_Bps > 0)
+      rec->update_Bps = update_Bps;
+    return HAP_OK;
+  }
   r->krows = calloc(2 * (size_t)cfg->n_kcases + 1, sizeof *r->krows);
   if (r->krows == NULL)
     return hap_err_set(err, HAP_ENOMEM, "measure: out of memory for kernel rows");
@@ -558,8 +567,8 @@ static hap_status coll_once(run *r, hap_comm *g, hap_coll_kind kind, int64_t s, 
   void *in = r->sendbuf, *out = r->recvbuf;
   int64_t n = g->size;
   switch (kind) {
-  case HAP_COLL_ALL_REDUCE:
-    return g->ops->all_reduce(g, in, out, s / 4, HAP_F32, HAP_REDUCE_SUM, err);
+  case HAP_COLL_ALL_REDUCE: /* in place, as hap-run sums gradients */
+    return g->ops->all_reduce(g, out, out, s / 4, HAP_F32, HAP_REDUCE_SUM, err);
   case HAP_COLL_ALL_GATHER: return g->ops->all_gather(g, in, out, s / n, err);
   case HAP_COLL_REDUCE_SCATTER:
     return g->ops->reduce_scatter(g, in, out, s / (4 * n), HAP_F32, HAP_REDUCE_SUM, err);
@@ -810,7 +819,7 @@ static hap_status run_all(run *r, hap_err *err) {
   int32_t ng = cfg->gemm ? cfg->n_gemm_shapes : 0;
   int32_t pairs = r->world->size * (r->world->size - 1);
   bool kernels = cfg->kernels && info.kind == HAP_DEVICE_CPU; /* exec/kernels run on CPUs */
-  int32_t nk = kernels ? cfg->n_kcases : 0;
+  int32_t nk = !kernels ? 0 : cfg->kernel_rows != NULL ? 1 : cfg->n_kcases;
   r->total = ng + nk + 4 + (cfg->comm ? pairs * cfg->n_p2p_sizes : 0); /* refined below */
   progress(r, "memory bandwidth");
   HAP_TRY(measure_membw(r, &mine, err));
@@ -823,7 +832,7 @@ static hap_status run_all(run *r, hap_err *err) {
     return hap_err_set(err, HAP_ENOMEM, "measure: out of memory");
   hap_status st = ng > 0 ? measure_gemm(r, secs, err) : HAP_OK;
   if (st == HAP_OK && kernels)
-    st = measure_kernels(r, info.speed, err);
+    st = measure_kernels(r, info.speed, &mine, err);
   if (st == HAP_OK) {
     progress(r, "gathering the devices");
     st = gather_devices(r, &mine, secs, err);

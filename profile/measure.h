@@ -67,6 +67,13 @@ typedef struct hap_measure_config {
   bool kernels;
   const hap_kcase *kcases;
   int32_t n_kcases, kernel_reps, kernel_warmup;
+  /* When set, this rank's kernel rows come from this call instead of timing kcases one by one
+   * (e.g. hap-profile's replay of a plan in execution order, replay.h); *rows is malloc'd. It is
+   * called on every rank at once, after the GEMM sweep; speed is this device's emulated speed.
+   * *update_Bps > 0 replaces the measured SGD update bandwidth (bytes/s, 12 per element). */
+  hap_status (*kernel_rows)(void *arg, double speed, hap_profile_kernel **rows, int32_t *n_rows,
+                            double *update_Bps, hap_err *err);
+  void *kernel_rows_arg;
   hap_measure_progress_fn progress;
   void *progress_arg;
 } hap_measure_config;

@@ -29,6 +29,8 @@ typedef struct rprop {
   int32_t next;    /* previous prop of the same tensor, -1 */
 } rprop;
 
+enum { SCRATCH_SEND, SCRATCH_RECV, SCRATCH_SUM, SCRATCH_SLOTS };
+
 struct hap_run {
   hap_lowered *lw;
   const hap_graph *g;      /* shapes this rank runs: one replica's graph for 2-D plans */
@@ -53,6 +55,10 @@ struct hap_run {
   double staging_s;        /* this iteration's staging copies, s */
   const char *failed;
   bool seeded; /* the loss gradient of this iteration is in place */
+  /* Communication scratch, kept across tasks and iterations: MPI is ~10x slower on a buffer it
+   * has not seen (a fresh 1 MiB reduce-scatter: 0.5 ms instead of 0.05 ms here). */
+  void *scratch[SCRATCH_SLOTS];
+  size_t scratch_bytes[SCRATCH_SLOTS];
 };
 
 /* ---- the CPU kernel table ------------------------------------------------------------------ */
@@ -306,6 +312,8 @@ void hap_run_destroy(hap_run *r) {
   if (r->state != NULL)
     for (int32_t k = 0; k < r->p->n_steps; k++)
       hap_kernel_state_free(&r->state[k]);
+  for (int i = 0; i < SCRATCH_SLOTS; i++)
+    free(r->scratch[i]);
   free(r->props);
   free(r->head);
   free(r->zero_shard);
@@ -320,6 +328,21 @@ const char *hap_run_failed_task(const hap_run *r) { return r->failed; }
 double hap_run_staging_s(const hap_run *r) { return r->staging_s; }
 
 /* ---- data movement ---------------------------------------------------------------------- */
+
+/* Scratch buffer `slot` with room for `bytes` (at least 1; contents undefined), or NULL. */
+static void *scratch(hap_run *r, int slot, int64_t bytes, hap_err *err) {
+  size_t want = bytes > 0 ? (size_t)bytes : 1;
+  if (r->scratch_bytes[slot] < want) {
+    free(r->scratch[slot]);
+    r->scratch[slot] = malloc(want);
+    r->scratch_bytes[slot] = r->scratch[slot] != NULL ? want : 0;
+    if (r->scratch[slot] == NULL) {
+      oom(err);
+      return NULL;
+    }
+  }
+  return r->scratch[slot];
+}
 
 /* dst (n floats) = src, or += src. */
 static void put(float *dst, const float *src, int64_t n, bool add) {
@@ -360,16 +383,17 @@ static hap_status redistribute(hap_run *r, const void *src, const hap_box *src_b
     rd[i] = recv_total;
     recv_total += rb[i];
   }
-  char *sendbuf = malloc((size_t)(send_total > 0 ? send_total : 1));
-  char *recvbuf = malloc((size_t)(recv_total > 0 ? recv_total : 1));
-  void *tmp =
-      add ? calloc((size_t)(hap_box_numel(mine_dst) > 0 ? hap_box_numel(mine_dst) : 1), elem)
-          : NULL;
+  char *sendbuf = scratch(r, SCRATCH_SEND, send_total, err);
+  char *recvbuf = scratch(r, SCRATCH_RECV, recv_total, err);
+  int64_t tmp_bytes = hap_box_numel(mine_dst) * (int64_t)elem;
+  void *tmp = add ? scratch(r, SCRATCH_SUM, tmp_bytes, err) : NULL;
   hap_status st = HAP_OK;
   if (!sendbuf || !recvbuf || (add && !tmp)) {
-    st = oom(err);
+    st = HAP_ENOMEM;
     goto out;
   }
+  if (add && tmp_bytes > 0)
+    memset(tmp, 0, (size_t)tmp_bytes);
   for (int32_t i = 0; i < n; i++) {
     hap_box x;
     if (sb[i] > 0 && hap_box_intersect(mine_src, &dst_boxes[i], &x))
@@ -388,9 +412,6 @@ static hap_status redistribute(hap_run *r, const void *src, const hap_box *src_b
     put(dst, tmp, hap_box_numel(mine_dst), true);
 out:
   free(sb);
-  free(sendbuf);
-  free(recvbuf);
-  free(tmp);
   return st;
 }
 
@@ -402,12 +423,12 @@ static hap_status reduce_to_boxes(hap_run *r, const float *src, const hap_shape 
   hap_box full = hap_box_full(shape);
   int64_t total = hap_box_numel(&full);
   int64_t *counts = malloc((size_t)n * sizeof *counts);
-  float *packed = malloc((size_t)(total > 0 ? total : 1) * sizeof *packed);
   int64_t mine = hap_box_numel(&dst_boxes[r->rank]);
-  float *recv = malloc((size_t)(mine > 0 ? mine : 1) * sizeof *recv);
+  float *packed = scratch(r, SCRATCH_SEND, total * (int64_t)sizeof(float), err);
+  float *recv = scratch(r, SCRATCH_RECV, mine * (int64_t)sizeof(float), err);
   hap_status st = HAP_OK;
   if (!counts || !packed || !recv) {
-    st = oom(err);
+    st = counts ? HAP_ENOMEM : oom(err);
     goto out;
   }
   int64_t off = 0;
@@ -422,8 +443,6 @@ static hap_status reduce_to_boxes(hap_run *r, const float *src, const hap_shape 
     put(dst, recv, mine, add);
 out:
   free(counts);
-  free(packed);
-  free(recv);
   return st;
 }
 
@@ -431,13 +450,12 @@ static hap_status sum_all(hap_run *r, const float *src, float *dst, int64_t coun
                           hap_err *err) {
   if (!add) /* straight into dst (in place when src == dst): no scratch buffer to fault in */
     return r->comm->ops->all_reduce(r->comm, src, dst, count, HAP_F32, HAP_REDUCE_SUM, err);
-  float *tmp = malloc((size_t)(count > 0 ? count : 1) * sizeof *tmp);
+  float *tmp = scratch(r, SCRATCH_RECV, count * (int64_t)sizeof(float), err);
   if (tmp == NULL)
-    return oom(err);
+    return HAP_ENOMEM;
   hap_status st = r->comm->ops->all_reduce(r->comm, src, tmp, count, HAP_F32, HAP_REDUCE_SUM, err);
   if (st == HAP_OK)
     put(dst, tmp, count, add);
-  free(tmp);
   return st;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Kernel timings end to end: a quick 2-rank CPU profile (--only compute) has kernel rows that the
 # cluster model serves back (test_kernel_rows); then, when hap-synth is built, a profile measured
-# with --plan has the rows of exactly the local shapes that plan gives each rank.
+# with --plan has the rows of exactly the local shapes that plan gives each rank, both timed in a
+# replay of the plan (the default, also for a 2-D megatron-tp plan) and in hot loops.
 # Usage: test_kernel_rows.sh HAP_PROFILE MPIEXEC TEST_KERNEL_ROWS [HAP_SYNTH]
 set -eu
 bin=$1 mpiexec=$2 check=$3 synth=${4:-}
@@ -20,6 +21,46 @@ model="mlp:layers=2,batch=24,seq=8,hidden=32"
 "$mpiexec" -np 2 "$bin" measure --backend cpu --quick --only compute --quiet \
   --plan "$tmp/plan.json" --model "$model" --cluster cpu-2 -o "$tmp/plan.h5"
 "$check" "$tmp/plan.h5" --plan "$tmp/plan.json" --model "$model" --cluster cpu-2
+"$mpiexec" -np 2 "$bin" measure --backend cpu --quick --only compute --quiet --kernel-timing loop \
+  --plan "$tmp/plan.json" --model "$model" --cluster cpu-2 -o "$tmp/loop.h5"
+"$check" "$tmp/loop.h5" --plan "$tmp/plan.json" --model "$model" --cluster cpu-2
+# a 2-D plan (2 replicas of 1 device): the replay's silent communicator splits as hap-run's does
+two=paper-homo:gpus_per_host=1,hosts=2
+"$synth" "$model" -c "$two" -s megatron-tp -o "$tmp/mtp.json" -q
+"$mpiexec" -np 2 "$bin" measure --backend cpu --quick --only compute --quiet \
+  --plan "$tmp/mtp.json" --model "$model" --cluster "$two" -o "$tmp/mtp.h5"
+"$check" "$tmp/mtp.h5" --plan "$tmp/mtp.json" --model "$model" --cluster "$two"
+/usr/bin/python3 - "$tmp/plan.h5" "$tmp/loop.h5" <<'PY'
+import sys
+try:
+    import h5py
+except ImportError:
+    print("h5py missing: the timing-mode check is skipped")
+    sys.exit(0)
+for path, how in zip(sys.argv[1:], ["replay", "loop"]):
+    with h5py.File(path, "r") as f:
+        got = f["env"].attrs["hap.kernel_timing"]
+        got = got.decode() if isinstance(got, bytes) else got
+        assert got == how, "%s: hap.kernel_timing is %r, expected %r" % (path, got, how)
+        upd = f["devices"]["0"].attrs["update_bw_Bps"]
+        assert upd > 1e8, "%s: update bandwidth %g" % (path, upd)
+        print("%s: kernel timing %s, update bandwidth %.1f GB/s" % (path, got, upd / 1e9))
+PY
+# usage errors: one line, exit 2, before any MPI start-up
+set +e
+"$bin" measure --backend cpu --kernel-timing loop -o "$tmp/x.h5" 2>"$tmp/err"
+rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q -- "--kernel-timing goes with --plan" "$tmp/err" ||
+  { echo "FAIL: --kernel-timing without --plan: exit $rc: $(cat "$tmp/err")"; exit 1; }
+set +e
+"$bin" measure --backend cpu --kernel-timing fast --plan "$tmp/plan.json" --model "$model" \
+  --cluster cpu-2 -o "$tmp/x.h5" 2>"$tmp/err"
+rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "expected replay or loop" "$tmp/err" ||
+  { echo "FAIL: --kernel-timing fast: exit $rc: $(cat "$tmp/err")"; exit 1; }
+[ ! -e "$tmp/x.h5" ] || { echo "FAIL: a usage error left $tmp/x.h5"; exit 1; }
 
 # --plan also extends each collective's sweep to the plan's largest message of that kind: a
 # dp-ev plan all-reduces a 2048 x 2048 float32 weight (16 MiB, past the quick sweep's 8 MiB)

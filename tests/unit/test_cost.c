@@ -197,13 +197,40 @@ Test(cost, profiled_fit_wins_under_auto) {
   expect_close(
       hap_coll_time(&g, HAP_COLL_ALL_REDUCE, HAP_IMPL_AUTO, hap_coll_bytes_uniform(1e7, 4)),
       1e-4 + 1e7 / 4e9);
-  /* an explicit implementation still uses the link formula */
+  /* an explicit implementation is priced by the fit too (the library picks its own algorithm);
+   * one that does not apply to the kind stays impossible */
   expect_close(
       hap_coll_time(&g, HAP_COLL_ALL_REDUCE, HAP_IMPL_RING, hap_coll_bytes_uniform(1e7, 4)),
-      2 * 3 * 2 * A_NIC + 2.0 * 3 / 4 * 1e7 / B_NIC);
+      1e-4 + 1e7 / 4e9);
+  cr_assert(isinf(
+      hap_coll_time(&g, HAP_COLL_ALL_REDUCE, HAP_IMPL_PAIRWISE, hap_coll_bytes_uniform(1e7, 4))));
+  /* without a fit for the kind: the link formula, as on the same cluster without fits */
+  hap_cluster *bare = make_cluster(2, 2);
+  hap_group gb = group_of(bare, (int32_t[]){0, 1, 2, 3}, 4);
+  expect_close(
+      hap_coll_time(&g, HAP_COLL_ALL_GATHER, HAP_IMPL_RING, hap_coll_bytes_uniform(1e7, 4)),
+      hap_coll_time(&gb, HAP_COLL_ALL_GATHER, HAP_IMPL_RING, hap_coll_bytes_uniform(1e7, 4)));
+  hap_cluster_destroy(bare);
   /* a different rank set has no fit */
   hap_group g3 = group_of(c, (int32_t[]){0, 1, 2}, 3);
   cr_assert_null(g3.fit[HAP_COLL_ALL_REDUCE]);
+  hap_cluster_destroy(c);
+}
+
+/* Uneven gathers under a fit: grouped moves the shares' total, padded n times the largest. */
+Test(cost, profiled_fit_prices_grouped_and_padded_gathers) {
+  hap_cluster *c = make_cluster(1, 4);
+  int32_t ranks[] = {0, 1, 2, 3};
+  hap_coll_fit fit = {.kind = HAP_COLL_ALL_GATHER,
+                      .n_ranks = 4,
+                      .ranks = ranks,
+                      .fit = hap_ab_fit_two(1e6, 2e-5, 1e9, 1e-4, 5e9)};
+  cr_assert_eq(hap_cluster_add_fit(c, &fit, NULL), HAP_OK);
+  hap_group g = group_of(c, ranks, 4);
+  double shares[4] = {4e6, 2e6, 1e6, 1e6};
+  hap_coll_bytes b = hap_coll_bytes_of(shares, 4);
+  expect_close(hap_coll_time(&g, HAP_COLL_ALL_GATHER, HAP_IMPL_GROUPED, b), 1e-4 + 8e6 / 5e9);
+  expect_close(hap_coll_time(&g, HAP_COLL_ALL_GATHER, HAP_IMPL_RING, b), 1e-4 + 16e6 / 5e9);
   hap_cluster_destroy(c);
 }
 

@@ -1,0 +1,173 @@
+/* replay.c — kernel timings in execution order (replay.h). */
+#include "replay.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm_silent.h"
+#include "kernel_times.h"
+#include "lower.h"
+#include "run.h"
+
+/* The distinct (op, shape key, direction) cases of this rank's compute tasks, and each task's. */
+typedef struct cases {
+  hap_kcase *v;      /* [n] */
+  int32_t n;         /* distinct cases */
+  int32_t *of;       /* [n_tasks]: the task's case, -1 for other tasks and empty shards */
+  double *upd_bytes; /* [n_tasks]: an update task's bytes (lower.h), else 0 */
+  double upd_total_bytes, upd_total_s; /* over the timed iterations */
+  int32_t *count;                      /* [n]: tasks per case */
+  double **sample;                     /* [n][count * iters], s */
+  int32_t *filled;                     /* [n] */
+} cases;
+
+static void cases_free(cases *c) {
+  for (int32_t i = 0; c->sample != NULL && i < c->n; i++)
+    free(c->sample[i]);
+  free(c->sample);
+  free(c->v);
+  free(c->of);
+  free(c->upd_bytes);
+  free(c->count);
+  free(c->filled);
+}
+
+static hap_status oom(hap_err *err) {
+  return hap_err_set(err, HAP_ENOMEM, "kernel replay: out of memory");
+}
+
+static bool same_case(const hap_kcase *a, const hap_kcase *b) {
+  return a->op == b->op && a->bwd == b->bwd &&
+         hap_kernel_shape_key(&a->io) == hap_kernel_shape_key(&b->io);
+}
+
+static bool empty_shard(const hap_kcase *kc) {
+  for (int32_t i = 0; i < kc->io.n_in; i++)
+    for (int32_t d = 0; d < kc->io.in[i].rank; d++)
+      if (kc->io.in[i].dims[d] == 0)
+        return true;
+  return false;
+}
+
+static hap_status list_cases(hap_lowered *lw, int32_t dev, int32_t iters, cases *c, hap_err *err) {
+  memset(c, 0, sizeof *c);
+  size_t nt = (size_t)lw->n_tasks;
+  c->v = calloc(nt + 1, sizeof *c->v);
+  c->of = malloc((nt + 1) * sizeof *c->of);
+  c->count = calloc(nt + 1, sizeof *c->count);
+  c->upd_bytes = calloc(nt + 1, sizeof *c->upd_bytes);
+  hap_task_work *w = malloc(sizeof *w);
+  if (c->v == NULL || c->of == NULL || c->count == NULL || c->upd_bytes == NULL || w == NULL) {
+    free(w);
+    return oom(err);
+  }
+  for (int32_t t = 0; t < lw->n_tasks; t++) {
+    c->of[t] = -1;
+    if (lw->tasks[t].kind == HAP_TASK_UPDATE) {
+      hap_status st = hap_lowered_work(lw, t, dev, w, err);
+      if (st != HAP_OK) {
+        free(w);
+        return st;
+      }
+      c->upd_bytes[t] = w->bytes;
+    }
+    if (lw->tasks[t].kind != HAP_TASK_COMPUTE)
+      continue;
+    hap_kcase kc;
+    hap_status st = hap_kcase_of_task(lw, t, dev, &kc, err);
+    if (st != HAP_OK) {
+      free(w);
+      return st;
+    }
+    if (empty_shard(&kc))
+      continue; /* the simulator prices it at 0 */
+    int32_t i = 0;
+    while (i < c->n && !same_case(&c->v[i], &kc))
+      i++;
+    if (i == c->n) {
+      c->v[c->n] = kc;
+      hap_kcase_fix(&c->v[c->n]);
+      c->n++;
+    }
+    c->of[t] = i;
+    c->count[i]++;
+  }
+  free(w);
+  c->sample = calloc((size_t)c->n + 1, sizeof *c->sample);
+  c->filled = calloc((size_t)c->n + 1, sizeof *c->filled);
+  if (c->sample == NULL || c->filled == NULL)
+    return oom(err);
+  for (int32_t i = 0; i < c->n; i++)
+    if ((c->sample[i] = malloc(((size_t)c->count[i] * (size_t)iters + 1) * sizeof(double))) == NULL)
+      return oom(err);
+  return HAP_OK;
+}
+
+/* Run warmup + iters iterations, keeping the timed ones' compute task durations. */
+static hap_status replay(hap_run *run, const hap_lowered *lw, const hap_replay_options *o, cases *c,
+                         hap_err *err) {
+  size_t nt = (size_t)lw->n_tasks;
+  double *start = malloc((nt + 1) * sizeof *start), *end = malloc((nt + 1) * sizeof *end);
+  hap_status st = start && end ? HAP_OK : oom(err);
+  int32_t total = o->warmup + o->iters;
+  for (int32_t i = 0; i < total && st == HAP_OK; i++) {
+    st = hap_run_iteration(run, start, end, err);
+    for (int32_t t = 0; st == HAP_OK && i >= o->warmup && t < lw->n_tasks; t++) {
+      if (c->of[t] >= 0)
+        c->sample[c->of[t]][c->filled[c->of[t]]++] = end[t] - start[t];
+      if (c->upd_bytes[t] > 0) {
+        c->upd_total_bytes += c->upd_bytes[t];
+        c->upd_total_s += end[t] - start[t];
+      }
+    }
+    if (st == HAP_OK && o->progress != NULL)
+      o->progress(o->progress_arg, i + 1, total);
+  }
+  free(start);
+  free(end);
+  return st;
+}
+
+hap_status hap_replay_kernel_rows(const hap_plan *p, const hap_graph *g, hap_comm *world,
+                                  const hap_replay_options *o, hap_profile_kernel **rows,
+                                  int32_t *n_rows, double *update_Bps, hap_err *err) {
+  *rows = NULL;
+  *n_rows = 0;
+  *update_Bps = 0;
+  if (o->warmup < 0 || o->iters < 1 || !(o->speed > 0 && o->speed <= 1))
+    return hap_err_set(err, HAP_EINVAL,
+                       "kernel replay: warmup %d, iters %d, speed %g: expected >= 0, >= 1, (0, 1]",
+                       o->warmup, o->iters, o->speed);
+  hap_lowered *lw = NULL;
+  hap_comm *silent = NULL;
+  hap_run *run = NULL;
+  cases c = {0};
+  HAP_TRY(hap_lower(p, g, &lw, err));
+  hap_status st = hap_comm_silent_create(world, true, &silent, err);
+  if (st == HAP_OK)
+    st = list_cases(lw, world->rank, o->iters, &c, err);
+  /* as hap-run by default: the same learning rate, so updates touch every weight */
+  hap_run_options ro = {.seed = o->seed, .lr = 1e-3, .speed = o->speed};
+  if (st == HAP_OK)
+    st = hap_run_create(lw, g, silent, &ro, &run, err);
+  if (st == HAP_OK)
+    st = replay(run, lw, o, &c, err);
+  hap_profile_kernel *out = NULL;
+  if (st == HAP_OK && (out = calloc((size_t)c.n + 1, sizeof *out)) == NULL)
+    st = oom(err);
+  for (int32_t i = 0; i < c.n && st == HAP_OK; i++)
+    st = hap_kcase_row(&c.v[i], c.v[i].bwd, c.sample[i], c.filled[i], &out[i], err);
+  if (st == HAP_OK) {
+    *rows = out;
+    *n_rows = c.n;
+    if (c.upd_total_s > 0)
+      *update_Bps = c.upd_total_bytes / c.upd_total_s;
+  } else {
+    free(out);
+  }
+  hap_run_destroy(run);
+  hap_comm_destroy(silent);
+  cases_free(&c);
+  hap_lowered_destroy(lw);
+  return st;
+}
