@@ -563,7 +563,8 @@ typedef struct replay_ctx {
   hap_graph *graph;
   hap_comm *world;
   const progress_state *ps;
-  int32_t warmup, iters;
+  int32_t warmup, iters, max_iters;
+  double min_s;
 } replay_ctx;
 
 static void replay_progress(void *arg, int32_t i, int32_t n) {
@@ -585,6 +586,8 @@ static hap_status replay_rows(void *arg, double speed, hap_profile_kernel **rows
   const replay_ctx *x = arg;
   hap_replay_options ro = {.warmup = x->warmup,
                            .iters = x->iters,
+                           .max_iters = x->max_iters,
+                           .min_s = x->min_s,
                            .speed = speed,
                            .seed = 1,
                            .progress = replay_progress,
@@ -746,6 +749,8 @@ static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const cha
   rx.ps = &ps;
   rx.warmup = cfg.kernel_warmup > 0 ? cfg.kernel_warmup : 1;
   rx.iters = cfg.kernel_reps;
+  rx.min_s = o->quick ? 0.5 : 2.0; /* samples spread over time: robust to a noisy neighbour */
+  rx.max_iters = o->quick ? 50 : 200;
   if (rx.plan != NULL && cfg.kernels) {
     cfg.kernel_rows = replay_rows;
     cfg.kernel_rows_arg = &rx;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "comm_silent.h"
 #include "kernel_times.h"
 #include "lower.h"
@@ -103,14 +104,19 @@ static hap_status list_cases(hap_lowered *lw, int32_t dev, int32_t iters, cases 
   return HAP_OK;
 }
 
-/* Run warmup + iters iterations, keeping the timed ones' compute task durations. */
-static hap_status replay(hap_run *run, const hap_lowered *lw, const hap_replay_options *o, cases *c,
-                         hap_err *err) {
+/* Run the warm-ups, then timed iterations until at least iters of them and min_s seconds (at
+ * most max_iters), keeping their compute task durations. Every rank stops after the same
+ * iteration (the silent communicator's barriers need them all): they agree after each one. */
+static hap_status replay(hap_run *run, hap_comm *world, const hap_lowered *lw,
+                         const hap_replay_options *o, cases *c, hap_err *err) {
   size_t nt = (size_t)lw->n_tasks;
   double *start = malloc((nt + 1) * sizeof *start), *end = malloc((nt + 1) * sizeof *end);
   hap_status st = start && end ? HAP_OK : oom(err);
-  int32_t total = o->warmup + o->iters;
-  for (int32_t i = 0; i < total && st == HAP_OK; i++) {
+  int32_t total = o->warmup + o->max_iters, all_done = 0;
+  double timed_from = 0;
+  for (int32_t i = 0; i < total && st == HAP_OK && !all_done; i++) {
+    if (i == o->warmup)
+      timed_from = hap_clock_s();
     st = hap_run_iteration(run, start, end, err);
     for (int32_t t = 0; st == HAP_OK && i >= o->warmup && t < lw->n_tasks; t++) {
       if (c->of[t] >= 0)
@@ -122,6 +128,10 @@ static hap_status replay(hap_run *run, const hap_lowered *lw, const hap_replay_o
     }
     if (st == HAP_OK && o->progress != NULL)
       o->progress(o->progress_arg, i + 1, total);
+    int32_t timed = i + 1 - o->warmup;
+    int32_t done = timed >= o->iters && hap_clock_s() - timed_from >= o->min_s;
+    if (st == HAP_OK)
+      st = world->ops->all_reduce(world, &done, &all_done, 1, HAP_I32, HAP_REDUCE_MIN, err);
   }
   free(start);
   free(end);
@@ -134,10 +144,12 @@ hap_status hap_replay_kernel_rows(const hap_plan *p, const hap_graph *g, hap_com
   *rows = NULL;
   *n_rows = 0;
   *update_Bps = 0;
-  if (o->warmup < 0 || o->iters < 1 || !(o->speed > 0 && o->speed <= 1))
+  if (o->warmup < 0 || o->iters < 1 || o->max_iters < o->iters || !(o->min_s >= 0) ||
+      !(o->speed > 0 && o->speed <= 1))
     return hap_err_set(err, HAP_EINVAL,
-                       "kernel replay: warmup %d, iters %d, speed %g: expected >= 0, >= 1, (0, 1]",
-                       o->warmup, o->iters, o->speed);
+                       "kernel replay: warmup %d, iters %d..%d, min_s %g, speed %g: expected >= 0, "
+                       "1 <= iters <= max_iters, >= 0, (0, 1]",
+                       o->warmup, o->iters, o->max_iters, o->min_s, o->speed);
   hap_lowered *lw = NULL;
   hap_comm *silent = NULL;
   hap_run *run = NULL;
@@ -145,13 +157,13 @@ hap_status hap_replay_kernel_rows(const hap_plan *p, const hap_graph *g, hap_com
   HAP_TRY(hap_lower(p, g, &lw, err));
   hap_status st = hap_comm_silent_create(world, true, &silent, err);
   if (st == HAP_OK)
-    st = list_cases(lw, world->rank, o->iters, &c, err);
+    st = list_cases(lw, world->rank, o->max_iters, &c, err);
   /* as hap-run by default: the same learning rate, so updates touch every weight */
   hap_run_options ro = {.seed = o->seed, .lr = 1e-3, .speed = o->speed};
   if (st == HAP_OK)
     st = hap_run_create(lw, g, silent, &ro, &run, err);
   if (st == HAP_OK)
-    st = replay(run, lw, o, &c, err);
+    st = replay(run, world, lw, o, &c, err);
   hap_profile_kernel *out = NULL;
   if (st == HAP_OK && (out = calloc((size_t)c.n + 1, sizeof *out)) == NULL)
     st = oom(err);

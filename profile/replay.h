@@ -24,13 +24,18 @@
 #include "profile_store.h"
 #include "status.h"
 
-/* Called after each replayed iteration (may be NULL): i of n, for progress and a watchdog. */
+/* Called after each replayed iteration (may be NULL): i of at most n, for progress and a
+ * watchdog. */
 typedef void (*hap_replay_progress_fn)(void *arg, int32_t i, int32_t n);
 
 typedef struct hap_replay_options {
-  int32_t warmup, iters; /* untimed, then timed iterations (>= 0, >= 1) */
-  double speed;          /* emulated speed in (0, 1] */
-  uint64_t seed;         /* initial values (any: kernel times do not depend on the data) */
+  int32_t warmup;    /* untimed iterations, >= 0 */
+  int32_t iters;     /* timed: at least this many (>= 1) ... */
+  double min_s;      /* ... and until they took this long, s (a noise burst of the host
+                        then spoils a few samples, not a whole row) ... */
+  int32_t max_iters; /* ... but at most this many (>= iters) */
+  double speed;      /* emulated speed in (0, 1] */
+  uint64_t seed;     /* initial values (any: kernel times do not depend on the data) */
   hap_replay_progress_fn progress;
   void *progress_arg;
 } hap_replay_options;
