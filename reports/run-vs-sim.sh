@@ -5,11 +5,13 @@
 # --plan), run the plan (hap-run, 10 timed iterations after 3 warm-ups) and compare the measured
 # mean iteration with the one simulated on the second profile (--sim-cluster); then the same with
 # --emulate-speed 1,0.5, where the hap plan should also be measured faster than dp-ev. Prints a
-# markdown table.
-# Usage: reports/run-vs-sim.sh [BUILD_DIR]
+# markdown table. KERNEL_TIMING: how the second profile times the plan's kernels, replay (the
+# default: in a replay of the plan's task list) or loop (each shape alone in a hot loop).
+# Usage: reports/run-vs-sim.sh [BUILD_DIR] [replay|loop]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
+timing=${2:-replay}
 bin="$build/bin"
 for t in hap-profile hap-synth hap-run; do
   [ -x "$bin/$t" ] || { echo "run-vs-sim.sh: build first ($bin/$t missing)" >&2; exit 1; }
@@ -34,7 +36,8 @@ for speeds in 1,1 1,0.5; do
     for s in hap dp-ev; do
       "$bin/hap-synth" "$m" -c "$tmp/p0.h5" -s "$s" -o "$tmp/plan0.json" -q
       "${mpi[@]}" "$bin/hap-profile" measure --backend cpu --quick --quiet "${emu[@]}" \
-        --plan "$tmp/plan0.json" --model "$m" --cluster "$tmp/p0.h5" -o "$tmp/p.h5"
+        --plan "$tmp/plan0.json" --model "$m" --cluster "$tmp/p0.h5" --kernel-timing "$timing" \
+        -o "$tmp/p.h5"
       "${mpi[@]}" "$bin/hap-run" "$tmp/plan0.json" -m "$m" -c "$tmp/p0.h5" --sim-cluster "$tmp/p.h5" \
         -n 10 -w 3 "${emu[@]}" -f json >"$tmp/r.json"
       python3 - "$tmp/r.json" "$speeds" "$m" "$s" <<'PY'
