@@ -280,16 +280,16 @@ hap_coll_impl hap_coll_best(const hap_group *g, hap_coll_kind kind, hap_coll_byt
 double hap_coll_time(const hap_group *g, hap_coll_kind kind, hap_coll_impl impl, hap_coll_bytes b) {
   if (g->n <= 1)
     return 0;
-  /* A measured fit prices the library's own algorithm whatever impl names: the executor calls the
-   * library (MPI, NCCL), which picks its algorithm itself. A grouped (uneven) gather or scatter
-   * moves the shares as they are (b.sum), a padded one every rank's share at the largest. */
   if (impl == HAP_IMPL_AUTO) {
     double t;
     hap_coll_best(g, kind, b, &t);
     return t;
   }
+  /* A measured fit prices the library's own algorithm whatever impl names: the executor calls the
+   * library (MPI, NCCL), which picks its algorithm itself. A grouped (uneven) gather or scatter
+   * moves the shares as they are (b.sum), a padded one every rank's share at the largest. */
   double t = formula_time(g, kind, impl, b);
-  if (isfinite(t) && (unsigned)kind < HAP_COLL_KIND_COUNT && g->fit[kind] != NULL)
+  if (isfinite(t) && g->fit[kind] != NULL)
     return fit_time(g->fit[kind], impl == HAP_IMPL_GROUPED ? b.sum : fit_size(kind, b));
   return t;
 }

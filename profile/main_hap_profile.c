@@ -592,7 +592,16 @@ static hap_status replay_rows(void *arg, double speed, hap_profile_kernel **rows
                            .seed = 1,
                            .progress = replay_progress,
                            .progress_arg = (void *)x->ps};
-  return hap_replay_kernel_rows(x->plan, x->graph, x->world, &ro, rows, n_rows, update_Bps, err);
+  hap_status st =
+      hap_replay_kernel_rows(x->plan, x->graph, x->world, &ro, rows, n_rows, update_Bps, err);
+  if (st != HAP_OK && st != HAP_ENOMEM) { /* e.g. a float16 plan: hap-run's runner is float32 */
+    char why[sizeof err->msg];
+    snprintf(why, sizeof why, "%s", err->msg);
+    hap_err_clear(err);
+    hap_err_set(err, st, "%s (--kernel-timing loop times the plan's shapes one by one instead)",
+                why);
+  }
+  return st;
 }
 
 /* This rank's kernel cases: the plan's local shapes for this rank, or the built-in grid; with a

@@ -5,13 +5,16 @@
 # --plan), run the plan (hap-run, 10 timed iterations after 3 warm-ups) and compare the measured
 # mean iteration with the one simulated on the second profile (--sim-cluster); then the same with
 # --emulate-speed 1,0.5, where the hap plan should also be measured faster than dp-ev. Prints a
-# markdown table. KERNEL_TIMING: how the second profile times the plan's kernels, replay (the
-# default: in a replay of the plan's task list) or loop (each shape alone in a hot loop).
-# Usage: reports/run-vs-sim.sh [BUILD_DIR] [replay|loop]
+# markdown table. The second profile and the run are repeated REPEATS times per row (default 3):
+# the table gives the medians (this machine's run-to-run spread is several per cent) and the
+# range of the errors. The kernel timing: how the second profile times the plan's kernels, replay
+# (the default: in a replay of the plan's task list) or loop (each shape alone in a hot loop).
+# Usage: reports/run-vs-sim.sh [BUILD_DIR] [replay|loop] [REPEATS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 timing=${2:-replay}
+repeats=${3:-3}
 bin="$build/bin"
 for t in hap-profile hap-synth hap-run; do
   [ -x "$bin/$t" ] || { echo "run-vs-sim.sh: build first ($bin/$t missing)" >&2; exit 1; }
@@ -26,8 +29,8 @@ models=(
   "vit:layers=2,batch=16,image=32,patch=4,width=128,heads=4,hidden=512,classes=10"
   "vgg19:batch=4"
 )
-echo "| speeds | model | strategy | measured mean ms | p50 ms | simulated ms | error | median task error |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| speeds | model | strategy | measured mean ms | simulated ms | error (median; range) | median task error |"
+echo "|---|---|---|---|---|---|---|"
 for speeds in 1,1 1,0.5; do
   emu=()
   [ "$speeds" = 1,1 ] || emu=(--emulate-speed "$speeds")
@@ -35,18 +38,24 @@ for speeds in 1,1 1,0.5; do
   for m in "${models[@]}"; do
     for s in hap dp-ev; do
       "$bin/hap-synth" "$m" -c "$tmp/p0.h5" -s "$s" -o "$tmp/plan0.json" -q
-      "${mpi[@]}" "$bin/hap-profile" measure --backend cpu --quick --quiet "${emu[@]}" \
-        --plan "$tmp/plan0.json" --model "$m" --cluster "$tmp/p0.h5" --kernel-timing "$timing" \
-        -o "$tmp/p.h5"
-      "${mpi[@]}" "$bin/hap-run" "$tmp/plan0.json" -m "$m" -c "$tmp/p0.h5" --sim-cluster "$tmp/p.h5" \
-        -n 10 -w 3 "${emu[@]}" -f json >"$tmp/r.json"
-      python3 - "$tmp/r.json" "$speeds" "$m" "$s" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-print("| %s | %s | %s | %.3f | %.3f | %.3f | %+.1f%% | %.1f%% |" % (sys.argv[2], sys.argv[3].split(":")[0],
-      sys.argv[4], 1e3 * d["measured_mean_s"], 1e3 * d["measured_p50_s"], 1e3 * d["simulated_s"],
-      100 * d["error"], 100 * d["median_task_error"]))
+      for r in $(seq "$repeats"); do
+        "${mpi[@]}" "$bin/hap-profile" measure --backend cpu --quick --quiet "${emu[@]}" \
+          --plan "$tmp/plan0.json" --model "$m" --cluster "$tmp/p0.h5" --kernel-timing "$timing" \
+          -o "$tmp/p.h5"
+        "${mpi[@]}" "$bin/hap-run" "$tmp/plan0.json" -m "$m" -c "$tmp/p0.h5" \
+          --sim-cluster "$tmp/p.h5" -n 10 -w 3 "${emu[@]}" -f json >"$tmp/r$r.json"
+      done
+      python3 - "$speeds" "$m" "$s" "$tmp"/r[0-9]*.json <<'PY'
+import json, statistics, sys
+runs = [json.load(open(f)) for f in sys.argv[4:]]
+med = lambda k: statistics.median(d[k] for d in runs)
+errs = sorted(100 * d["error"] for d in runs)
+print("| %s | %s | %s | %.3f | %.3f | %+.1f%%; %+.1f..%+.1f%% | %.1f%% |" % (
+    sys.argv[1], sys.argv[2].split(":")[0], sys.argv[3], 1e3 * med("measured_mean_s"),
+    1e3 * med("simulated_s"), statistics.median(errs), errs[0], errs[-1],
+    100 * med("median_task_error")))
 PY
+      rm -f "$tmp"/r[0-9]*.json
     done
   done
 done

@@ -76,7 +76,7 @@ Test(comm_silent, data_calls_write_from_own_data_only) {
   cr_assert_eq(s->ops->reduce_scatterv(s, send, recv, counts, HAP_F32, HAP_REDUCE_SUM, &err),
                HAP_OK);
   cr_assert(recv[0] == 2 && recv[1] == 3 && recv[2] == 4 && recv[3] == 0);
-  /* all-to-all(v): every recv block gets (the start of) the block this rank sends itself */
+  /* all-to-all(v): each recv block receives (the start of) the block this rank sends itself */
   memset(recv, 0, sizeof recv);
   cr_assert_eq(s->ops->all_to_all(s, send, recv, 2 * sizeof(float), &err), HAP_OK);
   float a2a[6] = {3, 4, 3, 4, 3, 4};
