@@ -21,3 +21,26 @@ if(HAP_WITH_CUDA)
   endif()
 endif()
 message(STATUS "hap: CUDA backend ${HAP_HAVE_CUDA} (architectures: ${CMAKE_CUDA_ARCHITECTURES})")
+
+# hap_cuda_target(TARGET): the CUDA settings every target with .cu sources shares: C++17, the
+# static CUDA runtime (one per binary; it dlopens libcuda.so.1 lazily), nvcc's own warning flags,
+# -Werror and the sanitizers as the C code gets them.
+function(hap_cuda_target target)
+  set_target_properties(${target} PROPERTIES
+    CUDA_STANDARD 17
+    CUDA_STANDARD_REQUIRED ON
+    CUDA_EXTENSIONS OFF
+    CUDA_RUNTIME_LIBRARY Static
+    CUDA_SEPARABLE_COMPILATION OFF)
+  target_link_libraries(${target} PRIVATE CUDA::cudart_static)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wshadow>)
+  if(HAP_WERROR)
+    target_compile_options(${target} PRIVATE
+      $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Werror>)
+  endif()
+  if(HAP_SANITIZE)
+    # One flag per -Xcompiler: nvcc splits on commas.
+    target_compile_options(${target} PRIVATE
+      "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-fsanitize=address;-Xcompiler=-fsanitize=undefined;-Xcompiler=-fno-omit-frame-pointer;-Xcompiler=-fno-sanitize-recover=undefined>")
+  endif()
+endfunction()

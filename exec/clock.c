@@ -1,5 +1,5 @@
 /* clock.c — monotonic seconds and waiting until a deadline (clock.h). */
-#include "clock.h"
+#include "exec/clock.h"
 
 #include <errno.h>
 #include <time.h>

@@ -1,5 +1,5 @@
 /* comm_silent.c — the silent communicator (comm_silent.h). */
-#include "comm_silent.h"
+#include "exec/comm_silent.h"
 
 #include <stdlib.h>
 #include <string.h>

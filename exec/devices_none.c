@@ -1,9 +1,9 @@
 /* devices_none.c — the GPU side of a build without CUDA: every query and the `cuda` device
  * backend report HAP_ENOGPU; the `nccl` comm backend HAP_EUNSUPPORTED. */
-#include "devices.h"
+#include "exec/devices.h"
 
-#include "comm_nccl.h"
-#include "device_cuda.h"
+#include "exec/comm_nccl.h"
+#include "exec/device_cuda.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* emulate.c — parsing --emulate-speed and the padding it implies (emulate.h). */
-#include "emulate.h"
+#include "exec/emulate.h"
 
 #include <errno.h>
 #include <math.h>

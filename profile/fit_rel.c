@@ -1,5 +1,5 @@
 /* fit_rel.c — relative-error alpha-beta fits (fit_rel.h). */
-#include "fit_rel.h"
+#include "profile/fit_rel.h"
 
 #include <math.h>
 #include <stdlib.h>

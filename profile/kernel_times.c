@@ -1,17 +1,17 @@
 /* kernel_times.c — per-op kernel timings (kernel_times.h). */
-#include "kernel_times.h"
+#include "profile/kernel_times.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "cluster.h"
-#include "emulate.h"
-#include "fit.h"
-#include "kernel_model.h"
-#include "kernels.h"
-#include "lower.h"
+#include "cluster/cluster.h"
+#include "cluster/kernel_model.h"
+#include "exec/clock.h"
+#include "exec/emulate.h"
+#include "kernels/kernels.h"
+#include "plan/lower.h"
+#include "store/fit.h"
 
 void hap_kcase_fix(hap_kcase *kc) { kc->io.attrs = &kc->attrs; }
 

@@ -1,15 +1,15 @@
 /* measure.c — the measurement drivers of hap-profile (measure.h). Every time comes from the
  * device's clock (dev->ops->now_s) around synchronous calls. Errors return at once: a caller that
  * gets one on any rank stops the job (hap_comm abort), so no rank waits on a partner that left. */
-#include "measure.h"
+#include "profile/measure.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "fit_rel.h"
-#include "kernels.h"
+#include "kernels/kernels.h"
+#include "profile/fit_rel.h"
 
 #define HOST_MAX    256
 #define TAG_SAMPLES 7
@@ -818,7 +818,7 @@ static hap_status run_all(run *r, hap_err *err) {
   mine.speed = info.speed;
   int32_t ng = cfg->gemm ? cfg->n_gemm_shapes : 0;
   int32_t pairs = r->world->size * (r->world->size - 1);
-  bool kernels = cfg->kernels && info.kind == HAP_DEVICE_CPU; /* exec/kernels run on CPUs */
+  bool kernels = cfg->kernels && info.kind == HAP_DEVICE_CPU; /* kernels/ run on CPUs */
   int32_t nk = !kernels ? 0 : cfg->kernel_rows != NULL ? 1 : cfg->n_kcases;
   r->total = ng + nk + 4 + (cfg->comm ? pairs * cfg->n_p2p_sizes : 0); /* refined below */
   progress(r, "memory bandwidth");

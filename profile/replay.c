@@ -1,14 +1,14 @@
 /* replay.c — kernel timings in execution order (replay.h). */
-#include "replay.h"
+#include "profile/replay.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "comm_silent.h"
-#include "kernel_times.h"
-#include "lower.h"
-#include "run.h"
+#include "exec/clock.h"
+#include "exec/comm_silent.h"
+#include "plan/lower.h"
+#include "profile/kernel_times.h"
+#include "run/run.h"
 
 /* The distinct (op, shape key, direction) cases of this rank's compute tasks, and each task's. */
 typedef struct cases {

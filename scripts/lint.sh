@@ -3,7 +3,7 @@
 #   1. clang-format --dry-run --Werror on every *.c *.h *.cu under the source directories
 #   2. banned functions (curl-style grep): sprintf strcpy strtok gets
 #      -> use snprintf, memcpy/snprintf, strtok_r or a hand-written scanner, fgets
-#   3. clang-tidy with .clang-tidy on the core/ and exec/ .c files, using
+#   3. clang-tidy with .clang-tidy on every library's and tool's .c files, using
 #      build/compile_commands.json (configured here if missing)
 # Usage: scripts/lint.sh [--fix] [--build-dir DIR] [-j N]
 #   --fix   reformat files in place with clang-format -i first (clang-tidy findings stay manual)
@@ -30,10 +30,13 @@ for tool in clang-format clang-tidy; do
   command -v "$tool" >/dev/null || { echo "lint.sh: $tool not found (scripts/setup-debian.sh)" >&2; exit 1; }
 done
 
-src_dirs=()
-for d in core exec traces simulate synth profile tests; do
-  [ -d "$d" ] && src_dirs+=("$d")
+# The library folders (each has a CMakeLists.txt calling hap_library), the tools and the tests.
+lib_dirs=()
+for d in */; do
+  d=${d%/}
+  grep -qs 'hap_library(' "$d/CMakeLists.txt" && lib_dirs+=("$d")
 done
+src_dirs=("${lib_dirs[@]}" tools tests)
 mapfile -t files < <(find "${src_dirs[@]}" -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) | LC_ALL=C sort)
 failed=0
 
@@ -72,7 +75,7 @@ if [ ! -f "$build_dir/compile_commands.json" ]; then
   fi
   cmake -S . -B "$build_dir" -DHAP_WERROR=ON >/dev/null
 fi
-mapfile -t tidy_files < <(find core exec synth profile traces simulate -type f -name '*.c' 2>/dev/null | LC_ALL=C sort)
+mapfile -t tidy_files < <(find "${lib_dirs[@]}" tools -type f -name '*.c' 2>/dev/null | LC_ALL=C sort)
 tidy_log=$(mktemp)
 trap 'rm -f "$tidy_log"' EXIT
 tidy_rc=0

@@ -1,6 +1,6 @@
 /* engine.c — building task lists (validated as they are added) and reading results. The event
  * loop is in engine_run.c, statistics and the critical path in engine_report.c. */
-#include "engine.h"
+#include "simulate/engine.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine.h"
+#include "simulate/engine.h"
 
 /* One pending event: a task, collective or transfer reaching a point in time. */
 typedef enum sim_event_kind {

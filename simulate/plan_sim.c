@@ -1,13 +1,13 @@
 /* plan_sim.c — price a lowered plan, fold identical devices, run the engine, collect results
  * (plan_sim.h). */
-#include "plan_sim.h"
+#include "simulate/plan_sim.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "replica.h"
+#include "plan/replica.h"
 
 static hap_status oom(hap_err *err) {
   return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory");

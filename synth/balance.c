@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lp.h"
+#include "synth/lp.h"
 #include "synth_internal.h"
 
 bool syn_balance(syn_ctx *x, const int8_t *variants, double *ratios, hap_err *err);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "replica.h"
+#include "plan/replica.h"
 #include "synth_internal.h"
 
 struct syn_len_entry {

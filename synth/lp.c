@@ -1,6 +1,6 @@
 /* lp.c — hap_lp: the LP as plain arrays (variables, rows, merged sparse entries), turned into a
  * fresh GLPK problem by each solve or write inside hap_lp_run_guarded. */
-#include "lp.h"
+#include "synth/lp.h"
 
 #include <errno.h>
 #include <glpk.h>
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fileio.h"
+#include "base/fileio.h"
 
 typedef struct lp_var {
   double lo, hi, obj;

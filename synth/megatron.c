@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "replica.h"
+#include "base/cli.h"
+#include "plan/replica.h"
 #include "synth_internal.h"
 
 /* Hosts must be alike in size: the group of a replica is one host. */

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
+#include "base/cli.h"
 #include "synth_internal.h"
 
 static const char *const strategy_names[HAP_STRATEGY_COUNT] = {"hap", "dp-ev", "dp-cp",

@@ -7,10 +7,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cost.h"
-#include "plan.h"
-#include "sharding.h"
-#include "synth.h"
+#include "cluster/cost.h"
+#include "model/sharding.h"
+#include "plan/plan.h"
+#include "synth/synth.h"
 
 typedef struct syn_node {
   hap_op_io io; /* full shapes; in_grad as in the graph */

@@ -10,7 +10,7 @@ target_link_libraries(test_gpu_smoke PRIVATE hap_exec)
 add_test(NAME gpu_smoke COMMAND test_gpu_smoke)
 set_tests_properties(gpu_smoke PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 120)
 
-# The `cuda` device and `nccl` comm backends (exec/gpu/): a GEMM against a CPU reference and the
+# The `cuda` device and `nccl` comm backends (exec/cuda/): a GEMM against a CPU reference and the
 # collectives, on one rank and, with two GPUs, on two ranks under mpirun. Only with CUDA.
 if(HAP_HAVE_CUDA)
   add_executable(test_gpu_backend ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_gpu_backend.c)
@@ -53,7 +53,7 @@ err=$("$1" --format yaml 2>&1 >/dev/null); rc=$?; echo "$err"
 set_tests_properties(cli_hap_devices_help cli_hap_devices_version cli_hap_devices_bogus
   cli_hap_devices_bad_format PROPERTIES LABELS cli TIMEOUT 30)
 
-# hap-run --backend cuda (exec/gpu/kernels_run.h): a 1-GPU mlp plan with --check (skipped without
+# hap-run --backend cuda (kx/kernels_run.h): a 1-GPU mlp plan with --check (skipped without
 # a usable GPU), and without a GPU the one-line "no CUDA device" error (skipped with one).
 find_program(HAP_GPU_MPIRUN NAMES mpirun mpiexec)
 if(TARGET hap-run AND TARGET hap-synth AND HAP_GPU_MPIRUN)

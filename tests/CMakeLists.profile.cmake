@@ -2,7 +2,7 @@
 # attributes, a units attribute on every dataset, the known sample values). Included by
 # tests/CMakeLists.txt. The check exits 77 (Skipped) when h5py cannot be imported.
 add_executable(write_sample_profile ${CMAKE_CURRENT_SOURCE_DIR}/profile/write_sample_profile.c)
-target_link_libraries(write_sample_profile PRIVATE hap_core)
+target_link_libraries(write_sample_profile PRIVATE hap_store)
 
 add_test(NAME profile_h5py
   COMMAND sh -c [[
@@ -56,7 +56,7 @@ set_tests_properties(profile_measure profile_rank_dies profile_fit_holdout profi
 # cluster model and hap_compute_time at a measured shape returns the measured p50; then the same
 # with --plan, timing exactly the local shapes each rank runs under a hap-synth plan.
 add_executable(test_kernel_rows ${CMAKE_CURRENT_SOURCE_DIR}/profile/test_kernel_rows.c)
-target_link_libraries(test_kernel_rows PRIVATE hap_profiler hap_core ${MATH_LIBRARY})
+target_link_libraries(test_kernel_rows PRIVATE hap_profiler ${MATH_LIBRARY})
 add_test(NAME profile_kernel_rows
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/profile/test_kernel_rows.sh
                  $<TARGET_FILE:hap-profile> ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:test_kernel_rows>

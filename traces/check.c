@@ -1,6 +1,6 @@
 /* check.c — trace.json checker: jansson DOM, one pass over traceEvents for the schema, then a sort
  * of the complete events by (pid, tid, start) and a stack walk per lane for the nesting rule. */
-#include "check.h"
+#include "traces/check.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fileio.h"
-#include "trace.h"
+#include "base/fileio.h"
+#include "traces/trace.h"
 
 /* Largest accepted ts or dur, in µs (~127 years): keeps ns values and ts + dur inside int64. */
 #define MAX_TIME_US 4e15

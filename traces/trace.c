@@ -1,7 +1,7 @@
 /* trace.c — streaming Chrome trace writer: one event per line, strings escaped (", \, control
  * characters; invalid UTF-8 becomes U+FFFD so the file always parses), times in fixed-point µs
  * from integer ns, the first error kept and reported at close. */
-#include "trace.h"
+#include "traces/trace.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fileio.h"
-#include "json_write.h"
+#include "base/fileio.h"
+#include "base/json_write.h"
 
 struct hap_trace {
   hap_atomic_file af;

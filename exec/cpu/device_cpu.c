@@ -1,6 +1,6 @@
 /* device_cpu.c — the `cpu` device backend (device_cpu.h). Every kernel and copy is timed on
  * CLOCK_MONOTONIC and, at an emulated speed s < 1, followed by a wait of t * (1/s - 1). */
-#include "device_cpu.h"
+#include "exec/device_cpu.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "emulate.h"
+#include "exec/clock.h"
+#include "exec/emulate.h"
 
 typedef struct cpu_impl {
   int32_t threads;

@@ -1,6 +1,6 @@
 /* comm_mpi.c — the `mpi` communication backend (comm_mpi.h). Counts are checked against INT_MAX
  * (MPI's int counts); uneven variants convert their int64 arrays to int on the heap. */
-#include "comm_mpi.h"
+#include "exec/comm_mpi.h"
 
 #include <limits.h>
 #include <mpi.h>

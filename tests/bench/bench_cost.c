@@ -4,15 +4,16 @@
  * queries cycle through every collective kind, implementation and 64 message sizes. Then
  * QUERIES / 10 compute queries (relu and linear at 64 shapes, none in the kernel table) on a
  * device without kernel rows (roofline) and on one holding every quick-grid row (the fallback
- * model, core/kernel_model.h). Prints the median over 5 runs of the wall time (CLOCK_MONOTONIC). */
+ * model, cluster/kernel_model.h). Prints the median over 5 runs of the wall time (CLOCK_MONOTONIC).
+ */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
-#include "cluster.h"
-#include "cost.h"
-#include "kernel_model.h"
+#include "cluster/cluster.h"
+#include "cluster/cost.h"
+#include "cluster/kernel_model.h"
 
 static double now_s(void) {
   struct timespec ts;

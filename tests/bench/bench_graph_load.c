@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "fileio.h"
-#include "graph_io.h"
+#include "base/fileio.h"
+#include "model/graph_io.h"
 
 static double now_s(void) {
   struct timespec ts;

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "cluster_open.h"
-#include "plan_sim.h"
-#include "synth.h"
-#include "zoo.h"
+#include "model/zoo.h"
+#include "simulate/plan_sim.h"
+#include "store/cluster_open.h"
+#include "synth/synth.h"
 
 static double now_s(void) {
   struct timespec ts;

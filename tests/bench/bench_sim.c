@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "engine.h"
+#include "simulate/engine.h"
 
 static double now_s(void) {
   struct timespec ts;

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm_mpi.h"
-#include "comm_nccl.h"
-#include "device_cuda.h"
-#include "devices.h"
+#include "exec/comm_mpi.h"
+#include "exec/comm_nccl.h"
+#include "exec/device_cuda.h"
+#include "exec/devices.h"
 
 static int failures = 0;
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "devices.h"
+#include "exec/devices.h"
 
 static int failures = 0;
 

@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm_mpi.h"
-#include "device_cpu.h"
-#include "fit.h"
-#include "measure.h"
+#include "exec/comm_mpi.h"
+#include "exec/device_cpu.h"
+#include "profile/measure.h"
+#include "store/fit.h"
 
 #define MAX_SIZES 40
 

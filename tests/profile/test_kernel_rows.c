@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster_open.h"
-#include "cost.h"
-#include "kernel_times.h"
-#include "plan_io.h"
-#include "profile_store.h"
-#include "zoo.h"
+#include "cluster/cost.h"
+#include "model/zoo.h"
+#include "plan/plan_io.h"
+#include "profile/kernel_times.h"
+#include "store/cluster_open.h"
+#include "store/profile_store.h"
 
 static int failures = 0;
 

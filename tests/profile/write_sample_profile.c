@@ -14,7 +14,7 @@
  * Usage: write_sample_profile FILE */
 #include <stdio.h>
 
-#include "profile_store.h"
+#include "store/profile_store.h"
 
 static const int64_t sizes[] = {8, 1024, 1048576, 16777216};
 enum { N_SIZES = 4, REPS = 3 };

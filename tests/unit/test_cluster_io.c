@@ -10,10 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cluster.h"
-#include "cluster_io.h"
-#include "fileio.h"
-#include "presets.h"
+#include "base/fileio.h"
+#include "cluster/cluster.h"
+#include "cluster/cluster_io.h"
+#include "cluster/presets.h"
 
 #define GOOD_DIR      HAP_TEST_DATA "/clusters/good"
 #define BAD_DIR       HAP_TEST_DATA "/clusters/bad"

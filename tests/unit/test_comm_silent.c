@@ -4,7 +4,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "comm_silent.h"
+#include "exec/comm_silent.h"
 
 /* A fake backing communicator: rank 1 of 3; counts barriers; split gives rank 0 of 2. */
 typedef struct fake {

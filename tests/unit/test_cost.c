@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cluster.h"
-#include "cost.h"
+#include "cluster/cluster.h"
+#include "cluster/cost.h"
 
 #define A_INTRA 2e-6 /* s */
 #define B_INTRA 1e11 /* bytes/s */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
+#include "simulate/engine.h"
 
 #define GB 1e9 /* bytes */
 

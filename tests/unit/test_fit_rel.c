@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "fit_rel.h"
+#include "profile/fit_rel.h"
 
 static double rel(double got, double want) { return fabs(got - want) / fabs(want); }
 

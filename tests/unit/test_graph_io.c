@@ -10,10 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fileio.h"
-#include "graph.h"
-#include "graph_io.h"
-#include "json_write.h"
+#include "base/fileio.h"
+#include "base/json_write.h"
+#include "model/graph.h"
+#include "model/graph_io.h"
 
 #define GOOD_DIR HAP_TEST_DATA "/graphs/good"
 #define BAD_DIR  HAP_TEST_DATA "/graphs/bad"

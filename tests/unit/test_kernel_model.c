@@ -1,12 +1,12 @@
-/* Unit tests of core/kernel_model.h: the built-in grid and the fallback pricing of kernel shapes a
- * device's kernel table did not time (through hap_compute_time). */
+/* Unit tests of cluster/kernel_model.h: the built-in grid and the fallback pricing of kernel shapes
+ * a device's kernel table did not time (through hap_compute_time). */
 #include <math.h>
 #include <stdio.h>
 
 #include <criterion/criterion.h>
 
-#include "cost.h"
-#include "kernel_model.h"
+#include "cluster/cost.h"
+#include "cluster/kernel_model.h"
 #include "test_util.h"
 
 /* A relu application on a float32 [rows, cols] input. */

@@ -1,4 +1,4 @@
-/* Lowering (core/lower.h): the exact task list of a 2-layer data-parallel MLP, and invariants over
+/* Lowering (plan/lower.h): the exact task list of a 2-layer data-parallel MLP, and invariants over
  * every zoo model under every strategy: stable unique names, dependencies on earlier tasks only,
  * forward before backward before update on the compute stream, one dual per communication of a
  * gradient-carrying tensor, one update per trainable parameter, the same compute names across
@@ -7,11 +7,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cluster_io.h"
-#include "lower.h"
-#include "synth.h"
+#include "cluster/cluster_io.h"
+#include "model/zoo.h"
+#include "plan/lower.h"
+#include "synth/synth.h"
 #include "test_util.h"
-#include "zoo.h"
 
 static hap_plan *synth(const hap_graph *g, const hap_cluster *c, hap_strategy s) {
   hap_synth_options o = {.strategy = s};

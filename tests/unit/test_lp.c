@@ -12,8 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fileio.h"
-#include "lp.h"
+#include "base/fileio.h"
+#include "synth/lp.h"
 
 #define TOL 1e-9
 

@@ -5,8 +5,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "graph.h"
-#include "ops.h"
+#include "model/graph.h"
+#include "model/ops.h"
 
 #define NARGS_(...)             ((int32_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
 #define SHAPE(...)              ((hap_shape){.rank = NARGS_(__VA_ARGS__), .dims = {__VA_ARGS__}})

@@ -9,12 +9,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cluster_io.h"
-#include "fileio.h"
-#include "graph_io.h"
-#include "plan.h"
-#include "plan_io.h"
-#include "zoo.h"
+#include "base/fileio.h"
+#include "cluster/cluster_io.h"
+#include "model/graph_io.h"
+#include "model/zoo.h"
+#include "plan/plan.h"
+#include "plan/plan_io.h"
 
 #define MLP     "mlp:layers=2,batch=8,seq=4,hidden=16"
 #define MLP_SEG "mlp:layers=2,batch=8,seq=4,hidden=16,segments=1"

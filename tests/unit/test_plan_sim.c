@@ -8,12 +8,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "cluster_io.h"
-#include "plan_sim.h"
-#include "synth.h"
+#include "cluster/cluster_io.h"
+#include "model/zoo.h"
+#include "simulate/plan_sim.h"
+#include "synth/synth.h"
 #include "test_util.h"
-#include "zoo.h"
+#include "traces/check.h"
 
 /* n devices with FLOP/s speed[i] * 1e12, no launch overhead, memory bandwidth unbounded, and
  * links of the given bandwidth (bytes/s) and zero latency. */

@@ -14,9 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cluster.h"
-#include "fit.h"
-#include "profile_store.h"
+#include "cluster/cluster.h"
+#include "store/fit.h"
+#include "store/profile_store.h"
 
 #define PROFILE_DATA HAP_TEST_DATA "/profiles"
 

@@ -1,4 +1,4 @@
-/* 2-D device groups and the megatron-tp baseline (core/replica.h, synth/megatron.c, lowering and
+/* 2-D device groups and the megatron-tp baseline (plan/replica.h, synth/megatron.c, lowering and
  * simulation of plans with replicas): the per-replica graph, one host's cluster, NIC sharing, the
  * megatron-tp plan of a 2-host x 2-device MLP (tensor parallel inside a host, one gradient
  * all-reduce across hosts per parameter shard), its JSON round trip and malformed variants, the
@@ -10,12 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cost.h"
-#include "lower.h"
-#include "plan_io.h"
-#include "plan_sim.h"
-#include "replica.h"
-#include "synth.h"
+#include "cluster/cost.h"
+#include "plan/lower.h"
+#include "plan/plan_io.h"
+#include "plan/replica.h"
+#include "simulate/plan_sim.h"
+#include "synth/synth.h"
 #include "test_util.h"
 
 static const char *const mlp = "mlp:layers=2,batch=24,seq=8,hidden=32";

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph.h"
-#include "sharding.h"
-#include "zoo.h"
+#include "model/graph.h"
+#include "model/sharding.h"
+#include "model/zoo.h"
 
 #define NARGS_(...) ((int32_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
 #define SHAPE(...)  ((hap_shape){.rank = NARGS_(__VA_ARGS__), .dims = {__VA_ARGS__}})

@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster_io.h"
-#include "plan_io.h"
-#include "synth.h"
+#include "cluster/cluster_io.h"
+#include "model/zoo.h"
+#include "plan/plan_io.h"
+#include "synth/synth.h"
 #include "synth_internal.h"
 #include "test_util.h"
-#include "zoo.h"
 
 /* Two devices, FLOP/s 2F and F, communication free (no latency, unbounded bandwidth), no launch
  * overhead and memory fast enough that every op is compute-bound. */

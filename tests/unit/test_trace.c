@@ -9,9 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "fileio.h"
-#include "trace.h"
+#include "base/fileio.h"
+#include "traces/check.h"
+#include "traces/trace.h"
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 

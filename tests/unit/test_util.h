@@ -5,8 +5,8 @@
 
 #include <criterion/criterion.h>
 
-#include "cluster_io.h"
-#include "zoo.h"
+#include "cluster/cluster_io.h"
+#include "model/zoo.h"
 
 /* A validated zoo model ("mlp:layers=2,..."); the caller destroys it. */
 static inline hap_graph *model(const char *spec) {

@@ -8,8 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "graph_io.h"
-#include "zoo.h"
+#include "model/graph_io.h"
+#include "model/zoo.h"
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 

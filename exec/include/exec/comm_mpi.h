@@ -1,0 +1,20 @@
+/* comm_mpi.h — the `mpi` communication backend (comm.h) over MPI (Open MPI): each rank of
+ * MPI_COMM_WORLD is one device. Errors return (MPI_ERRORS_RETURN on every communicator) as
+ * HAP_EMPI with MPI's error string. Ownership: hap_comm_mpi_init returns the world communicator;
+ * hap_comm_mpi_finalize frees it and finalizes MPI. */
+#ifndef HAP_COMM_MPI_H
+#define HAP_COMM_MPI_H
+
+#include <stddef.h>
+
+#include "exec/comm.h"
+
+/* MPI_Init (argc/argv may be NULL), MPI_ERRORS_RETURN on the world, and its hap_comm. */
+hap_status hap_comm_mpi_init(int *argc, char ***argv, hap_comm **world, hap_err *err);
+/* The MPI library's version line ("Open MPI v4.1.4, ..."), first line only, into buf; returns buf.
+ */
+const char *hap_comm_mpi_library(char *buf, size_t len);
+/* Destroy the world communicator and MPI_Finalize. */
+void hap_comm_mpi_finalize(hap_comm *world);
+
+#endif

@@ -1,0 +1,96 @@
+/* kern_internal.h — helpers shared by the kernel files (not installed; kernels.h is the API).
+ * Every kernel function here is called by kernels.c after the call has been validated: shapes
+ * consistent with the op, dtypes supported, buffers non-NULL where they hold elements. */
+#ifndef HAP_KERN_INTERNAL_H
+#define HAP_KERN_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/kernel_parts.h"
+#include "kernels/kernels.h"
+
+typedef hap_status (*k_fwd_fn)(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                               hap_err *err);
+typedef hap_status (*k_bwd_fn)(const hap_kernel_call *c, const float *const *dout,
+                               float *const *din, const hap_kernel_state *st, hap_err *err);
+
+/* ---- kernels, by file ------------------------------------------------------------------------ */
+
+/* k_gemm.c */
+hap_status k_linear_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                        hap_err *err);
+hap_status k_linear_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                        const hap_kernel_state *st, hap_err *err);
+hap_status k_matmul_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                        hap_err *err);
+hap_status k_matmul_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                        const hap_kernel_state *st, hap_err *err);
+hap_status k_einsum_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                        hap_err *err);
+hap_status k_einsum_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                        const hap_kernel_state *st, hap_err *err);
+hap_status k_conv2d_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                        hap_err *err);
+hap_status k_conv2d_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                        const hap_kernel_state *st, hap_err *err);
+
+/* k_elem.c */
+hap_status k_unary_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                       hap_err *err);
+hap_status k_unary_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                       const hap_kernel_state *st, hap_err *err);
+hap_status k_binary_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                        hap_err *err);
+hap_status k_binary_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                        const hap_kernel_state *st, hap_err *err);
+hap_status k_softmax_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                         hap_err *err);
+hap_status k_softmax_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                         const hap_kernel_state *st, hap_err *err);
+hap_status k_reduce_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                        hap_err *err);
+hap_status k_reduce_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                        const hap_kernel_state *st, hap_err *err);
+hap_status k_layout_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                        hap_err *err);
+hap_status k_layout_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                        const hap_kernel_state *st, hap_err *err);
+hap_status k_cls_append_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                            hap_err *err);
+hap_status k_cls_append_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                            const hap_kernel_state *st, hap_err *err);
+
+/* k_nn.c */
+hap_status k_max_pool2d_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                            hap_err *err);
+hap_status k_max_pool2d_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                            const hap_kernel_state *st, hap_err *err);
+hap_status k_avg_pool_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                          hap_err *err);
+hap_status k_avg_pool_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                          const hap_kernel_state *st, hap_err *err);
+hap_status k_embedding_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                           hap_err *err);
+hap_status k_embedding_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                           const hap_kernel_state *st, hap_err *err);
+hap_status k_layer_norm_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                            hap_err *err);
+hap_status k_layer_norm_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                            const hap_kernel_state *st, hap_err *err);
+hap_status k_loss_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                      hap_err *err);
+hap_status k_loss_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                      const hap_kernel_state *st, hap_err *err);
+
+/* k_attn.c */
+hap_status k_mha_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                     hap_err *err);
+hap_status k_mha_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                     const hap_kernel_state *st, hap_err *err);
+hap_status k_top2_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                      hap_err *err);
+hap_status k_top2_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
+                      const hap_kernel_state *st, hap_err *err);
+
+#endif

@@ -1,0 +1,139 @@
+/* plan.h — a plan: the SPMD program hap-synth emits for one graph on one cluster (how every tensor
+ * is laid out and communicated, forward order), the per-segment sharding ratios, and what the
+ * synthesizer predicts. hap-sim lowers and simulates it; hap-run executes it. Its validation (the
+ * property flow) is here; the JSON form ("hap-plan") is in plan_io.h, the rules in docs/formats.md.
+ * Ownership: hap_plan_create returns an owned plan freed with hap_plan_destroy; every array and
+ * string inside belongs to it. Steps reference the graph by node and tensor ids, so a plan is only
+ * meaningful with the graph (and cluster) whose digests it records. */
+#ifndef HAP_PLAN_H
+#define HAP_PLAN_H
+
+#include <stdint.h>
+
+#include "cluster/cost.h"
+#include "model/graph.h"
+#include "model/sharding.h"
+
+typedef enum hap_step_kind {
+  HAP_STEP_SOURCE = 0, /* make an input or parameter available in a layout */
+  HAP_STEP_COMPUTE,    /* apply a graph node with a sharding variant */
+  HAP_STEP_COMM,       /* give a tensor another layout */
+  HAP_STEP_KIND_COUNT
+} hap_step_kind;
+
+typedef enum hap_comm_op {
+  HAP_COMM_ALL_GATHER = 0, /* Gather(d) -> Identity;        backward: reduce-scatter */
+  HAP_COMM_REDUCE_SCATTER, /* Reduce -> Gather(d);          backward: all-gather */
+  HAP_COMM_ALL_REDUCE,     /* Reduce -> Identity;           backward: all-reduce */
+  HAP_COMM_ALL_TO_ALL,     /* Gather(a) -> Gather(b), or Gather(d) re-sharded from one segment's
+                              ratios to another's;          backward: the inverse all-to-all */
+  HAP_COMM_SLICE,          /* Identity -> Gather(d), local; backward: all-gather of the gradient */
+  HAP_COMM_KEEP_ONCE,      /* Identity -> Reduce, local: device 0 keeps it, others hold zeros;
+                              backward: none (each device's gradient is already the full one) */
+  HAP_COMM_OP_COUNT
+} hap_comm_op;
+
+typedef enum hap_storage {
+  HAP_STORE_INPUT = 0,  /* data fed each iteration: every device loads its layout directly */
+  HAP_STORE_REPLICATED, /* parameter held whole on every device; its gradient is all-reduced */
+  HAP_STORE_SHARDED,    /* parameter held as its layout's slice (Gather(d)); no synchronisation */
+  HAP_STORE_ZERO,       /* parameter stored sharded along dim 0 (ZeRO-3 style) and all-gathered
+                           into Identity when used; its gradient is reduce-scattered */
+  HAP_STORAGE_COUNT
+} hap_storage;
+
+const char *hap_step_kind_name(hap_step_kind k); /* "source", "compute", "comm" */
+hap_status hap_step_kind_parse(const char *s, hap_step_kind *out);
+const char *hap_comm_op_name(hap_comm_op op); /* "all_gather", ... "keep_once" */
+const char *hap_storage_name(hap_storage s);  /* "input", "replicated", "sharded", "zero" */
+/* Names the functions above give back; HAP_ENOTFOUND for anything else. */
+hap_status hap_comm_op_parse(const char *s, hap_comm_op *out);
+hap_status hap_storage_parse(const char *s, hap_storage *out);
+/* "I", "R", "G0".."G7" ("?" for anything else); returns buf. */
+const char *hap_layout_name(hap_layout l, char buf[4]);
+hap_status hap_layout_parse(const char *s, hap_layout *out);
+
+/* A Gather layout is always tied to the ratios of one segment and a granule: device i holds
+ * hap_shard_lengths(extent, granule, ratios[segment])[i] of the sharded dim. A step that needs a
+ * Gather needs it with that segment and granule; only an all-to-all changes the segment. */
+typedef struct hap_step {
+  hap_step_kind kind;
+  int32_t segment; /* ratios this step's Gather lengths use (a COMM: those of `to`); COMPUTE: its
+                      node's segment */
+  /* SOURCE */
+  int32_t tensor;      /* SOURCE and COMM: graph tensor id */
+  hap_storage storage; /* SOURCE */
+  /* COMPUTE */
+  int32_t node;        /* graph node id */
+  hap_variant variant; /* layouts of the node's inputs and outputs, granule, flags */
+  /* SOURCE and COMM: the layout made available; COMM also the layout it starts from */
+  hap_layout from, to;
+  hap_comm_op comm;     /* COMM */
+  hap_coll_impl impl;   /* COMM: the implementation chosen (ring, grouped, pairwise, ...) */
+  int32_t from_segment; /* COMM: the ratios a Gather `from` uses (the tensor's producer's); an
+                           all-to-all between segments has it differ from `segment` */
+  int64_t granule;      /* SOURCE and COMM: granule of their Gather lengths (the consuming
+                           variant's: attention heads' E / heads, else 1); 0 means 1 */
+  double predicted_s;   /* forward + backward + gradient synchronisation of this step, s */
+} hap_step;
+
+typedef struct hap_plan {
+  char *strategy; /* "hap", "dp-ev", "dp-cp", "megatron-tp" */
+  char *graph_name;
+  uint64_t graph_digest; /* hap_graph_digest */
+  char *cluster_name;
+  uint64_t cluster_digest; /* hap_cluster_digest */
+  int32_t n_devices;
+  /* 2-D device groups: the devices split into `replicas` consecutive groups of group_size =
+   * n_devices / replicas; the steps are the SPMD program of one group, run by every group on an
+   * even share of the batch (hap_graph_split_batch), each collective inside its group; then each
+   * trainable parameter's gradient shard is all-reduced across the groups (devices with the same
+   * index in their group). 1 (the default): one group of every device. */
+  int32_t replicas;
+  int32_t group_size;
+  int32_t n_segments;
+  double *ratios; /* [n_segments][group_size], each row >= 0 summing to 1 */
+  int32_t n_steps, cap_steps;
+  hap_step *steps;              /* forward order; every step's inputs are made available earlier */
+  double predicted_iteration_s; /* s */
+  double *device_memory_bytes;  /* [n_devices] peak per device, bytes */
+  double *device_compute_s;     /* [n_devices] busy computing per iteration, s */
+  double *device_comm_s;        /* [n_devices] communicating per iteration, s */
+} hap_plan;
+
+/* NULL on allocation failure or when n_devices or n_segments < 1. Arrays are sized and zeroed;
+ * ratios start even. NULL names are taken as "". */
+hap_plan *hap_plan_create(const char *strategy, const char *graph_name, uint64_t graph_digest,
+                          const char *cluster_name, uint64_t cluster_digest, int32_t n_devices,
+                          int32_t n_segments);
+void hap_plan_destroy(hap_plan *p);
+/* Make the plan 2-D: `replicas` groups (>= 1, dividing n_devices); the ratios become
+ * [n_segments][n_devices / replicas], even. HAP_EINVAL or HAP_ENOMEM otherwise. */
+hap_status hap_plan_set_replicas(hap_plan *p, int32_t replicas, hap_err *err);
+/* Append a copy of `step`; HAP_ENOMEM on failure. */
+hap_status hap_plan_add_step(hap_plan *p, const hap_step *step, hap_err *err);
+
+/* 64-bit FNV-1a digests of the canonical JSON forms (hap_graph_write, hap_cluster_write) written
+ * without their "source" (how they were made is not what they are: "cpu-2" and the path of
+ * cpu-2.json give one digest): the same graph or cluster always gives the same digest, any change
+ * to a name, tensor, node, attribute, device or link another one. */
+hap_status hap_graph_digest(const hap_graph *g, uint64_t *out, hap_err *err);
+hap_status hap_cluster_digest(const hap_cluster *c, uint64_t *out, hap_err *err);
+
+/* Check the program against its graph (validated) and cluster: names, digests, device and
+ * segment counts match; replicas divide the devices and the graph's batch (the steps are then
+ * checked against the graph of one replica, hap_graph_split_batch); ratios are finite, >= 0 and sum
+ * to 1 (1e-9) per segment; predictions are finite and >= 0; every node is computed exactly once, in
+ * its segment, with a variant that hap_op_variants offers for it (layouts, granule, flags and once;
+ * the name is not compared); every step only uses layouts made available before it (the property
+ * flow: sources and compute outputs make layouts available, a comm needs its `from` and makes its
+ * `to`, a Gather carries its segment and granule); each input, parameter or buffer is sourced at
+ * most once, with a storage that fits its kind (input: inputs, any layout but R; replicated and
+ * zero: parameters and buffers as I; sharded: as a Gather) and activations never; each comm's
+ * layouts suit its op (all_gather G->I, reduce_scatter R->G, all_reduce R->I, all_to_all G(a)->G(b)
+ * with a != b or another from_segment, slice I->G, keep_once I->R); the loss ends up available as R
+ * or I. Errors name the step (`steps[12]`), the node or tensor, and what was expected. */
+hap_status hap_plan_validate(const hap_plan *p, const hap_graph *g, const hap_cluster *c,
+                             hap_err *err);
+
+#endif

@@ -1,0 +1,748 @@
+/* lower.c — plan -> task list (lower.h). Forward: one task per compute step, per communication
+ * step and per ZeRO source; dependencies follow the property flow (a step waits for the producer
+ * of every layout it reads). Backward, in reverse: a step's gradient task waits for the gradient
+ * tasks of every consumer of the layouts it produced; a step without a gradient task passes its
+ * consumers' tasks through (its "frontier"). Updates wait for each parameter's synchronised
+ * gradient. */
+#include "plan/lower.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/strmap.h"
+#include "plan/replica.h"
+
+static const char *const kind_names[HAP_TASK_KIND_COUNT] = {"compute", "local", "collective",
+                                                            "update"};
+static const char *const phase_names[3] = {"fwd", "bwd", "upd"};
+static const char *const local_names[HAP_LOCAL_OP_COUNT] = {"slice", "pad", "keep_once"};
+
+const char *hap_task_kind_name(hap_task_kind k) {
+  return (unsigned)k < HAP_TASK_KIND_COUNT ? kind_names[k] : "?";
+}
+const char *hap_task_phase_name(hap_task_phase p) { return (unsigned)p < 3 ? phase_names[p] : "?"; }
+const char *hap_local_op_name(hap_local_op op) {
+  return (unsigned)op < HAP_LOCAL_OP_COUNT ? local_names[op] : "?";
+}
+
+/* ---- shard lengths cache ---------------------------------------------------------------- */
+
+typedef struct len_entry {
+  int64_t extent, granule;
+  int32_t seg;
+  int64_t *len;
+} len_entry;
+
+struct hap_lower_private {
+  hap_arena names; /* task names */
+  len_entry *e;    /* shard lengths per (extent, granule, segment) */
+  int32_t n, cap;
+};
+
+const int64_t *hap_lowered_lengths(hap_lowered *lw, int64_t extent, int64_t granule, int32_t seg) {
+  struct hap_lower_private *c = lw->priv;
+  if (granule < 1)
+    granule = 1;
+  for (int32_t i = 0; i < c->n; i++)
+    if (c->e[i].extent == extent && c->e[i].granule == granule && c->e[i].seg == seg)
+      return c->e[i].len;
+  if (seg < 0 || seg >= lw->plan->n_segments)
+    return NULL;
+  if (c->n == c->cap) {
+    int32_t cap = c->cap ? 2 * c->cap : 16;
+    len_entry *p = realloc(c->e, (size_t)cap * sizeof *p);
+    if (p == NULL)
+      return NULL;
+    c->e = p;
+    c->cap = cap;
+  }
+  int64_t *len = malloc((size_t)lw->group_size * sizeof *len);
+  const double *r = lw->plan->ratios + (size_t)seg * (size_t)lw->group_size;
+  if (len == NULL || hap_shard_lengths(extent, granule, r, lw->group_size, len, NULL) != HAP_OK) {
+    free(len);
+    return NULL;
+  }
+  c->e[c->n++] = (len_entry){extent, granule, seg, len};
+  return len;
+}
+
+/* ---- building -------------------------------------------------------------------------- */
+
+/* A layout of a tensor made available by a step (as plan.c's flow: segment -1 and granule 1
+ * unless Gather). */
+typedef struct lprop {
+  int32_t tensor;
+  hap_layout layout;
+  int32_t segment;
+  int64_t granule;
+  int32_t producer;   /* step */
+  int32_t next;       /* next prop of the same tensor, -1 */
+  int32_t use0, nuse; /* consumer steps: uses[use0 ..) after the forward pass */
+} lprop;
+
+typedef struct builder {
+  const hap_plan *p;
+  const hap_graph *g;
+  hap_lowered *lw;
+  hap_err *err;
+  int32_t cap_tasks, cap_deps, cap_params;
+  lprop *props;
+  int32_t n_props, cap_props;
+  int32_t *head;   /* [tensors]: first prop, -1 */
+  int32_t *in;     /* [steps][HAP_MAX_OP_INPUTS]: props a step reads, -1 */
+  int32_t *out;    /* [steps][HAP_MAX_OP_OUTPUTS]: props a step makes, -1 */
+  int32_t *fwd;    /* [steps]: forward task, -1 */
+  int32_t *bwd;    /* [steps]: gradient task, -1 */
+  int32_t *front0; /* [steps]: frontier in front[front0 .. front0+nfront) */
+  int32_t *nfront;
+  int32_t *front;
+  int32_t n_front, cap_front;
+  int32_t *uses; /* consumer steps, grouped per prop */
+  int32_t *scratch;
+  int32_t n_scratch, cap_scratch;
+  int32_t n_deps_total, n_params_total;
+  hap_strmap names;
+} builder;
+
+static hap_status oom(builder *b) {
+  return hap_err_set(b->err, HAP_ENOMEM, "out of memory lowering the plan");
+}
+
+static int grow(void **arr, int32_t *cap, int32_t need, size_t elem) {
+  if (need <= *cap)
+    return 0;
+  int32_t c = *cap ? *cap : 64;
+  while (c < need)
+    c *= 2;
+  void *q = realloc(*arr, (size_t)c * elem);
+  if (q == NULL)
+    return -1;
+  *arr = q;
+  *cap = c;
+  return 0;
+}
+
+static lprop key(hap_layout l, int32_t t, int32_t segment, int64_t granule) {
+  lprop k = {.tensor = t, .layout = l, .segment = -1, .granule = 1};
+  if (l >= 0) {
+    k.segment = segment;
+    k.granule = granule > 1 ? granule : 1;
+  }
+  return k;
+}
+
+static int32_t find_prop(const builder *b, lprop k) {
+  for (int32_t i = b->head[k.tensor]; i >= 0; i = b->props[i].next) {
+    const lprop *q = &b->props[i];
+    if (q->layout == k.layout && q->segment == k.segment && q->granule == k.granule)
+      return i;
+  }
+  return -1;
+}
+
+/* A new prop made by `step` (a layout made again after it died gets a new one, which later
+ * lookups find first); returns its id or -1. */
+static int32_t add_prop(builder *b, lprop k, int32_t step) {
+  if (grow((void **)&b->props, &b->cap_props, b->n_props + 1, sizeof *b->props))
+    return -1;
+  k.producer = step;
+  k.next = b->head[k.tensor];
+  k.use0 = k.nuse = 0;
+  b->props[b->n_props] = k;
+  b->head[k.tensor] = b->n_props;
+  return b->n_props++;
+}
+
+/* Append a task named by fmt; its deps are b->scratch[0..n_scratch). Returns its id or -1. */
+__attribute__((format(printf, 3, 4))) static int32_t add_task(builder *b, const hap_task *proto,
+                                                              const char *fmt, ...) {
+  hap_lowered *lw = b->lw;
+  char name[512], unique[540];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(name, sizeof name, fmt, ap);
+  va_end(ap);
+  const char *use = name;
+  for (int k = 2; hap_strmap_get(&b->names, use) >= 0; k++) {
+    snprintf(unique, sizeof unique, "%s.%d", name, k);
+    use = unique;
+  }
+  const char *owned = hap_arena_strdup(&lw->priv->names, use);
+  if (owned == NULL || grow((void **)&lw->tasks, &b->cap_tasks, lw->n_tasks + 1, sizeof(hap_task)))
+    return -1;
+  /* deps: sorted, unique (insertion sort: a task has few) */
+  for (int32_t i = 1; i < b->n_scratch; i++) {
+    int32_t v = b->scratch[i], j = i - 1;
+    while (j >= 0 && b->scratch[j] > v) {
+      b->scratch[j + 1] = b->scratch[j];
+      j--;
+    }
+    b->scratch[j + 1] = v;
+  }
+  int32_t base = b->n_deps_total, n_deps = 0;
+  if (grow((void **)&lw->deps, &b->cap_deps, base + b->n_scratch, sizeof(int32_t)))
+    return -1;
+  for (int32_t i = 0; i < b->n_scratch; i++)
+    if (i == 0 || b->scratch[i] != b->scratch[i - 1])
+      lw->deps[base + n_deps++] = b->scratch[i];
+  b->n_deps_total += n_deps;
+  hap_task *t = &lw->tasks[lw->n_tasks];
+  *t = *proto;
+  t->name = owned;
+  t->dep0 = base;
+  t->n_deps = n_deps;
+  if (hap_strmap_put(&b->names, owned, lw->n_tasks) != 0)
+    return -1;
+  b->n_scratch = 0;
+  return lw->n_tasks++;
+}
+
+static int push_dep(builder *b, int32_t task) {
+  if (task < 0)
+    return 0;
+  if (grow((void **)&b->scratch, &b->cap_scratch, b->n_scratch + 1, sizeof *b->scratch))
+    return -1;
+  b->scratch[b->n_scratch++] = task;
+  return 0;
+}
+
+static hap_task proto(hap_task_kind kind, hap_task_phase phase, int32_t step) {
+  hap_task t;
+  memset(&t, 0, sizeof t);
+  t.kind = kind;
+  t.phase = phase;
+  t.step = step;
+  t.node = -1;
+  t.tensor = -1;
+  t.from_segment = t.to_segment = -1;
+  t.granule = 1;
+  return t;
+}
+
+static bool trainable(const hap_tensor *t) {
+  return t->kind == HAP_TENSOR_PARAMETER && t->requires_grad;
+}
+
+/* The prop a step reads or makes, or a flow error. */
+static hap_status need_prop(builder *b, int32_t k, lprop want, int32_t *id) {
+  *id = find_prop(b, want);
+  if (*id < 0) {
+    char buf[4];
+    return hap_err_set(b->err, HAP_EINVAL,
+                       "plan steps[%d]: tensor '%s' is not available as %s (validate the plan "
+                       "before lowering it)",
+                       k, b->g->tensors[want.tensor].name, hap_layout_name(want.layout, buf));
+  }
+  return HAP_OK;
+}
+
+static hap_status forward_pass(builder *b) {
+  const hap_plan *p = b->p;
+  const hap_graph *g = b->g;
+  for (int32_t k = 0; k < p->n_steps; k++) {
+    const hap_step *s = &p->steps[k];
+    int32_t *in = b->in + (size_t)k * HAP_MAX_OP_INPUTS;
+    int32_t *out = b->out + (size_t)k * HAP_MAX_OP_OUTPUTS;
+    int32_t task = -1;
+    if (s->kind == HAP_STEP_SOURCE) {
+      b->lw->source_step[s->tensor] = k;
+      if (s->storage == HAP_STORE_ZERO) {
+        hap_task t = proto(HAP_TASK_COLLECTIVE, HAP_PHASE_FWD, k);
+        t.tensor = s->tensor;
+        t.coll = HAP_COLL_ALL_GATHER;
+        t.impl = HAP_IMPL_AUTO;
+        t.from = 0;
+        t.from_segment = 0;
+        t.to = HAP_LAYOUT_IDENTITY;
+        if ((task = add_task(b, &t, "%s.all_gather", g->tensors[s->tensor].name)) < 0)
+          return oom(b);
+      }
+      if ((out[0] = add_prop(b, key(s->to, s->tensor, s->segment, s->granule), k)) < 0)
+        return oom(b);
+    } else if (s->kind == HAP_STEP_COMPUTE) {
+      const hap_node *node = &g->nodes[s->node];
+      for (int i = 0; i < node->n_inputs; i++) {
+        HAP_TRY(need_prop(
+            b, k, key(s->variant.in[i], node->inputs[i], s->segment, s->variant.granule), &in[i]));
+        if (push_dep(b, b->fwd[b->props[in[i]].producer]))
+          return oom(b);
+      }
+      hap_task t = proto(HAP_TASK_COMPUTE, HAP_PHASE_FWD, k);
+      t.node = s->node;
+      if ((task = add_task(b, &t, "%s.fwd", node->name)) < 0)
+        return oom(b);
+      for (int o = 0; o < node->n_outputs; o++)
+        if ((out[o] = add_prop(
+                 b, key(s->variant.out[o], node->outputs[o], s->segment, s->variant.granule), k)) <
+            0)
+          return oom(b);
+    } else {
+      HAP_TRY(need_prop(b, k, key(s->from, s->tensor, s->from_segment, s->granule), &in[0]));
+      if (push_dep(b, b->fwd[b->props[in[0]].producer]))
+        return oom(b);
+      bool local = s->comm == HAP_COMM_SLICE || s->comm == HAP_COMM_KEEP_ONCE;
+      hap_task t = proto(local ? HAP_TASK_LOCAL : HAP_TASK_COLLECTIVE, HAP_PHASE_FWD, k);
+      t.tensor = s->tensor;
+      t.from = s->from;
+      t.to = s->to;
+      t.from_segment = s->from >= 0 ? s->from_segment : -1;
+      t.to_segment = s->to >= 0 ? s->segment : -1;
+      t.granule = s->granule > 1 ? s->granule : 1;
+      t.impl = s->impl;
+      static const hap_coll_kind coll_of[HAP_COMM_OP_COUNT] = {
+          HAP_COLL_ALL_GATHER, HAP_COLL_REDUCE_SCATTER, HAP_COLL_ALL_REDUCE, HAP_COLL_ALL_TO_ALL};
+      t.coll = coll_of[s->comm];
+      t.local = s->comm == HAP_COMM_SLICE ? HAP_LOCAL_SLICE : HAP_LOCAL_KEEP_ONCE;
+      if ((task = add_task(b, &t, "%s.%s", g->tensors[s->tensor].name, hap_comm_op_name(s->comm))) <
+          0)
+        return oom(b);
+      if ((out[0] = add_prop(b, key(s->to, s->tensor, s->segment, s->granule), k)) < 0)
+        return oom(b);
+    }
+    b->fwd[k] = task;
+  }
+  return HAP_OK;
+}
+
+/* Group consumer steps per prop (uses[use0 .. use0+nuse)). */
+static hap_status index_uses(builder *b) {
+  int32_t total = 0;
+  size_t n_in = (size_t)b->p->n_steps * HAP_MAX_OP_INPUTS;
+  for (size_t i = 0; i < n_in; i++)
+    if (b->in[i] >= 0)
+      b->props[b->in[i]].nuse++;
+  for (int32_t i = 0; i < b->n_props; i++) {
+    b->props[i].use0 = total;
+    total += b->props[i].nuse;
+    b->props[i].nuse = 0;
+  }
+  b->uses = malloc((size_t)(total ? total : 1) * sizeof *b->uses);
+  if (b->uses == NULL)
+    return oom(b);
+  for (int32_t k = 0; k < b->p->n_steps; k++)
+    for (int i = 0; i < HAP_MAX_OP_INPUTS; i++) {
+      int32_t q = b->in[(size_t)k * HAP_MAX_OP_INPUTS + (size_t)i];
+      bool repeat = false;
+      for (int j = 0; j < i; j++)
+        repeat = repeat || b->in[(size_t)k * HAP_MAX_OP_INPUTS + (size_t)j] == q;
+      if (q >= 0 && !repeat)
+        b->uses[b->props[q].use0 + b->props[q].nuse++] = k;
+    }
+  return HAP_OK;
+}
+
+/* Push the frontier of every consumer of the props step k made: the tasks that finish k's
+ * output gradients. */
+static int push_grad_deps(builder *b, int32_t k) {
+  for (int o = 0; o < HAP_MAX_OP_OUTPUTS; o++) {
+    int32_t q = b->out[(size_t)k * HAP_MAX_OP_OUTPUTS + (size_t)o];
+    if (q < 0)
+      continue;
+    for (int32_t u = 0; u < b->props[q].nuse; u++) {
+      int32_t c = b->uses[b->props[q].use0 + u];
+      for (int32_t f = 0; f < b->nfront[c]; f++)
+        if (push_dep(b, b->front[b->front0[c] + f]))
+          return -1;
+    }
+  }
+  return 0;
+}
+
+static int set_frontier(builder *b, int32_t k, int32_t task) {
+  b->front0[k] = b->n_front;
+  if (task >= 0) {
+    if (grow((void **)&b->front, &b->cap_front, b->n_front + 1, sizeof *b->front))
+      return -1;
+    b->front[b->n_front++] = task;
+  } else {
+    if (grow((void **)&b->front, &b->cap_front, b->n_front + b->n_scratch, sizeof *b->front))
+      return -1;
+    for (int32_t i = 0; i < b->n_scratch; i++) {
+      bool dup = false;
+      for (int32_t j = b->front0[k]; j < b->n_front && !dup; j++)
+        dup = b->front[j] == b->scratch[i];
+      if (!dup)
+        b->front[b->n_front++] = b->scratch[i];
+    }
+    b->n_scratch = 0;
+  }
+  b->nfront[k] = b->n_front - b->front0[k];
+  return 0;
+}
+
+static hap_status backward_step(builder *b, int32_t k) {
+  const hap_step *s = &b->p->steps[k];
+  const hap_graph *g = b->g;
+  if (push_grad_deps(b, k))
+    return oom(b);
+  int32_t task = -1;
+  if (s->kind == HAP_STEP_COMPUTE) {
+    const hap_node *node = &g->nodes[s->node];
+    bool any = false;
+    for (int i = 0; i < node->n_inputs; i++)
+      any = any || g->tensors[node->inputs[i]].requires_grad;
+    if (any) {
+      hap_task t = proto(HAP_TASK_COMPUTE, HAP_PHASE_BWD, k);
+      t.node = s->node;
+      if ((task = add_task(b, &t, "%s.bwd", node->name)) < 0)
+        return oom(b);
+    }
+  } else if (s->kind == HAP_STEP_COMM && g->tensors[s->tensor].requires_grad) {
+    const char *tn = g->tensors[s->tensor].name;
+    hap_task t = proto(HAP_TASK_COLLECTIVE, HAP_PHASE_BWD, k);
+    t.tensor = s->tensor;
+    t.impl = s->impl;
+    t.granule = s->granule > 1 ? s->granule : 1;
+    /* the gradient moves from the dual of `to` to the dual of `from` */
+    switch (s->comm) {
+    case HAP_COMM_ALL_GATHER: /* grad I-dual (R) -> G */
+      t.coll = HAP_COLL_REDUCE_SCATTER;
+      t.from = HAP_LAYOUT_REDUCE;
+      t.to = s->from;
+      t.to_segment = s->from_segment;
+      break;
+    case HAP_COMM_REDUCE_SCATTER: /* grad G -> I */
+      t.coll = HAP_COLL_ALL_GATHER;
+      t.from = s->to;
+      t.from_segment = s->segment;
+      t.to = HAP_LAYOUT_IDENTITY;
+      break;
+    case HAP_COMM_ALL_REDUCE: /* grad R -> I */
+      t.coll = HAP_COLL_ALL_REDUCE;
+      t.from = HAP_LAYOUT_REDUCE;
+      t.to = HAP_LAYOUT_IDENTITY;
+      break;
+    case HAP_COMM_ALL_TO_ALL:
+      t.coll = HAP_COLL_ALL_TO_ALL;
+      t.from = s->to;
+      t.from_segment = s->segment;
+      t.to = s->from;
+      t.to_segment = s->from_segment;
+      break;
+    case HAP_COMM_SLICE: /* grad G -> R: pad with zeros */
+      t.kind = HAP_TASK_LOCAL;
+      t.local = HAP_LOCAL_PAD;
+      t.from = s->to;
+      t.from_segment = s->segment;
+      t.to = HAP_LAYOUT_REDUCE;
+      break;
+    default: /* keep_once: grad I -> R, device 0 keeps it */
+      t.kind = HAP_TASK_LOCAL;
+      t.local = HAP_LOCAL_KEEP_ONCE;
+      t.from = HAP_LAYOUT_IDENTITY;
+      t.to = HAP_LAYOUT_REDUCE;
+      break;
+    }
+    const char *op =
+        t.kind == HAP_TASK_LOCAL ? hap_local_op_name(t.local) : hap_coll_kind_name(t.coll);
+    if ((task = add_task(b, &t, "%s.grad.%s", tn, op)) < 0)
+      return oom(b);
+  } else if (s->kind == HAP_STEP_SOURCE && trainable(&g->tensors[s->tensor]) &&
+             (s->storage == HAP_STORE_REPLICATED || s->storage == HAP_STORE_ZERO)) {
+    hap_task t = proto(HAP_TASK_COLLECTIVE, HAP_PHASE_BWD, k);
+    t.tensor = s->tensor;
+    t.from = HAP_LAYOUT_REDUCE;
+    if (s->storage == HAP_STORE_REPLICATED) {
+      t.coll = HAP_COLL_ALL_REDUCE;
+      t.impl = HAP_IMPL_AUTO;
+      t.to = HAP_LAYOUT_IDENTITY;
+    } else {
+      t.coll = HAP_COLL_REDUCE_SCATTER;
+      t.impl = HAP_IMPL_AUTO;
+      t.to = 0;
+      t.to_segment = 0;
+    }
+    if ((task = add_task(b, &t, "%s.grad.%s", g->tensors[s->tensor].name,
+                         hap_coll_kind_name(t.coll))) < 0)
+      return oom(b);
+  }
+  if (s->kind == HAP_STEP_SOURCE && trainable(&g->tensors[s->tensor]) && b->p->replicas > 1) {
+    /* the gradient shard this device holds, summed over the replicas */
+    hap_task t = proto(HAP_TASK_COLLECTIVE, HAP_PHASE_BWD, k);
+    t.tensor = s->tensor;
+    t.coll = HAP_COLL_ALL_REDUCE;
+    t.impl = HAP_IMPL_AUTO;
+    t.span = HAP_SPAN_REPLICAS;
+    t.to = s->storage == HAP_STORE_ZERO ? 0 : s->to;
+    t.to_segment = t.to >= 0 ? (s->storage == HAP_STORE_ZERO ? 0 : s->segment) : -1;
+    t.granule = s->storage != HAP_STORE_ZERO && s->granule > 1 ? s->granule : 1;
+    t.from = t.to;
+    t.from_segment = t.to_segment;
+    if (push_dep(b, task) ||
+        (task = add_task(b, &t, "%s.grad.replica_all_reduce", g->tensors[s->tensor].name)) < 0)
+      return oom(b);
+  }
+  b->bwd[k] = task;
+  if (set_frontier(b, k, task))
+    return oom(b);
+  return HAP_OK;
+}
+
+/* One update per node that first uses a trainable parameter, last layers first. */
+static hap_status updates(builder *b) {
+  const hap_graph *g = b->g;
+  hap_lowered *lw = b->lw;
+  int32_t *owner = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *owner);
+  if (owner == NULL)
+    return oom(b);
+  for (int32_t t = 0; t < g->n_tensors; t++)
+    owner[t] = -1;
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    for (int i = 0; i < g->nodes[k].n_inputs; i++) {
+      int32_t t = g->nodes[k].inputs[i];
+      if (trainable(&g->tensors[t]) && owner[t] < 0)
+        owner[t] = k;
+    }
+  hap_status st = HAP_OK;
+  for (int32_t k = g->n_nodes - 1; k >= 0 && st == HAP_OK; k--) {
+    /* parameters of node k, in input order */
+    int32_t count = 0, np = 0, p0 = b->n_params_total;
+    for (int i = 0; i < g->nodes[k].n_inputs; i++)
+      count += owner[g->nodes[k].inputs[i]] == k;
+    if (count == 0)
+      continue;
+    if (grow((void **)&lw->params, &b->cap_params, p0 + count, sizeof *lw->params) ||
+        lw->params == NULL) {
+      st = oom(b);
+      break;
+    }
+    for (int i = 0; i < g->nodes[k].n_inputs; i++) {
+      int32_t t = g->nodes[k].inputs[i];
+      if (owner[t] != k)
+        continue;
+      owner[t] = -2; /* a parameter repeated in the inputs counts once */
+      lw->params[p0 + np++] = t;
+      int32_t src = lw->source_step[t];
+      if (src < 0) {
+        st = hap_err_set(b->err, HAP_EINVAL, "plan: parameter '%s' is never sourced",
+                         g->tensors[t].name);
+        break;
+      }
+      for (int32_t f = 0; f < b->nfront[src]; f++)
+        if (push_dep(b, b->front[b->front0[src] + f])) {
+          st = oom(b);
+          break;
+        }
+    }
+    if (st != HAP_OK)
+      break;
+    hap_task u = proto(HAP_TASK_UPDATE, HAP_PHASE_UPD, -1);
+    u.node = k;
+    u.param0 = p0;
+    u.n_params = np;
+    b->n_params_total += np;
+    if (add_task(b, &u, "%s.upd", g->nodes[k].name) < 0)
+      st = oom(b);
+  }
+  free(owner);
+  return st;
+}
+
+static void free_builder(builder *b) {
+  free(b->props);
+  free(b->head);
+  free(b->in);
+  free(b->out);
+  free(b->fwd);
+  free(b->bwd);
+  free(b->front0);
+  free(b->nfront);
+  free(b->front);
+  free(b->uses);
+  free(b->scratch);
+  hap_strmap_free(&b->names);
+}
+
+void hap_lowered_destroy(hap_lowered *lw) {
+  if (lw == NULL)
+    return;
+  if (lw->priv) {
+    for (int32_t i = 0; i < lw->priv->n; i++)
+      free(lw->priv->e[i].len);
+    free(lw->priv->e);
+    hap_arena_free(&lw->priv->names);
+    free(lw->priv);
+  }
+  if (lw->local_graph != lw->graph)
+    hap_graph_destroy((hap_graph *)lw->local_graph);
+  free(lw->tasks);
+  free(lw->deps);
+  free(lw->params);
+  free(lw->source_step);
+  free(lw);
+}
+
+hap_status hap_lower(const hap_plan *p, const hap_graph *g, hap_lowered **out, hap_err *err) {
+  *out = NULL;
+  builder b;
+  memset(&b, 0, sizeof b);
+  b.p = p;
+  b.g = g;
+  b.err = err;
+  hap_strmap_init(&b.names);
+  hap_lowered *lw = calloc(1, sizeof *lw);
+  size_t ns = (size_t)(p->n_steps ? p->n_steps : 1);
+  if (lw == NULL) {
+    free_builder(&b);
+    return oom(&b);
+  }
+  lw->plan = p;
+  lw->graph = g;
+  lw->local_graph = g;
+  lw->n_devices = p->n_devices;
+  lw->replicas = p->replicas;
+  lw->group_size = p->group_size;
+  if (p->replicas > 1) {
+    hap_graph *split = NULL;
+    hap_status sst = hap_graph_split_batch(g, p->replicas, &split, err);
+    if (sst != HAP_OK) {
+      free_builder(&b);
+      free(lw);
+      return sst;
+    }
+    lw->local_graph = split;
+  }
+  lw->priv = calloc(1, sizeof *lw->priv);
+  lw->source_step = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *lw->source_step);
+  b.lw = lw;
+  b.head = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *b.head);
+  b.in = malloc(ns * HAP_MAX_OP_INPUTS * sizeof *b.in);
+  b.out = malloc(ns * HAP_MAX_OP_OUTPUTS * sizeof *b.out);
+  b.fwd = malloc(ns * sizeof *b.fwd);
+  b.bwd = malloc(ns * sizeof *b.bwd);
+  b.front0 = malloc(ns * sizeof *b.front0);
+  b.nfront = malloc(ns * sizeof *b.nfront);
+  hap_status st = HAP_OK;
+  if (!lw->priv || !lw->source_step || !b.head || !b.in || !b.out || !b.fwd || !b.bwd ||
+      !b.front0 || !b.nfront) {
+    st = oom(&b);
+    goto out;
+  }
+  hap_arena_init(&lw->priv->names);
+  for (int32_t t = 0; t < g->n_tensors; t++)
+    lw->source_step[t] = b.head[t] = -1;
+  memset(b.in, 0xff, ns * HAP_MAX_OP_INPUTS * sizeof *b.in); /* every entry -1 */
+  memset(b.out, 0xff, ns * HAP_MAX_OP_OUTPUTS * sizeof *b.out);
+  for (size_t i = 0; i < ns; i++)
+    b.fwd[i] = b.bwd[i] = -1;
+  if ((st = forward_pass(&b)) != HAP_OK || (st = index_uses(&b)) != HAP_OK)
+    goto out;
+  for (int32_t k = p->n_steps - 1; k >= 0 && st == HAP_OK; k--)
+    st = backward_step(&b, k);
+  if (st == HAP_OK)
+    st = updates(&b);
+out:
+  free_builder(&b);
+  if (st != HAP_OK) {
+    hap_lowered_destroy(lw);
+    return st;
+  }
+  *out = lw;
+  return HAP_OK;
+}
+
+/* ---- per-device work ------------------------------------------------------------------- */
+
+/* Bytes of tensor t held on `dev` under a layout. */
+static double held_bytes(hap_lowered *lw, int32_t t, hap_layout l, int32_t seg, int64_t granule,
+                         int32_t dev) {
+  const hap_tensor *ten = &lw->local_graph->tensors[t];
+  double full = (double)hap_tensor_bytes(ten);
+  if (l < 0)
+    return full;
+  int64_t extent = ten->shape.dims[l];
+  const int64_t *len = hap_lowered_lengths(lw, extent, granule, seg);
+  if (len == NULL || extent == 0)
+    return full / lw->group_size;
+  return full * (double)len[dev % lw->group_size] / (double)extent;
+}
+
+static hap_status bad_task(hap_lowered *lw, int32_t t, int32_t dev, hap_err *err) {
+  if (t < 0 || t >= lw->n_tasks || dev < 0 || dev >= lw->n_devices)
+    return hap_err_set(err, HAP_EINVAL, "task %d on device %d: out of range (%d tasks, %d devices)",
+                       t, dev, lw->n_tasks, lw->n_devices);
+  return HAP_OK;
+}
+
+hap_status hap_lowered_coll_bytes(hap_lowered *lw, int32_t t, double *per_rank, hap_err *err) {
+  HAP_TRY(bad_task(lw, t, 0, err));
+  const hap_task *k = &lw->tasks[t];
+  if (k->kind != HAP_TASK_COLLECTIVE)
+    return hap_err_set(err, HAP_EINVAL, "task '%s' is not a collective", k->name);
+  /* all-gather and all-to-all: what each rank sends; reduce-scatter: what it receives;
+   * all-reduce: the whole buffer */
+  bool use_to = k->coll == HAP_COLL_REDUCE_SCATTER || k->coll == HAP_COLL_ALL_REDUCE;
+  hap_layout l = use_to ? k->to : k->from;
+  int32_t seg = use_to ? k->to_segment : k->from_segment;
+  for (int32_t d = 0; d < lw->n_devices; d++)
+    per_rank[d] = held_bytes(lw, k->tensor, l, seg, k->granule, d);
+  return HAP_OK;
+}
+
+static hap_status compute_work(hap_lowered *lw, const hap_task *k, int32_t dev, hap_task_work *w,
+                               hap_err *err) {
+  const hap_step *s = &lw->plan->steps[k->step];
+  hap_op_io full;
+  hap_graph_node_io(lw->local_graph, k->node, &full);
+  w->op = lw->graph->nodes[k->node].op;
+  w->backward = k->phase == HAP_PHASE_BWD;
+  int64_t extent = hap_variant_extent(&full, &s->variant);
+  if (extent > 0) {
+    const int64_t *len = hap_lowered_lengths(lw, extent, s->variant.granule, s->segment);
+    if (len == NULL)
+      return hap_err_set(err, HAP_ENOMEM, "out of memory computing shard lengths");
+    w->len = len[dev % lw->group_size];
+  }
+  if (w->len >= 0) {
+    HAP_TRY(hap_op_local_io(w->op, &full, &s->variant, w->len, &w->attrs, &w->io, err));
+  } else {
+    w->attrs = *full.attrs;
+    w->io = full;
+    w->io.attrs = &w->attrs;
+  }
+  if (w->len == 0)
+    return HAP_OK; /* nothing of this op lands on the device */
+  hap_op_cost c;
+  hap_op_cost_of(w->op, &w->io, &c);
+  w->flops = w->backward ? c.bwd_flops : c.fwd_flops;
+  w->bytes =
+      w->backward ? c.bwd_bytes_read + c.bwd_bytes_written : c.fwd_bytes_read + c.fwd_bytes_written;
+  return HAP_OK;
+}
+
+hap_status hap_lowered_work(hap_lowered *lw, int32_t t, int32_t dev, hap_task_work *out,
+                            hap_err *err) {
+  HAP_TRY(bad_task(lw, t, dev, err));
+  memset(out, 0, sizeof *out);
+  out->len = -1;
+  const hap_task *k = &lw->tasks[t];
+  switch (k->kind) {
+  case HAP_TASK_COMPUTE: return compute_work(lw, k, dev, out, err);
+  case HAP_TASK_LOCAL:
+    out->bytes = held_bytes(lw, k->tensor, k->to == HAP_LAYOUT_REDUCE ? -1 : k->to, k->to_segment,
+                            k->granule, dev);
+    return HAP_OK;
+  case HAP_TASK_COLLECTIVE: {
+    bool use_to = k->coll == HAP_COLL_REDUCE_SCATTER || k->coll == HAP_COLL_ALL_REDUCE;
+    out->bytes = held_bytes(lw, k->tensor, use_to ? k->to : k->from,
+                            use_to ? k->to_segment : k->from_segment, k->granule, dev);
+    return HAP_OK;
+  }
+  default: /* UPDATE: w -= lr * g over what the device holds */
+    for (int32_t i = 0; i < k->n_params; i++) {
+      int32_t p = lw->params[k->param0 + i];
+      const hap_step *s = &lw->plan->steps[lw->source_step[p]];
+      double held;
+      if (s->storage == HAP_STORE_ZERO)
+        held = held_bytes(lw, p, 0, 0, 1, dev);
+      else
+        held = held_bytes(lw, p, s->to, s->segment, s->granule, dev);
+      const hap_tensor *ten = &lw->graph->tensors[p];
+      out->flops += 2 * held / hap_dtype_size(ten->dtype);
+      out->bytes += 3 * held;
+    }
+    return HAP_OK;
+  }
+}

@@ -1,0 +1,87 @@
+/* run.h — the plan runner: executes the lowered task list (plan/lower.h) of one plan on this rank
+ * with real values: kernels from kernels/, layout changes through the comm table (comm.h),
+ * SGD updates, and a timestamp pair per task. Every rank of the communicator runs the same tasks
+ * in the same order (the plan is SPMD), rank r being plan device r.
+ *
+ * Data: each (tensor, layout) the program makes available is one buffer holding this rank's box
+ * of the tensor (box.h: Identity and Reduce the whole tensor, Gather(d) the rank's slice), and
+ * its gradient a buffer of the same box. Parameters, buffers and inputs start from init.h's
+ * deterministic values, so any rank count and any plan see the same model and data.
+ * Gradient conventions: the gradient of a property is the dual layout's (Identity <-> Reduce,
+ * Gather(d) <-> Gather(d)); the loss gradient is seeded with 1 (on every rank for a Reduce loss,
+ * on rank 0 for an Identity one).
+ * Ownership: hap_run_create returns an owned runner freed with hap_run_destroy; it borrows the
+ * lowered plan, the graph, the comm and the kernel table's ctx, which must outlive it. Only
+ * float32 activations and
+ * parameters (int64/int32 index inputs) are supported. */
+#ifndef HAP_RUN_RUN_H
+#define HAP_RUN_RUN_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "exec/comm.h"
+#include "kernels/kernels.h"
+#include "model/graph.h"
+#include "plan/lower.h"
+
+/* Where compute tasks run: a kernel table chosen at hap_run_create. Buffers are the runner's host
+ * buffers, with kernels.h's conventions (forward overwrites, backward accumulates). Each call
+ * also reports the task's timing: *kernel_s the device's own time of the kernels (s; < 0: the
+ * runner times the call with the host clock, as for the CPU kernels) and *staging_s the host time
+ * of copies to and from the device (s; 0 when none), which is never part of a task's time. */
+typedef struct hap_run_kernels {
+  const char *name; /* "cpu", "cuda" */
+  void *ctx;
+  hap_status (*forward)(void *ctx, const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
+                        double *kernel_s, double *staging_s, hap_err *err);
+  hap_status (*backward)(void *ctx, const hap_kernel_call *c, const float *const *dout,
+                         float *const *din, const hap_kernel_state *st, double *kernel_s,
+                         double *staging_s, hap_err *err);
+} hap_run_kernels;
+
+/* The CPU kernels (kernels/) as a table: the default. */
+extern const hap_run_kernels hap_run_kernels_cpu;
+
+typedef struct hap_run_options {
+  uint64_t seed; /* parameters, inputs and dropout masks */
+  double lr;     /* SGD learning rate (0: updates leave the parameters unchanged) */
+  double speed;  /* this rank's emulated speed in (0, 1]: compute tasks take 1/speed as long
+                    (only with the CPU kernels) */
+  const hap_run_kernels *kernels; /* NULL: hap_run_kernels_cpu (copied at create) */
+  /* When not NULL, the id of the task being run is stored here before each task (for a watchdog
+   * or signal handler to name it); -1 between iterations. */
+  volatile sig_atomic_t *current_task;
+  /* Called (may be NULL) before each task with its id, e.g. to re-arm a watchdog. */
+  void (*on_task)(void *ctx, int32_t task);
+  void *on_task_ctx;
+} hap_run_options;
+
+typedef struct hap_run hap_run;
+
+hap_status hap_run_create(hap_lowered *lw, const hap_graph *g, hap_comm *comm,
+                          const hap_run_options *o, hap_run **out, hap_err *err);
+void hap_run_destroy(hap_run *r);
+
+/* One training iteration: forward, backward, update. start_s / end_s (may be NULL) get each
+ * task's times on this rank's clock (s, hap_clock_s), n_tasks entries; a compute task whose
+ * kernel table reports a device time ends at start + that time (staging copies excluded). A
+ * failure names the task (and, for communication, the peer error). */
+hap_status hap_run_iteration(hap_run *r, double *start_s, double *end_s, hap_err *err);
+
+/* The last iteration's loss, the same value on every rank (collective). */
+hap_status hap_run_loss(hap_run *r, double *loss, hap_err *err);
+
+/* Parameter `tensor`'s gradient of the last iteration as a full tensor (float32, numel
+ * elements) on rank 0 (collective; `full` is only written on rank 0 and may be NULL elsewhere). */
+hap_status hap_run_gather_grad(hap_run *r, int32_t tensor, float *full, hap_err *err);
+
+/* Host time of the last iteration's staging copies (the kernel table's staging_s summed), s. */
+double hap_run_staging_s(const hap_run *r);
+
+/* The name of the task running when the last error happened (NULL if none). */
+const char *hap_run_failed_task(const hap_run *r);
+
+#endif

@@ -1,0 +1,765 @@
+/* run.c — the plan runner (run.h): properties as buffers of boxes, tasks dispatched by kind and
+ * pass, layout changes as box redistributions over the comm table. */
+#include "run/run.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "exec/clock.h"
+#include "exec/emulate.h"
+#include "kernels/kernels.h"
+#include "plan/replica.h"
+#include "run/box.h"
+#include "run/init.h"
+#include "run/reference.h"
+
+/* A (tensor, layout) made available, as this rank's buffer. */
+typedef struct rprop {
+  int32_t tensor;
+  hap_layout layout;
+  int32_t segment; /* Gather only; -1 otherwise */
+  int64_t granule; /* Gather only; 1 otherwise */
+  hap_box box;     /* this rank's share, global coordinates */
+  size_t elem;     /* bytes per element */
+  void *val;       /* box values, row-major */
+  float *grad;     /* box gradient (float tensors), allocated on first use */
+  bool grad_live;  /* received a contribution this iteration (else it is zero) */
+  int32_t next;    /* previous prop of the same tensor, -1 */
+} rprop;
+
+enum { SCRATCH_SEND, SCRATCH_RECV, SCRATCH_SUM, SCRATCH_SLOTS };
+
+struct hap_run {
+  hap_lowered *lw;
+  const hap_graph *g;      /* shapes this rank runs: one replica's graph for 2-D plans */
+  const hap_graph *global; /* the whole graph: initial values */
+  const hap_plan *p;
+  hap_comm *world;  /* every rank */
+  hap_comm *comm;   /* this rank's group: world, or split off it for 2-D plans (owned then) */
+  hap_comm *across; /* 2-D plans: the ranks with this index in every group (owned); else NULL */
+  hap_run_options o;
+  int32_t rank, n;   /* index in the group, group size */
+  int32_t replica;   /* this rank's group, 0 for 1-D plans */
+  double loss_scale; /* the loss gradient's seed: 1, or 1 / replicas for a batch-mean loss */
+  bool *reads_batch; /* [nodes]: not computed from state alone (dropout shifts by replica) */
+  rprop *props;
+  int32_t n_props, cap_props;
+  int32_t *head;           /* [tensors]: latest prop, -1 */
+  int32_t *in;             /* [steps][HAP_MAX_OP_INPUTS] props a step reads, -1 */
+  int32_t *out;            /* [steps][HAP_MAX_OP_OUTPUTS] props a step makes, -1 */
+  int32_t *zero_shard;     /* [tensors]: ZeRO storage prop of a parameter, -1 */
+  hap_kernel_state *state; /* [steps]: compute steps' saved state */
+  hap_run_kernels k;       /* where compute tasks run */
+  double staging_s;        /* this iteration's staging copies, s */
+  const char *failed;
+  bool seeded; /* the loss gradient of this iteration is in place */
+  /* Communication scratch, kept across tasks and iterations: MPI is ~10x slower on a buffer it
+   * has not seen (a fresh 1 MiB reduce-scatter: 0.5 ms instead of 0.05 ms here). */
+  void *scratch[SCRATCH_SLOTS];
+  size_t scratch_bytes[SCRATCH_SLOTS];
+};
+
+/* ---- the CPU kernel table ------------------------------------------------------------------ */
+
+static hap_status cpu_forward(void *ctx, const hap_kernel_call *c, void *const *out,
+                              hap_kernel_state *st, double *kernel_s, double *staging_s,
+                              hap_err *err) {
+  (void)ctx;
+  *kernel_s = -1; /* the host clock times it */
+  *staging_s = 0;
+  return hap_kernel_forward(c, out, st, err);
+}
+
+static hap_status cpu_backward(void *ctx, const hap_kernel_call *c, const float *const *dout,
+                               float *const *din, const hap_kernel_state *st, double *kernel_s,
+                               double *staging_s, hap_err *err) {
+  (void)ctx;
+  *kernel_s = -1;
+  *staging_s = 0;
+  return hap_kernel_backward(c, dout, din, st, err);
+}
+
+const hap_run_kernels hap_run_kernels_cpu = {"cpu", NULL, cpu_forward, cpu_backward};
+
+static hap_status oom(hap_err *err) {
+  return hap_err_set(err, HAP_ENOMEM, "hap-run: out of memory");
+}
+
+/* ---- boxes of layouts ------------------------------------------------------------------- */
+
+/* The box rank i holds of tensor t under (layout, segment, granule). */
+static hap_status layout_box(hap_run *r, int32_t t, hap_layout l, int32_t seg, int64_t granule,
+                             int32_t i, hap_box *out, hap_err *err) {
+  const hap_shape *s = &r->g->tensors[t].shape;
+  if (l < 0) {
+    *out = hap_box_full(s);
+    return HAP_OK;
+  }
+  const int64_t *len = hap_lowered_lengths(r->lw, s->dims[l], granule, seg);
+  if (len == NULL)
+    return hap_err_set(err, HAP_EINVAL, "tensor '%s': no shard lengths for segment %d",
+                       r->g->tensors[t].name, seg);
+  int64_t off = 0;
+  for (int32_t k = 0; k < i; k++)
+    off += len[k];
+  *out = hap_box_slice(s, l, off, len[i]);
+  return HAP_OK;
+}
+
+static hap_status new_prop(hap_run *r, int32_t t, hap_layout l, int32_t seg, int64_t granule,
+                           bool chain, int32_t *id, hap_err *err) {
+  if (r->n_props == r->cap_props) {
+    int32_t cap = r->cap_props ? 2 * r->cap_props : 64;
+    rprop *q = realloc(r->props, (size_t)cap * sizeof *q);
+    if (q == NULL)
+      return oom(err);
+    r->props = q;
+    r->cap_props = cap;
+  }
+  rprop *p = &r->props[r->n_props];
+  memset(p, 0, sizeof *p);
+  p->tensor = t;
+  p->layout = l;
+  p->segment = l >= 0 ? seg : -1;
+  p->granule = l >= 0 && granule > 1 ? granule : 1;
+  p->next = -1;
+  HAP_TRY(layout_box(r, t, l, seg, granule, r->rank, &p->box, err));
+  p->elem = (size_t)hap_dtype_size(r->g->tensors[t].dtype);
+  int64_t n = hap_box_numel(&p->box);
+  p->val = calloc((size_t)(n > 0 ? n : 1), p->elem);
+  if (p->val == NULL)
+    return oom(err);
+  if (chain) {
+    p->next = r->head[t];
+    r->head[t] = r->n_props;
+  }
+  *id = r->n_props++;
+  return HAP_OK;
+}
+
+static int32_t find_prop(const hap_run *r, int32_t t, hap_layout l, int32_t seg, int64_t granule) {
+  int32_t want_seg = l >= 0 ? seg : -1;
+  int64_t want_gran = l >= 0 && granule > 1 ? granule : 1;
+  if (r->props == NULL)
+    return -1;
+  for (int32_t i = r->head[t]; i >= 0; i = r->props[i].next)
+    if (r->props[i].layout == l && r->props[i].segment == want_seg &&
+        r->props[i].granule == want_gran)
+      return i;
+  return -1;
+}
+
+/* The gradient buffer of a prop, zeroed on its first use in an iteration. */
+static float *grad_of(hap_run *r, int32_t id, hap_err *err) {
+  rprop *p = &r->props[id];
+  int64_t n = hap_box_numel(&p->box);
+  if (p->grad == NULL) {
+    p->grad = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+    if (p->grad == NULL) {
+      oom(err);
+      return NULL;
+    }
+  } else if (!p->grad_live) {
+    memset(p->grad, 0, (size_t)n * sizeof(float));
+  }
+  p->grad_live = true;
+  return p->grad;
+}
+
+/* ---- building --------------------------------------------------------------------------- */
+
+static hap_status need(hap_run *r, int32_t k, int32_t t, hap_layout l, int32_t seg, int64_t gran,
+                       int32_t *id, hap_err *err) {
+  *id = find_prop(r, t, l, seg, gran);
+  if (*id < 0) {
+    char buf[4];
+    return hap_err_set(err, HAP_EINVAL, "plan steps[%d]: '%s' is not available as %s", k,
+                       r->g->tensors[t].name, hap_layout_name(l, buf));
+  }
+  return HAP_OK;
+}
+
+static hap_status build(hap_run *r, hap_err *err) {
+  const hap_plan *p = r->p;
+  const hap_graph *g = r->g;
+  for (int32_t k = 0; k < p->n_steps; k++) {
+    const hap_step *s = &p->steps[k];
+    int32_t *in = r->in + (size_t)k * HAP_MAX_OP_INPUTS;
+    int32_t *out = r->out + (size_t)k * HAP_MAX_OP_OUTPUTS;
+    if (s->kind == HAP_STEP_SOURCE) {
+      HAP_TRY(new_prop(r, s->tensor, s->to, s->segment, s->granule, true, &out[0], err));
+      int32_t held = out[0]; /* ZeRO: the stored shard; the Identity copy is gathered each time */
+      if (s->storage == HAP_STORE_ZERO) {
+        HAP_TRY(new_prop(r, s->tensor, 0, 0, 1, false, &held, err));
+        r->zero_shard[s->tensor] = held;
+      }
+      /* values come from the whole graph: an input's rows are this replica's block of the batch */
+      hap_box at = r->props[held].box;
+      const hap_tensor *whole = &r->global->tensors[s->tensor];
+      if (at.rank > 0 && whole->shape.dims[0] != g->tensors[s->tensor].shape.dims[0]) {
+        int64_t shift = (int64_t)r->replica * g->tensors[s->tensor].shape.dims[0];
+        at.lo[0] += shift;
+        at.hi[0] += shift;
+      }
+      HAP_TRY(hap_init_fill(r->global, s->tensor, r->o.seed, &at, r->props[held].val, err));
+    } else if (s->kind == HAP_STEP_COMPUTE) {
+      const hap_node *node = &g->nodes[s->node];
+      for (int i = 0; i < node->n_inputs; i++)
+        HAP_TRY(need(r, k, node->inputs[i], s->variant.in[i], s->segment, s->variant.granule,
+                     &in[i], err));
+      for (int o = 0; o < node->n_outputs; o++)
+        HAP_TRY(new_prop(r, node->outputs[o], s->variant.out[o], s->segment, s->variant.granule,
+                         true, &out[o], err));
+    } else {
+      HAP_TRY(need(r, k, s->tensor, s->from, s->from_segment, s->granule, &in[0], err));
+      HAP_TRY(new_prop(r, s->tensor, s->to, s->segment, s->granule, true, &out[0], err));
+    }
+  }
+  return HAP_OK;
+}
+
+/* 2-D plans: the group's communicator and the one across groups (collective over every rank), and
+ * the loss's scale (a batch mean is R times each replica's share). */
+static hap_status split_groups(hap_run *r, hap_err *err) {
+  bool mean = false;
+  HAP_TRY(hap_graph_batch_mean(r->global, &mean, err));
+  r->loss_scale = mean ? 1.0 / r->lw->replicas : 1;
+  hap_comm *w = r->world;
+  hap_comm *group = NULL;
+  HAP_TRY(w->ops->split(w, r->replica, w->rank, &group, err));
+  r->comm = group;
+  return w->ops->split(w, r->rank, w->rank, &r->across, err);
+}
+
+hap_status hap_run_create(hap_lowered *lw, const hap_graph *g, hap_comm *comm,
+                          const hap_run_options *o, hap_run **out, hap_err *err) {
+  *out = NULL;
+  if (comm->size != lw->n_devices)
+    return hap_err_set(err, HAP_EINVAL,
+                       "hap-run: the plan is for %d devices but %d ranks are running (start it "
+                       "with mpirun -np %d)",
+                       lw->n_devices, comm->size, lw->n_devices);
+  for (int32_t t = 0; t < g->n_tensors; t++)
+    if (hap_dtype_is_float(g->tensors[t].dtype) && g->tensors[t].dtype != HAP_F32)
+      return hap_err_set(err, HAP_EUNSUPPORTED,
+                         "hap-run: tensor '%s' is %s; the %s backend runs float32 only",
+                         g->tensors[t].name, hap_dtype_name(g->tensors[t].dtype),
+                         o->kernels != NULL ? o->kernels->name : hap_run_kernels_cpu.name);
+  hap_run *r = calloc(1, sizeof *r);
+  if (r == NULL)
+    return oom(err);
+  r->lw = lw;
+  r->g = lw->local_graph;
+  r->global = g;
+  r->p = lw->plan;
+  r->world = r->comm = comm;
+  r->o = *o;
+  r->k = o->kernels != NULL ? *o->kernels : hap_run_kernels_cpu;
+  if (!(r->o.speed > 0 && r->o.speed <= 1))
+    r->o.speed = 1;
+  r->rank = comm->rank % lw->group_size;
+  r->n = lw->group_size;
+  r->replica = comm->rank / lw->group_size;
+  r->loss_scale = 1;
+  size_t ns = (size_t)(r->p->n_steps > 0 ? r->p->n_steps : 1);
+  size_t nt = (size_t)(g->n_tensors > 0 ? g->n_tensors : 1);
+  r->head = malloc(nt * sizeof *r->head);
+  r->zero_shard = malloc(nt * sizeof *r->zero_shard);
+  r->in = malloc(ns * HAP_MAX_OP_INPUTS * sizeof *r->in);
+  r->out = malloc(ns * HAP_MAX_OP_OUTPUTS * sizeof *r->out);
+  r->state = calloc(ns, sizeof *r->state);
+  r->reads_batch = calloc((size_t)(g->n_nodes > 0 ? g->n_nodes : 1), sizeof *r->reads_batch);
+  bool *state = calloc(nt, sizeof *state);
+  hap_status st = HAP_OK;
+  if (!r->head || !r->zero_shard || !r->in || !r->out || !r->state || !r->reads_batch || !state) {
+    free(state);
+    st = oom(err);
+    goto fail;
+  }
+  hap_graph_state_tensors(g, state);
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    for (int i = 0; i < g->nodes[k].n_inputs; i++)
+      r->reads_batch[k] = r->reads_batch[k] || !state[g->nodes[k].inputs[i]];
+  free(state);
+  if (lw->replicas > 1 && (st = split_groups(r, err)) != HAP_OK)
+    goto fail;
+  memset(r->head, 0xff, nt * sizeof *r->head); /* -1 */
+  memset(r->zero_shard, 0xff, nt * sizeof *r->zero_shard);
+  memset(r->in, 0xff, ns * HAP_MAX_OP_INPUTS * sizeof *r->in);
+  memset(r->out, 0xff, ns * HAP_MAX_OP_OUTPUTS * sizeof *r->out);
+  if ((st = build(r, err)) != HAP_OK)
+    goto fail;
+  *out = r;
+  return HAP_OK;
+fail:
+  hap_run_destroy(r);
+  return st;
+}
+
+void hap_run_destroy(hap_run *r) {
+  if (r == NULL)
+    return;
+  if (r->comm != r->world)
+    hap_comm_destroy(r->comm);
+  hap_comm_destroy(r->across);
+  free(r->reads_batch);
+  for (int32_t i = 0; i < r->n_props; i++) {
+    free(r->props[i].val);
+    free(r->props[i].grad);
+  }
+  if (r->state != NULL)
+    for (int32_t k = 0; k < r->p->n_steps; k++)
+      hap_kernel_state_free(&r->state[k]);
+  for (int i = 0; i < SCRATCH_SLOTS; i++)
+    free(r->scratch[i]);
+  free(r->props);
+  free(r->head);
+  free(r->zero_shard);
+  free(r->in);
+  free(r->out);
+  free(r->state);
+  free(r);
+}
+
+const char *hap_run_failed_task(const hap_run *r) { return r->failed; }
+
+double hap_run_staging_s(const hap_run *r) { return r->staging_s; }
+
+/* ---- data movement ---------------------------------------------------------------------- */
+
+/* Scratch buffer `slot` with room for `bytes` (at least 1; contents undefined), or NULL. */
+static void *scratch(hap_run *r, int slot, int64_t bytes, hap_err *err) {
+  size_t want = bytes > 0 ? (size_t)bytes : 1;
+  if (r->scratch_bytes[slot] < want) {
+    free(r->scratch[slot]);
+    r->scratch[slot] = malloc(want);
+    r->scratch_bytes[slot] = r->scratch[slot] != NULL ? want : 0;
+    if (r->scratch[slot] == NULL) {
+      oom(err);
+      return NULL;
+    }
+  }
+  return r->scratch[slot];
+}
+
+/* dst (n floats) = src, or += src. */
+static void put(float *dst, const float *src, int64_t n, bool add) {
+  if (add) {
+    for (int64_t i = 0; i < n; i++)
+      dst[i] += src[i];
+  } else {
+    memcpy(dst, src, (size_t)n * sizeof *dst);
+  }
+}
+
+/* Box every rank holds under (layout, seg, gran) of tensor t, into boxes[n]. */
+static hap_status boxes_of(hap_run *r, int32_t t, hap_layout l, int32_t seg, int64_t gran,
+                           hap_box *boxes, hap_err *err) {
+  for (int32_t i = 0; i < r->n; i++)
+    HAP_TRY(layout_box(r, t, l, seg, gran, i, &boxes[i], err));
+  return HAP_OK;
+}
+
+/* Redistribute between two partitions of a tensor (no reduction): rank i holds src_boxes[i] in
+ * `src` and receives dst_boxes[rank] into `dst` (elem bytes per element), with an all-to-all(v)
+ * or, when every rank receives the whole tensor, an all-gather(v). `add`: accumulate floats. */
+static hap_status redistribute(hap_run *r, const void *src, const hap_box *src_boxes, void *dst,
+                               const hap_box *dst_boxes, size_t elem, bool add, hap_err *err) {
+  int32_t n = r->n, me = r->rank;
+  const hap_box *mine_src = &src_boxes[me], *mine_dst = &dst_boxes[me];
+  int64_t *sb = calloc((size_t)n * 4, sizeof *sb);
+  if (sb == NULL)
+    return oom(err);
+  int64_t *sd = sb + n, *rb = sb + 2 * (size_t)n, *rd = sb + 3 * (size_t)n;
+  int64_t send_total = 0, recv_total = 0;
+  for (int32_t i = 0; i < n; i++) {
+    hap_box x;
+    sb[i] = hap_box_intersect(mine_src, &dst_boxes[i], &x) ? hap_box_numel(&x) * (int64_t)elem : 0;
+    sd[i] = send_total;
+    send_total += sb[i];
+    rb[i] = hap_box_intersect(&src_boxes[i], mine_dst, &x) ? hap_box_numel(&x) * (int64_t)elem : 0;
+    rd[i] = recv_total;
+    recv_total += rb[i];
+  }
+  char *sendbuf = scratch(r, SCRATCH_SEND, send_total, err);
+  char *recvbuf = scratch(r, SCRATCH_RECV, recv_total, err);
+  int64_t tmp_bytes = hap_box_numel(mine_dst) * (int64_t)elem;
+  void *tmp = add ? scratch(r, SCRATCH_SUM, tmp_bytes, err) : NULL;
+  hap_status st = HAP_OK;
+  if (!sendbuf || !recvbuf || (add && !tmp)) {
+    st = HAP_ENOMEM;
+    goto out;
+  }
+  if (add && tmp_bytes > 0)
+    memset(tmp, 0, (size_t)tmp_bytes);
+  for (int32_t i = 0; i < n; i++) {
+    hap_box x;
+    if (sb[i] > 0 && hap_box_intersect(mine_src, &dst_boxes[i], &x))
+      hap_box_pack(&x, src, mine_src, sendbuf + sd[i], elem);
+  }
+  st = r->comm->ops->all_to_allv(r->comm, sendbuf, sb, sd, recvbuf, rb, rd, err);
+  if (st != HAP_OK)
+    goto out;
+  void *target = add ? tmp : dst;
+  for (int32_t i = 0; i < n; i++) {
+    hap_box x;
+    if (rb[i] > 0 && hap_box_intersect(&src_boxes[i], mine_dst, &x))
+      hap_box_unpack(&x, recvbuf + rd[i], target, mine_dst, elem);
+  }
+  if (add)
+    put(dst, tmp, hap_box_numel(mine_dst), true);
+out:
+  free(sb);
+  return st;
+}
+
+/* Sum full-shaped partial sums (src, the whole tensor on every rank) and give rank i the
+ * dst_boxes[i] part: a reduce-scatter(v). */
+static hap_status reduce_to_boxes(hap_run *r, const float *src, const hap_shape *shape,
+                                  const hap_box *dst_boxes, float *dst, bool add, hap_err *err) {
+  int32_t n = r->n;
+  hap_box full = hap_box_full(shape);
+  int64_t total = hap_box_numel(&full);
+  int64_t *counts = malloc((size_t)n * sizeof *counts);
+  int64_t mine = hap_box_numel(&dst_boxes[r->rank]);
+  float *packed = scratch(r, SCRATCH_SEND, total * (int64_t)sizeof(float), err);
+  float *recv = scratch(r, SCRATCH_RECV, mine * (int64_t)sizeof(float), err);
+  hap_status st = HAP_OK;
+  if (!counts || !packed || !recv) {
+    st = counts ? HAP_ENOMEM : oom(err);
+    goto out;
+  }
+  int64_t off = 0;
+  for (int32_t i = 0; i < n; i++) {
+    counts[i] = hap_box_numel(&dst_boxes[i]);
+    if (counts[i] > 0)
+      hap_box_pack(&dst_boxes[i], src, &full, packed + off, sizeof(float));
+    off += counts[i];
+  }
+  st = r->comm->ops->reduce_scatterv(r->comm, packed, recv, counts, HAP_F32, HAP_REDUCE_SUM, err);
+  if (st == HAP_OK)
+    put(dst, recv, mine, add);
+out:
+  free(counts);
+  return st;
+}
+
+static hap_status sum_all(hap_run *r, const float *src, float *dst, int64_t count, bool add,
+                          hap_err *err) {
+  if (!add) /* straight into dst (in place when src == dst): no scratch buffer to fault in */
+    return r->comm->ops->all_reduce(r->comm, src, dst, count, HAP_F32, HAP_REDUCE_SUM, err);
+  float *tmp = scratch(r, SCRATCH_RECV, count * (int64_t)sizeof(float), err);
+  if (tmp == NULL)
+    return HAP_ENOMEM;
+  hap_status st = r->comm->ops->all_reduce(r->comm, src, tmp, count, HAP_F32, HAP_REDUCE_SUM, err);
+  if (st == HAP_OK)
+    put(dst, tmp, count, add);
+  return st;
+}
+
+/* Move values (fwd) or gradients (bwd) of tensor t from layout a to layout b with the
+ * collective `kind`: src holds a's box, dst b's. */
+static hap_status collective(hap_run *r, hap_coll_kind kind, int32_t t, hap_layout a, int32_t aseg,
+                             hap_layout b, int32_t bseg, int64_t gran, const void *src, void *dst,
+                             size_t elem, bool add, hap_err *err) {
+  const hap_shape *shape = &r->g->tensors[t].shape;
+  hap_box *boxes = malloc((size_t)r->n * 2 * sizeof *boxes);
+  if (boxes == NULL)
+    return oom(err);
+  hap_box *abox = boxes, *bbox = boxes + r->n;
+  hap_status st = boxes_of(r, t, a, aseg, gran, abox, err);
+  if (st == HAP_OK)
+    st = boxes_of(r, t, b, bseg, gran, bbox, err);
+  if (st == HAP_OK) {
+    switch (kind) {
+    case HAP_COLL_ALL_REDUCE:
+      st = sum_all(r, src, dst, hap_box_numel(&bbox[r->rank]), add, err);
+      break;
+    case HAP_COLL_REDUCE_SCATTER: st = reduce_to_boxes(r, src, shape, bbox, dst, add, err); break;
+    default: /* all-gather, all-to-all: a partition to another partition (or to the whole) */
+      st = redistribute(r, src, abox, dst, bbox, elem, add, err);
+      break;
+    }
+  }
+  free(boxes);
+  return st;
+}
+
+/* ---- tasks ------------------------------------------------------------------------------ */
+
+static void pad_wait(double seconds) {
+  if (seconds <= 0)
+    return;
+  double until = hap_clock_s() + seconds;
+  if (seconds > 5e-4) {
+    double sleep_s = seconds - 2e-4;
+    struct timespec ts = {(time_t)sleep_s, (long)((sleep_s - floor(sleep_s)) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
+  while (hap_clock_s() < until) {
+  }
+}
+
+/* A compute task through the kernel table; *kernel_s: the device's time of it (< 0: none). */
+static hap_status compute(hap_run *r, const hap_task *k, int32_t t, bool backward, double *kernel_s,
+                          hap_err *err) {
+  const hap_step *s = &r->p->steps[k->step];
+  const hap_node *node = &r->g->nodes[k->node];
+  hap_task_work *w = malloc(sizeof *w);
+  if (w == NULL)
+    return oom(err);
+  hap_status st = hap_lowered_work(r->lw, t, r->rank, w, err);
+  hap_op_io full;
+  hap_graph_node_io(r->g, k->node, &full);
+  hap_kernel_shard shard = {&full, &s->variant, r->rank, 0};
+  int64_t extent = hap_variant_extent(&full, &s->variant);
+  if (st == HAP_OK && extent > 0) {
+    const int64_t *len = hap_lowered_lengths(r->lw, extent, s->variant.granule, s->segment);
+    if (len == NULL)
+      st = oom(err);
+    for (int32_t i = 0; len != NULL && i < r->rank; i++)
+      shard.offset += len[i];
+  }
+  const void *ins[HAP_MAX_OP_INPUTS] = {0};
+  const void *outs_c[HAP_MAX_OP_OUTPUTS] = {0};
+  void *outs[HAP_MAX_OP_OUTPUTS] = {0};
+  const int32_t *in = r->in + (size_t)k->step * HAP_MAX_OP_INPUTS;
+  const int32_t *out = r->out + (size_t)k->step * HAP_MAX_OP_OUTPUTS;
+  for (int i = 0; i < node->n_inputs; i++)
+    ins[i] = r->props[in[i]].val;
+  for (int o = 0; o < node->n_outputs; o++)
+    outs_c[o] = outs[o] = r->props[out[o]].val;
+  hap_kernel_call call = {node->op,
+                          &w->io,
+                          extent > 0 ? &shard : NULL,
+                          hap_run_node_seed(r->o.seed, node->name),
+                          ins,
+                          outs_c,
+                          r->reads_batch[k->node] ? r->replica : 0};
+  double t0 = hap_clock_s(), staging = 0;
+  *kernel_s = -1;
+  if (st == HAP_OK && !backward) {
+    hap_kernel_state_free(&r->state[k->step]);
+    st = r->k.forward(r->k.ctx, &call, outs, &r->state[k->step], kernel_s, &staging, err);
+  } else if (st == HAP_OK) {
+    const float *dout[HAP_MAX_OP_OUTPUTS] = {0};
+    float *din[HAP_MAX_OP_INPUTS] = {0};
+    for (int o = 0; o < node->n_outputs; o++)
+      dout[o] = r->props[out[o]].grad_live ? r->props[out[o]].grad : NULL;
+    for (int i = 0; i < node->n_inputs && st == HAP_OK; i++)
+      if (w->io.in_grad[i] && (din[i] = grad_of(r, in[i], err)) == NULL)
+        st = HAP_ENOMEM;
+    if (st == HAP_OK)
+      st = r->k.backward(r->k.ctx, &call, dout, din, &r->state[k->step], kernel_s, &staging, err);
+  }
+  r->staging_s += staging;
+  if (st == HAP_OK && r->o.speed < 1 && *kernel_s < 0)
+    pad_wait(hap_emulate_pad_s(hap_clock_s() - t0, r->o.speed));
+  free(w);
+  return st;
+}
+
+/* Layout changes without communication, forward (values) or backward (gradients). */
+static hap_status local(hap_run *r, const hap_task *k, hap_err *err) {
+  const int32_t from = r->in[(size_t)k->step * HAP_MAX_OP_INPUTS];
+  const int32_t to = r->out[(size_t)k->step * HAP_MAX_OP_OUTPUTS];
+  rprop *a = &r->props[from], *b = &r->props[to];
+  if (k->phase == HAP_PHASE_FWD) {
+    if (k->local == HAP_LOCAL_SLICE)
+      hap_box_copy(&b->box, a->val, &a->box, b->val, &b->box, a->elem);
+    else if (r->rank == 0) /* keep_once */
+      memcpy(b->val, a->val, (size_t)hap_box_numel(&a->box) * a->elem);
+    else
+      memset(b->val, 0, (size_t)hap_box_numel(&b->box) * b->elem);
+    return HAP_OK;
+  }
+  /* every rank marks the earlier layout's gradient live (zero where nothing arrives): no rank's
+   * later choices may depend on what reached it */
+  float *ga = grad_of(r, from, err);
+  if (ga == NULL)
+    return HAP_ENOMEM;
+  if (!b->grad_live)
+    return HAP_OK; /* no gradient reached the later layout */
+  if (k->local == HAP_LOCAL_KEEP_ONCE && r->rank != 0)
+    return HAP_OK;
+  if (k->local == HAP_LOCAL_PAD) { /* the slice's gradient into the whole, zeros elsewhere */
+    int64_t nb = hap_box_numel(&b->box);
+    float *tmp = calloc((size_t)hap_box_numel(&a->box) + 1, sizeof *tmp);
+    if (tmp == NULL)
+      return oom(err);
+    if (nb > 0)
+      hap_box_copy(&b->box, b->grad, &b->box, tmp, &a->box, sizeof(float));
+    put(ga, tmp, hap_box_numel(&a->box), true);
+    free(tmp);
+  } else {
+    put(ga, b->grad, hap_box_numel(&a->box), true);
+  }
+  return HAP_OK;
+}
+
+static hap_status comm_task(hap_run *r, const hap_task *k, hap_err *err) {
+  const hap_step *s = &r->p->steps[k->step];
+  if (k->span == HAP_SPAN_REPLICAS) { /* 2-D: sum the parameter's gradient over the replicas */
+    int32_t id = r->zero_shard[s->tensor] >= 0 ? r->zero_shard[s->tensor]
+                                               : r->out[(size_t)k->step * HAP_MAX_OP_OUTPUTS];
+    float *g = grad_of(r, id, err);
+    if (g == NULL)
+      return HAP_ENOMEM;
+    return r->across->ops->all_reduce(r->across, g, g, hap_box_numel(&r->props[id].box), HAP_F32,
+                                      HAP_REDUCE_SUM, err);
+  }
+  if (s->kind == HAP_STEP_SOURCE) {
+    int32_t p = r->out[(size_t)k->step * HAP_MAX_OP_OUTPUTS];
+    int32_t z = r->zero_shard[s->tensor];
+    if (k->phase == HAP_PHASE_FWD) /* ZeRO: gather the stored shards */
+      return collective(r, HAP_COLL_ALL_GATHER, s->tensor, 0, 0, HAP_LAYOUT_IDENTITY, -1, 1,
+                        r->props[z].val, r->props[p].val, r->props[p].elem, false, err);
+    /* every rank synchronises, with zeros where no gradient reached it */
+    float *gp = grad_of(r, p, err);
+    if (gp == NULL)
+      return HAP_ENOMEM;
+    if (k->coll == HAP_COLL_ALL_REDUCE) /* replicated: sum the partial gradients in place */
+      return sum_all(r, gp, gp, hap_box_numel(&r->props[p].box), false, err);
+    float *gz = grad_of(r, z, err); /* ZeRO: each rank keeps its shard's gradient */
+    if (gz == NULL)
+      return HAP_ENOMEM;
+    return collective(r, HAP_COLL_REDUCE_SCATTER, s->tensor, HAP_LAYOUT_REDUCE, -1, 0, 0, 1, gp, gz,
+                      sizeof(float), false, err);
+  }
+  int32_t from = r->in[(size_t)k->step * HAP_MAX_OP_INPUTS];
+  int32_t to = r->out[(size_t)k->step * HAP_MAX_OP_OUTPUTS];
+  if (k->phase == HAP_PHASE_FWD)
+    return collective(r, k->coll, s->tensor, k->from, k->from_segment, k->to, k->to_segment,
+                      k->granule, r->props[from].val, r->props[to].val, r->props[to].elem, false,
+                      err);
+  /* backward: the gradient of `to` moves into the gradient of `from`; every rank takes part even
+   * when its own gradient is zero */
+  float *gf = grad_of(r, from, err);
+  float *gt = grad_of(r, to, err);
+  if (gf == NULL || gt == NULL)
+    return HAP_ENOMEM;
+  return collective(r, k->coll, s->tensor, k->from, k->from_segment, k->to, k->to_segment,
+                    k->granule, gt, gf, sizeof(float), true, err);
+}
+
+static hap_status update(hap_run *r, const hap_task *k, hap_err *err) {
+  (void)err;
+  for (int32_t i = 0; i < k->n_params; i++) {
+    int32_t t = r->lw->params[k->param0 + i];
+    int32_t src = r->lw->source_step[t];
+    int32_t id =
+        r->zero_shard[t] >= 0 ? r->zero_shard[t] : r->out[(size_t)src * HAP_MAX_OP_OUTPUTS];
+    rprop *p = &r->props[id];
+    if (!p->grad_live || r->o.lr == 0)
+      continue;
+    hap_kernel_sgd(p->val, p->grad, (float)r->o.lr, hap_box_numel(&p->box));
+  }
+  return HAP_OK;
+}
+
+/* The loss gradient: 1 where the loss's last layout's dual needs it. */
+static hap_status seed_loss(hap_run *r, hap_err *err) {
+  int32_t id = r->head[r->g->loss];
+  if (id < 0)
+    return hap_err_set(err, HAP_EINVAL, "hap-run: the plan never makes the loss '%s'",
+                       r->g->tensors[r->g->loss].name);
+  float *g = grad_of(r, id, err);
+  if (g == NULL)
+    return HAP_ENOMEM;
+  int64_t n = hap_box_numel(&r->props[id].box);
+  bool everywhere = r->props[id].layout == HAP_LAYOUT_REDUCE;
+  for (int64_t e = 0; e < n; e++)
+    g[e] = everywhere || r->rank == 0 ? (float)r->loss_scale : 0.0f;
+  return HAP_OK;
+}
+
+hap_status hap_run_iteration(hap_run *r, double *start_s, double *end_s, hap_err *err) {
+  for (int32_t i = 0; i < r->n_props; i++)
+    r->props[i].grad_live = false;
+  r->seeded = false;
+  r->failed = NULL;
+  r->staging_s = 0;
+  const hap_lowered *lw = r->lw;
+  for (int32_t t = 0; t < lw->n_tasks; t++) {
+    const hap_task *k = &lw->tasks[t];
+    if (k->phase != HAP_PHASE_FWD && !r->seeded) {
+      HAP_TRY(seed_loss(r, err));
+      r->seeded = true;
+    }
+    if (r->o.current_task != NULL)
+      *r->o.current_task = (sig_atomic_t)t;
+    if (r->o.on_task != NULL)
+      r->o.on_task(r->o.on_task_ctx, t);
+    double t0 = hap_clock_s(), kernel_s = -1;
+    hap_status st;
+    switch (k->kind) {
+    case HAP_TASK_COMPUTE: st = compute(r, k, t, k->phase == HAP_PHASE_BWD, &kernel_s, err); break;
+    case HAP_TASK_LOCAL: st = local(r, k, err); break;
+    case HAP_TASK_COLLECTIVE: st = comm_task(r, k, err); break;
+    default: st = update(r, k, err); break;
+    }
+    double t1 = kernel_s >= 0 ? t0 + kernel_s : hap_clock_s(); /* device time: no staging */
+    if (st != HAP_OK) {
+      r->failed = k->name;
+      return st;
+    }
+    if (start_s != NULL)
+      start_s[t] = t0;
+    if (end_s != NULL)
+      end_s[t] = t1;
+  }
+  if (r->o.current_task != NULL)
+    *r->o.current_task = -1;
+  return HAP_OK;
+}
+
+hap_status hap_run_loss(hap_run *r, double *loss, hap_err *err) {
+  int32_t id = r->head[r->g->loss];
+  if (id < 0)
+    return hap_err_set(err, HAP_EINVAL, "hap-run: no loss");
+  const rprop *p = &r->props[id];
+  double v = r->props[id].layout == HAP_LAYOUT_REDUCE || r->rank == 0 ? ((float *)p->val)[0] : 0;
+  double sum = 0; /* over the group, and over the replicas of a 2-D plan */
+  HAP_TRY(r->world->ops->all_reduce(r->world, &v, &sum, 1, HAP_F64, HAP_REDUCE_SUM, err));
+  *loss = sum * r->loss_scale;
+  return HAP_OK;
+}
+
+hap_status hap_run_gather_grad(hap_run *r, int32_t tensor, float *full, hap_err *err) {
+  int32_t src = r->lw->source_step[tensor];
+  if (src < 0)
+    return hap_err_set(err, HAP_EINVAL, "hap-run: '%s' is not sourced by the plan",
+                       r->g->tensors[tensor].name);
+  int32_t id =
+      r->zero_shard[tensor] >= 0 ? r->zero_shard[tensor] : r->out[(size_t)src * HAP_MAX_OP_OUTPUTS];
+  rprop *p = &r->props[id];
+  float *g = grad_of(r, id, err); /* zero when no gradient reached it */
+  if (g == NULL)
+    return HAP_ENOMEM;
+  int64_t total = hap_tensor_numel(&r->g->tensors[tensor]);
+  float *whole = malloc((size_t)(total > 0 ? total : 1) * sizeof *whole);
+  if (whole == NULL)
+    return oom(err);
+  hap_status st = HAP_OK;
+  if (p->layout < 0) {
+    memcpy(whole, g, (size_t)total * sizeof *whole); /* replicated: already summed */
+  } else {
+    hap_box *boxes = malloc((size_t)r->n * 2 * sizeof *boxes);
+    if (boxes == NULL) {
+      free(whole);
+      return oom(err);
+    }
+    st = boxes_of(r, tensor, p->layout, p->segment, p->granule, boxes, err);
+    for (int32_t i = 0; i < r->n && st == HAP_OK; i++)
+      boxes[r->n + i] = hap_box_full(&r->g->tensors[tensor].shape);
+    if (st == HAP_OK)
+      st = redistribute(r, g, boxes, whole, boxes + r->n, sizeof(float), false, err);
+    free(boxes);
+  }
+  if (st == HAP_OK && r->rank == 0 && full != NULL)
+    memcpy(full, whole, (size_t)total * sizeof *full);
+  free(whole);
+  return st;
+}

@@ -1,0 +1,991 @@
+/* hap-profile — measure, inspect and combine cluster profiles.
+ *   measure -o OUT     (under mpirun) every rank measures its device, every pair and collective;
+ *                      rank 0 writes one profile (also: no command name, with --backend)
+ *   show FILE|SPEC     devices, hosts and links, collective fits (and, for a profile, its sweeps)
+ *   merge OUT IN...    combine per-machine profiles into one */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "base/cli.h"
+#include "base/json_write.h"
+#include "cluster/cluster_io.h"
+#include "exec/comm_mpi.h"
+#include "exec/comm_nccl.h"
+#include "exec/device_cpu.h"
+#include "exec/device_cuda.h"
+#include "exec/devices.h"
+#include "exec/emulate.h"
+#include "hap_config.h"
+#include "model/zoo.h"
+#include "plan/lower.h"
+#include "plan/plan_io.h"
+#include "profile/kernel_times.h"
+#include "profile/measure.h"
+#include "profile/replay.h"
+#include "store/cluster_open.h"
+#include "store/profile_store.h"
+
+static const char *prog = "hap-profile";
+
+static void usage(FILE *f) {
+  fprintf(
+      f, "Usage: hap-profile COMMAND [OPTIONS]\n"
+         "       mpirun -np N hap-profile measure --backend cpu|cuda [--quick] -o OUT.h5\n"
+         "\n"
+         "Cluster profiles: what a cluster's devices, links and collectives measure.\n"
+         "\n"
+         "Commands:\n"
+         "  measure -o OUT        run under mpirun: every rank is a device; measures GEMM\n"
+         "                        FLOP/s, memory bandwidth, launch overhead, every rank pair\n"
+         "                        (ping-pong) and the collectives; rank 0 writes one profile\n"
+         "                        (atomic). 'hap-profile --backend cpu -o OUT' means the same\n"
+         "  show FILE|SPEC        the cluster model of a profile (.h5) or a cluster spec\n"
+         "                        ('paper-hetero:gpus_per_host=4', a hap-cluster JSON file):\n"
+         "                        hosts and links, devices, collective fits; for a profile also\n"
+         "                        its point-to-point and collective sweeps\n"
+         "  merge -o OUT IN...    combine per-machine profiles into one (atomic write)\n"
+         "\n"
+         "Options:\n"
+         "  -f, --format FMT      table (default) or json\n"
+         "  -o, --output FILE     output of measure and merge\n"
+         "\n"
+         "Measure options:\n"
+         "  -b, --backend NAME    device backend: cpu (each MPI rank a CPU device, GEMM through\n"
+         "                        OpenBLAS, collectives over MPI) or cuda (each rank one GPU,\n"
+         "                        GEMM through cuBLAS, collectives over NCCL)\n"
+         "  -q, --quick           a small plan for CI (seconds) instead of the default (minutes)\n"
+         "      --only WHAT       compute (GEMM sweep, memory, launch) or comm (memory, launch,\n"
+         "                        pairs, collectives); default both\n"
+         "      --emulate-speed L comma-separated speeds in (0, 1], one per rank: rank i's\n"
+         "                        kernels take 1/s_i as long (heterogeneous clusters on one host)\n"
+         "      --threads N       OpenBLAS threads per rank (default 1)\n"
+         "      --plan FILE       time the kernels at exactly the local shapes each rank runs\n"
+         "                        under this hap-plan (needs --model and --cluster, the ones\n"
+         "                        the plan was made for), instead of the built-in shape grid,\n"
+         "                        and extend each collective's sweep to the plan's largest\n"
+         "                        message of that kind\n"
+         "      --kernel-timing HOW  with --plan: replay (default) times each compute task\n"
+         "                        inside the rank's whole task list run in plan order, as\n"
+         "                        hap-run runs it (caches as the iteration leaves them, the\n"
+         "                        runner's per-task overhead); loop times each shape alone\n"
+         "                        in a hot loop\n"
+         "      --model SPEC      the plan's model (zoo spec or hap-graph file)\n"
+         "      --cluster SPEC    the plan's cluster (spec, hap-cluster file or profile)\n"
+         "      --timeout SEC     stop every rank when no measurement step finishes for SEC\n"
+         "                        seconds (a peer died or hangs); default 300\n"
+         "      --quiet           no progress on stderr (it is drawn only on a TTY anyway)\n"
+         "  -h, --help            this help\n"
+         "  -V, --version         print the version\n"
+         "\n"
+         "Exit status: 0 ok, 1 failure, 2 usage error.\n");
+}
+
+/* ---- table output -------------------------------------------------------------------------- */
+
+static void print_hosts(const hap_cluster *c) {
+  printf("\n%-16s %7s  %10s %9s  %10s %9s\n", "host", "devices", "intra GB/s", "intra us",
+         "NIC GB/s", "NIC us");
+  for (int32_t h = 0; h < c->n_hosts; h++) {
+    const hap_host *x = &c->hosts[h];
+    printf("%-16s %7d  %10.2f %9.2f  %10.3f %9.2f\n", x->name, x->n_devices,
+           x->intra.bandwidth_Bps / 1e9, x->intra.latency_s * 1e6, x->nic.bandwidth_Bps / 1e9,
+           x->nic.latency_s * 1e6);
+  }
+  if (c->inter_latency_s > 0)
+    printf("plus %.2f us on every path between hosts\n", c->inter_latency_s * 1e6);
+  if (hap_cluster_n_link_overrides(c) > 0)
+    printf("%d per-pair link overrides\n", hap_cluster_n_link_overrides(c));
+}
+
+/* Devices with the same model and numbers print as one row. */
+static bool same_spec(const hap_device *a, const hap_device *b) {
+  for (int t = 0; t < HAP_DTYPE_COUNT; t++)
+    if (a->sustained_flops[t] != b->sustained_flops[t] || a->peak_flops[t] != b->peak_flops[t])
+      return false;
+  return strcmp(a->model, b->model) == 0 && a->memory_bytes == b->memory_bytes &&
+         a->memory_bw_Bps == b->memory_bw_Bps && a->update_bw_Bps == b->update_bw_Bps &&
+         a->launch_s == b->launch_s && a->n_gemm == 0 && b->n_gemm == 0 && a->n_kernels == 0 &&
+         b->n_kernels == 0;
+}
+
+static void print_devices(const hap_cluster *c) {
+  printf("\n%-20s %5s  %-16s %11s %11s %9s %10s %10s %7s %6s %7s\n", "devices", "count", "model",
+         "fp32 TFLOP/s", "fp16 TFLOP/s", "memory", "mem GB/s", "upd GB/s", "launch", "GEMMs",
+         "kernels");
+  char mem[32];
+  for (int32_t i = 0; i < c->n_devices;) {
+    int32_t j = i + 1;
+    while (j < c->n_devices && same_spec(&c->devices[i], &c->devices[j]))
+      j++;
+    const hap_device *d = &c->devices[i];
+    char first[64];
+    snprintf(first, sizeof first, "%s%s", d->name, j - i > 1 ? " .." : "");
+    char upd[32] = "-"; /* not measured: updates are priced at mem GB/s */
+    if (d->update_bw_Bps > 0)
+      snprintf(upd, sizeof upd, "%.1f", d->update_bw_Bps / 1e9);
+    printf("%-20s %5d  %-16s %11.3f %11.3f %9s %10.1f %10s %5.1fus %6d %7d\n", first, j - i,
+           d->model, d->sustained_flops[HAP_F32] / 1e12, d->sustained_flops[HAP_F16] / 1e12,
+           hap_fmt_bytes(d->memory_bytes, mem, sizeof mem), d->memory_bw_Bps / 1e9, upd,
+           d->launch_s * 1e6, d->n_gemm, d->n_kernels);
+    i = j;
+  }
+  printf("(FLOP/s are sustained rates that large GEMMs reach.)\n");
+}
+
+/* "< 4 KiB", "4 KiB..64 KiB", ">= 64 KiB" or "all" for piece k. */
+static void print_piece_range(const hap_ab_fit *f, int32_t k, char *buf, size_t len) {
+  char lo[32], hi[32];
+  bool first = k == 0, last = k + 1 == f->n_pieces;
+  if (first && last)
+    snprintf(buf, len, "all");
+  else if (first)
+    snprintf(buf, len, "< %s", hap_fmt_bytes(f->upper_bytes[0], hi, sizeof hi));
+  else if (last)
+    snprintf(buf, len, ">= %s", hap_fmt_bytes(f->upper_bytes[k - 1], lo, sizeof lo));
+  else
+    snprintf(buf, len, "%s..%s", hap_fmt_bytes(f->upper_bytes[k - 1], lo, sizeof lo),
+             hap_fmt_bytes(f->upper_bytes[k], hi, sizeof hi));
+}
+
+static void print_fits(const hap_cluster *c) {
+  if (c->n_fits == 0) {
+    printf("\nno profiled collective fits: collectives are priced from the links\n");
+    return;
+  }
+  printf("\n%-15s %6s  %-20s  %10s %10s\n", "collective fit", "ranks", "piece (sizes)", "alpha us",
+         "beta GB/s");
+  for (int32_t f = 0; f < c->n_fits; f++) {
+    const hap_coll_fit *x = &c->fits[f];
+    for (int32_t k = 0; k < x->fit.n_pieces; k++) {
+      char range[48];
+      print_piece_range(&x->fit, k, range, sizeof range);
+      if (k == 0)
+        printf("%-15s %6d", hap_coll_kind_name(x->kind), x->n_ranks);
+      else
+        printf("%-15s %6s", "", "");
+      printf("  %-20s  %10.2f %10.3f\n", range, x->fit.alpha_s[k] * 1e6, x->fit.beta_Bps[k] / 1e9);
+    }
+  }
+}
+
+static void print_sweeps(const hap_profile *p) {
+  printf("\nprofile: %s, backend %s, created %s, %d hosts, %d devices\n", p->tool, p->backend,
+         p->created, p->n_hosts, p->n_devices);
+  if (p->n_p2p > 0) {
+    printf("\n%-28s %6s %12s  %10s %12s  %-20s %10s %10s\n", "p2p sweep", "sizes", "largest",
+           "latency us", "bandwidth GB/s", "piece (sizes)", "alpha us", "beta GB/s");
+    for (int32_t i = 0; i < p->n_p2p; i++) {
+      const hap_profile_p2p *s = &p->p2p[i];
+      char pair[160], big[32];
+      snprintf(pair, sizeof pair, "%s -> %s", p->devices[s->src].name, p->devices[s->dst].name);
+      printf("%-28s %6d %12s  %10.2f %12.3f", pair, s->n_sizes,
+             hap_fmt_bytes((double)s->sizes_bytes[s->n_sizes - 1], big, sizeof big),
+             s->fit.latency_s * 1e6, s->fit.bandwidth_Bps / 1e9);
+      for (int32_t k = 0; k < s->pieces.n_pieces; k++) {
+        char range[48];
+        print_piece_range(&s->pieces, k, range, sizeof range);
+        if (k > 0)
+          printf("%-28s %6s %12s  %10s %12s", "", "", "", "", "");
+        printf("  %-20s %10.2f %10.3f\n", range, s->pieces.alpha_s[k] * 1e6,
+               s->pieces.beta_Bps[k] / 1e9);
+      }
+    }
+    printf("(latency and bandwidth: the one-piece link of the cluster model; the pieces: the "
+           "piecewise fit.)\n");
+  }
+  if (p->n_colls > 0) {
+    printf("\n%-15s %-16s %6s %6s %12s %12s %12s\n", "collective", "group", "ranks", "sizes",
+           "largest", "p50 there", "busbw GB/s");
+    for (int32_t i = 0; i < p->n_colls; i++) {
+      const hap_profile_coll *s = &p->colls[i];
+      int32_t last = s->n_sizes - 1;
+      char big[32];
+      printf("%-15s %-16s %6d %6d %12s %10.1fus %12.3f\n", hap_coll_kind_name(s->kind), s->group,
+             s->n_ranks, s->n_sizes, hap_fmt_bytes((double)s->sizes_bytes[last], big, sizeof big),
+             s->p50_s[last] * 1e6, s->busbw_Bps[last] / 1e9);
+    }
+  }
+}
+
+/* ---- json output --------------------------------------------------------------------------- */
+
+static void json_link(hap_jw *w, const char *key, hap_link l) {
+  hap_jw_key(w, key);
+  hap_jw_begin_object_inline(w);
+  hap_jw_key(w, "bandwidth_Bps");
+  hap_jw_double(w, l.bandwidth_Bps);
+  hap_jw_key(w, "latency_s");
+  hap_jw_double(w, l.latency_s);
+  hap_jw_end_object(w);
+}
+
+static bool print_json(const hap_cluster *c) {
+  hap_jw w;
+  hap_jw_init(&w, stdout, 2);
+  hap_jw_begin_object(&w);
+  hap_jw_key(&w, "name");
+  hap_jw_str(&w, c->name);
+  hap_jw_key(&w, "hosts");
+  hap_jw_begin_array(&w);
+  for (int32_t h = 0; h < c->n_hosts; h++) {
+    hap_jw_begin_object_inline(&w);
+    hap_jw_key(&w, "name");
+    hap_jw_str(&w, c->hosts[h].name);
+    hap_jw_key(&w, "devices");
+    hap_jw_int(&w, c->hosts[h].n_devices);
+    json_link(&w, "intra_host", c->hosts[h].intra);
+    json_link(&w, "nic", c->hosts[h].nic);
+    hap_jw_end_object(&w);
+  }
+  hap_jw_end_array(&w);
+  hap_jw_key(&w, "devices");
+  hap_jw_begin_array(&w);
+  for (int32_t i = 0; i < c->n_devices; i++) {
+    const hap_device *d = &c->devices[i];
+    hap_jw_begin_object_inline(&w);
+    hap_jw_key(&w, "name");
+    hap_jw_str(&w, d->name);
+    hap_jw_key(&w, "host");
+    hap_jw_str(&w, c->hosts[d->host].name);
+    hap_jw_key(&w, "model");
+    hap_jw_str(&w, d->model);
+    hap_jw_key(&w, "kind");
+    hap_jw_str(&w, d->kind == HAP_DEVICE_GPU ? "gpu" : "cpu");
+    hap_jw_key(&w, "sustained_flops");
+    hap_jw_begin_object_inline(&w);
+    for (int t = 0; t < HAP_DTYPE_COUNT; t++) {
+      if (d->sustained_flops[t] > 0) {
+        hap_jw_key(&w, hap_dtype_name((hap_dtype)t));
+        hap_jw_double(&w, d->sustained_flops[t]);
+      }
+    }
+    hap_jw_end_object(&w);
+    hap_jw_key(&w, "memory_bytes");
+    hap_jw_double(&w, d->memory_bytes);
+    hap_jw_key(&w, "memory_bw_Bps");
+    hap_jw_double(&w, d->memory_bw_Bps);
+    hap_jw_key(&w, "launch_s");
+    hap_jw_double(&w, d->launch_s);
+    hap_jw_key(&w, "update_bw_Bps");
+    hap_jw_double(&w, d->update_bw_Bps);
+    hap_jw_key(&w, "gemm_samples");
+    hap_jw_int(&w, d->n_gemm);
+    hap_jw_key(&w, "kernel_samples");
+    hap_jw_int(&w, d->n_kernels);
+    hap_jw_end_object(&w);
+  }
+  hap_jw_end_array(&w);
+  hap_jw_key(&w, "collective_fits");
+  hap_jw_begin_array(&w);
+  for (int32_t f = 0; f < c->n_fits; f++) {
+    const hap_coll_fit *x = &c->fits[f];
+    hap_jw_begin_object_inline(&w);
+    hap_jw_key(&w, "kind");
+    hap_jw_str(&w, hap_coll_kind_name(x->kind));
+    hap_jw_key(&w, "ranks");
+    hap_jw_begin_array_inline(&w);
+    for (int32_t r = 0; r < x->n_ranks; r++)
+      hap_jw_str(&w, c->devices[x->ranks[r]].name);
+    hap_jw_end_array(&w);
+    hap_jw_key(&w, "pieces");
+    hap_jw_begin_array_inline(&w);
+    for (int32_t k = 0; k < x->fit.n_pieces; k++) {
+      hap_jw_begin_object_inline(&w);
+      if (k + 1 < x->fit.n_pieces) {
+        hap_jw_key(&w, "below_bytes");
+        hap_jw_double(&w, x->fit.upper_bytes[k]);
+      }
+      hap_jw_key(&w, "alpha_s");
+      hap_jw_double(&w, x->fit.alpha_s[k]);
+      hap_jw_key(&w, "beta_Bps");
+      hap_jw_double(&w, x->fit.beta_Bps[k]);
+      hap_jw_end_object(&w);
+    }
+    hap_jw_end_array(&w);
+    hap_jw_end_object(&w);
+  }
+  hap_jw_end_array(&w);
+  hap_jw_end_object(&w);
+  return hap_jw_finish(&w);
+}
+
+/* ---- commands ------------------------------------------------------------------------------ */
+
+static int cmd_show(const char *what, hap_format format) {
+  hap_err err = {0};
+  hap_profile *p = NULL;
+  hap_cluster *c = NULL;
+  if (hap_is_hdf5_path(what)) {
+    if (hap_profile_read(what, &p, &err) != HAP_OK ||
+        hap_profile_to_cluster(p, &c, &err) != HAP_OK) {
+      hap_cli_error(prog, &err);
+      hap_profile_destroy(p);
+      return 1;
+    }
+  } else if (hap_cluster_load(what, &c, &err) != HAP_OK) {
+    hap_cli_error(prog, &err);
+    return 1;
+  }
+  int rc = 0;
+  if (format == HAP_FORMAT_JSON) {
+    rc = print_json(c) ? 0 : 1;
+  } else {
+    printf("cluster %s (%s): %d devices on %d hosts\n", c->name, c->source ? c->source : what,
+           c->n_devices, c->n_hosts);
+    print_hosts(c);
+    print_devices(c);
+    print_fits(c);
+    if (p != NULL)
+      print_sweeps(p);
+  }
+  hap_cluster_destroy(c);
+  hap_profile_destroy(p);
+  return rc;
+}
+
+static int cmd_merge(const char *out, int n, char **inputs) {
+  hap_err err = {0};
+  hap_profile **parts = calloc((size_t)n, sizeof(hap_profile *));
+  hap_profile *merged = NULL;
+  int rc = 1;
+  if (parts == NULL)
+    return 1;
+  for (int i = 0; i < n; i++)
+    if (hap_profile_read(inputs[i], &parts[i], &err) != HAP_OK)
+      goto out;
+  if (hap_profile_merge(parts, n, &merged, &err) != HAP_OK ||
+      hap_profile_write(merged, out, &err) != HAP_OK)
+    goto out;
+  fprintf(stderr, "%s: wrote %s (%d hosts, %d devices)\n", prog, out, merged->n_hosts,
+          merged->n_devices);
+  rc = 0;
+out:
+  if (rc != 0)
+    hap_cli_error(prog, &err);
+  for (int i = 0; i < n; i++)
+    hap_profile_destroy(parts[i]);
+  free(parts);
+  hap_profile_destroy(merged);
+  return rc;
+}
+
+/* ---- measure -------------------------------------------------------------------------------- */
+
+typedef struct measure_opts {
+  const char *backend; /* NULL: not given */
+  bool quick, quiet;
+  bool only_compute, only_comm;
+  const char *emulate; /* NULL: native speed */
+  int32_t threads;
+  double timeout_s;
+  const char *plan, *model, *cluster; /* --plan: kernel shapes from a plan */
+  const char *kernel_timing;          /* "replay" (the default with --plan) or "loop" */
+} measure_opts;
+
+static bool replaying(const measure_opts *o) {
+  return o->plan != NULL && (o->kernel_timing == NULL || strcmp(o->kernel_timing, "replay") == 0);
+}
+
+/* State the signal handlers read: set before measuring, then only the phase changes. */
+static char sig_tmp[4200];   /* OUT.tmp.<pid>, removed on a fatal signal ("" = none) */
+static char sig_prefix[128]; /* "hap-profile: rank 3: " */
+static char sig_phase[2][160];
+static volatile sig_atomic_t sig_phase_cur;
+static volatile sig_atomic_t sig_timeout_s;
+
+static void put(const char *s) {
+  ssize_t rc = write(STDERR_FILENO, s, strlen(s));
+  (void)rc;
+}
+
+/* A fatal signal or the watchdog: one line, no output file, exit 1. Async-signal-safe. */
+static void fatal_signal(int sig) {
+  put(sig_prefix);
+  if (sig == SIGALRM) {
+    char num[24];
+    int n = (int)sig_timeout_s, i = (int)sizeof num - 1;
+    num[i] = '\0';
+    do {
+      num[--i] = (char)('0' + n % 10);
+      n /= 10;
+    } while (n > 0 && i > 0);
+    put("no measurement step finished for ");
+    put(num + i);
+    put(" s (--timeout) during ");
+    put(sig_phase[sig_phase_cur]);
+    put("; a peer rank died or hangs; stopping without writing a profile\n");
+  } else {
+    put(sig == SIGTERM ? "stopped by SIGTERM" : sig == SIGINT ? "stopped by SIGINT" : "stopped");
+    put(" during ");
+    put(sig_phase[sig_phase_cur]);
+    put(" (mpirun stops every rank when one rank fails); no profile written\n");
+  }
+  if (sig_tmp[0] != '\0')
+    unlink(sig_tmp);
+  _exit(1);
+}
+
+static void set_phase(const char *phase) {
+  int next = 1 - (int)sig_phase_cur;
+  snprintf(sig_phase[next], sizeof sig_phase[next], "%s", phase);
+  sig_phase_cur = next;
+}
+
+typedef struct progress_state {
+  int rank;
+  bool draw;
+  unsigned timeout_s;
+} progress_state;
+
+static void on_progress(void *arg, const char *phase, int32_t done, int32_t total) {
+  const progress_state *ps = arg;
+  set_phase(phase);
+  alarm(ps->timeout_s); /* the watchdog: restarted at every step */
+  if (ps->draw && ps->rank == 0)
+    fprintf(stderr, "\r\033[K%s: [%3d/%3d] %s", prog, done + 1, total, phase);
+}
+
+static void install_handlers(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = fatal_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGALRM, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+}
+
+/* Environment worth keeping with the numbers: thread and MPI settings, versions, the machine. */
+static hap_status record_env(hap_profile *p, const measure_opts *o, int size, hap_err *err) {
+  static const char *const keys[] = {
+      "OPENBLAS_NUM_THREADS",         "OMP_NUM_THREADS", "OMPI_MCA_btl", "OMPI_MCA_pml",
+      "OMPI_MCA_mpi_yield_when_idle", "HAP_DATASETS"};
+  char buf[512];
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    const char *v = getenv(keys[i]);
+    if (v != NULL)
+      HAP_TRY(hap_profile_set_env(p, keys[i], v, err));
+  }
+  HAP_TRY(hap_profile_set_env(p, "mpi.library", hap_comm_mpi_library(buf, sizeof buf), err));
+  snprintf(buf, sizeof buf, "%d", size);
+  HAP_TRY(hap_profile_set_env(p, "hap.ranks", buf, err));
+  HAP_TRY(hap_profile_set_env(p, "hap.plan", o->quick ? "quick" : "default", err));
+  HAP_TRY(hap_profile_set_env(p, "hap.kernel_shapes", o->plan ? o->plan : "built-in grid", err));
+  HAP_TRY(hap_profile_set_env(p, "hap.kernel_timing", replaying(o) ? "replay" : "loop", err));
+  HAP_TRY(hap_profile_set_env(p, "hap.only",
+                              o->only_compute ? "compute"
+                              : o->only_comm  ? "comm"
+                                              : "all",
+                              err));
+  HAP_TRY(hap_profile_set_env(p, "hap.emulate_speed", o->emulate ? o->emulate : "", err));
+  struct utsname u;
+  if (uname(&u) == 0) {
+    snprintf(buf, sizeof buf, "%s %s %s", u.sysname, u.release, u.machine);
+    HAP_TRY(hap_profile_set_env(p, "os", buf, err));
+  }
+  return HAP_OK;
+}
+
+/* Rank 0: can OUT's temporary be created? (Fail before minutes of measuring, not after.) */
+static hap_status check_output(const char *out, hap_err *err) {
+  int fd = open(sig_tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0)
+    return hap_err_set(err, HAP_EIO, "%s: cannot create %s: %s", out, sig_tmp, strerror(errno));
+  close(fd);
+  unlink(sig_tmp);
+  return HAP_OK;
+}
+
+/* This rank's index among the ranks of its host, from the launcher's environment (Open MPI,
+ * MPICH, Slurm), else its world rank: which GPU it takes. */
+static int32_t local_rank(int32_t rank) {
+  static const char *const keys[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                     "SLURM_LOCALID"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    const char *v = getenv(keys[i]);
+    char *end = NULL;
+    long x = v != NULL ? strtol(v, &end, 10) : -1;
+    if (v != NULL && end != v && *end == '\0' && x >= 0 && x < INT32_MAX)
+      return (int32_t)x;
+  }
+  return rank;
+}
+
+/* Open this rank's device: cpu, or the GPU local_rank mod the visible count. */
+static hap_status open_device(const measure_opts *o, int32_t rank, double speed, hap_dev **dev,
+                              hap_err *err) {
+  if (strcmp(o->backend, "cpu") == 0)
+    return hap_dev_cpu_open(o->threads, speed, dev, err);
+  int count = 0;
+  HAP_TRY(hap_gpu_query(NULL, 0, &count, err));
+  return hap_dev_cuda_open(local_rank(rank) % count, dev, err);
+}
+
+/* The largest message of each collective kind the plan sends (nccl-tests' S: all-reduce and
+ * broadcast the buffer, all-gather and reduce-scatter the whole tensor, all-to-all what a rank
+ * sends), bytes, into extend[HAP_COLL_KIND_COUNT]. */
+static hap_status plan_messages(const hap_plan *p, const hap_graph *g, int64_t *extend,
+                                hap_err *err) {
+  hap_lowered *lw = NULL;
+  HAP_TRY(hap_lower(p, g, &lw, err));
+  double *per_rank = malloc((size_t)lw->n_devices * sizeof *per_rank);
+  hap_status st = per_rank ? HAP_OK : hap_err_set(err, HAP_ENOMEM, "out of memory");
+  for (int32_t t = 0; t < lw->n_tasks && st == HAP_OK; t++) {
+    const hap_task *k = &lw->tasks[t];
+    if (k->kind != HAP_TASK_COLLECTIVE || (st = hap_lowered_coll_bytes(lw, t, per_rank, err)))
+      continue;
+    double most = 0;
+    for (int32_t d = 0; d < lw->n_devices; d++)
+      most = fmax(most, per_rank[d]);
+    bool whole = k->coll == HAP_COLL_ALL_GATHER || k->coll == HAP_COLL_REDUCE_SCATTER;
+    int32_t members = k->span == HAP_SPAN_GROUP ? lw->group_size : lw->replicas;
+    int64_t s = (int64_t)ceil(whole ? most * members : most);
+    if (s > extend[k->coll])
+      extend[k->coll] = s;
+  }
+  free(per_rank);
+  hap_lowered_destroy(lw);
+  return st;
+}
+
+/* --plan replayed (replay.h): what the kernel_rows hook of the measure configuration needs. */
+typedef struct replay_ctx {
+  hap_plan *plan; /* owned, with its graph */
+  hap_graph *graph;
+  hap_comm *world;
+  const progress_state *ps;
+  int32_t warmup, iters, max_iters;
+  double min_s;
+} replay_ctx;
+
+static void replay_progress(void *arg, int32_t i, int32_t n) {
+  const progress_state *ps = arg;
+  alarm(ps->timeout_s); /* the watchdog: restarted at every iteration */
+  if (ps->draw && ps->rank == 0)
+    fprintf(stderr, "\r\033[K%s: kernels: replayed iteration %d of %d", prog, i, n);
+}
+
+static void replay_free(replay_ctx *x) {
+  hap_plan_destroy(x->plan);
+  hap_graph_destroy(x->graph);
+  x->plan = NULL;
+  x->graph = NULL;
+}
+
+static hap_status replay_rows(void *arg, double speed, hap_profile_kernel **rows, int32_t *n_rows,
+                              double *update_Bps, hap_err *err) {
+  const replay_ctx *x = arg;
+  hap_replay_options ro = {.warmup = x->warmup,
+                           .iters = x->iters,
+                           .max_iters = x->max_iters,
+                           .min_s = x->min_s,
+                           .speed = speed,
+                           .seed = 1,
+                           .progress = replay_progress,
+                           .progress_arg = (void *)x->ps};
+  hap_status st =
+      hap_replay_kernel_rows(x->plan, x->graph, x->world, &ro, rows, n_rows, update_Bps, err);
+  if (st != HAP_OK && st != HAP_ENOMEM) { /* e.g. a float16 plan: hap-run's runner is float32 */
+    char why[sizeof err->msg];
+    snprintf(why, sizeof why, "%s", err->msg);
+    hap_err_clear(err);
+    hap_err_set(err, st, "%s (--kernel-timing loop times the plan's shapes one by one instead)",
+                why);
+  }
+  return st;
+}
+
+/* This rank's kernel cases: the plan's local shapes for this rank, or the built-in grid; with a
+ * plan also its largest message per collective kind (extend, zeroed otherwise). When replaying,
+ * no cases: the plan and its graph go to rx instead. */
+static hap_status kernel_cases(const measure_opts *o, int32_t rank, int32_t size, hap_kcase **out,
+                               int32_t *n, int64_t *extend, replay_ctx *rx, hap_err *err) {
+  memset(extend, 0, HAP_COLL_KIND_COUNT * sizeof *extend);
+  if (o->plan == NULL)
+    return hap_kcases_default(o->quick, out, n, err);
+  hap_graph *g = NULL;
+  hap_cluster *c = NULL;
+  hap_plan *p = NULL;
+  hap_status st = hap_model_load(o->model, &g, err);
+  if (st == HAP_OK)
+    st = hap_cluster_open(o->cluster, &c, err);
+  if (st == HAP_OK)
+    st = hap_plan_read_file(o->plan, g, c, &p, err);
+  if (st == HAP_OK && p->n_devices != size)
+    st = hap_err_set(err, HAP_EINVAL,
+                     "%s: the plan has %d devices, this job %d ranks (rank i "
+                     "runs device i)",
+                     o->plan, p->n_devices, size);
+  if (st == HAP_OK && !replaying(o))
+    st = hap_kcases_from_plan(p, g, rank, out, n, err);
+  if (st == HAP_OK)
+    st = plan_messages(p, g, extend, err);
+  if (st == HAP_OK && replaying(o)) {
+    rx->plan = p;
+    rx->graph = g;
+    p = NULL;
+    g = NULL;
+  }
+  hap_plan_destroy(p);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+  return st;
+}
+
+static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const char *out) {
+  hap_err err = {0};
+  double *speeds = NULL;
+  int32_t n_speeds = 0;
+  if (o->backend == NULL) {
+    hap_cli_usage_error(prog, "measure needs --backend (expected cpu or cuda)");
+    return 2;
+  }
+  bool cuda = strcmp(o->backend, "cuda") == 0;
+  if (!cuda && strcmp(o->backend, "cpu") != 0) {
+    hap_cli_usage_error(prog, "--backend: unknown backend '%s' (expected cpu or cuda)", o->backend);
+    return 2;
+  }
+  if (out == NULL) {
+    hap_cli_usage_error(prog, "measure needs -o OUT (the profile to write)");
+    return 2;
+  }
+  if (o->plan != NULL && (o->model == NULL || o->cluster == NULL)) {
+    hap_cli_usage_error(prog, "--plan needs --model and --cluster (the plan's model and cluster)");
+    return 2;
+  }
+  if (o->plan == NULL && (o->model != NULL || o->cluster != NULL)) {
+    hap_cli_usage_error(prog, "--model and --cluster go with --plan");
+    return 2;
+  }
+  if (o->kernel_timing != NULL && o->plan == NULL) {
+    hap_cli_usage_error(prog, "--kernel-timing goes with --plan");
+    return 2;
+  }
+  if (cuda && o->emulate != NULL) {
+    hap_cli_usage_error(prog, "--emulate-speed is for --backend cpu");
+    return 2;
+  }
+  if (o->emulate != NULL && hap_emulate_parse(o->emulate, &speeds, &n_speeds, &err) != HAP_OK) {
+    hap_cli_usage_error(prog, "%s", err.msg);
+    return 2;
+  }
+  if (cuda) {
+    /* No GPU is the common failure: say so before MPI starts, once per job (launcher rank 0). */
+    int count = 0;
+    if (hap_gpu_query(NULL, 0, &count, &err) == HAP_ENOGPU) {
+      const char *r = getenv("OMPI_COMM_WORLD_RANK");
+      if (r == NULL)
+        r = getenv("PMI_RANK");
+      if (r == NULL || strcmp(r, "0") == 0)
+        fprintf(stderr, "%s: --backend cuda: no CUDA device (%s)\n", prog, err.msg);
+      free(speeds);
+      return 1;
+    }
+    hap_err_clear(&err);
+  }
+  hap_comm *world = NULL;
+  if (hap_comm_mpi_init(argc, argv, &world, &err) != HAP_OK) {
+    hap_cli_error(prog, &err);
+    free(speeds);
+    return 1;
+  }
+  int rank = world->rank, size = world->size;
+  if (speeds != NULL && n_speeds != size) {
+    if (rank == 0)
+      hap_cli_usage_error(prog, "--emulate-speed: %d speeds for %d ranks, expected one per rank",
+                          n_speeds, size);
+    free(speeds);
+    hap_comm_mpi_finalize(world);
+    return 2;
+  }
+  double speed = speeds != NULL ? speeds[rank] : 1.0;
+  free(speeds);
+
+  /* Set-up that fails alike on every rank (no GPU, a bad plan): all ranks agree, the lowest
+   * failing rank says why, every rank exits 1 without an abort. */
+  hap_dev *dev = NULL;
+  hap_kcase *kcases = NULL;
+  int32_t n_kcases = 0;
+  int64_t extend[HAP_COLL_KIND_COUNT] = {0}; /* --plan: its largest messages */
+  replay_ctx rx = {.world = world};
+  hap_status st = open_device(o, rank, speed, &dev, &err);
+  bool no_gpu = st == HAP_ENOGPU;
+  if (st == HAP_OK && ((!o->only_comm && !cuda) || o->plan != NULL))
+    st = kernel_cases(o, rank, size, &kcases, &n_kcases, extend, &rx, &err);
+  int32_t mine = st != HAP_OK ? rank : size, first = size;
+  hap_err aerr = {0};
+  if (world->ops->all_reduce(world, &mine, &first, 1, HAP_I32, HAP_REDUCE_MIN, &aerr) != HAP_OK)
+    first = st != HAP_OK ? rank : 0;
+  if (first < size) {
+    if (rank == first && no_gpu)
+      fprintf(stderr, "%s: --backend cuda: no CUDA device (%s)\n", prog, err.msg);
+    else if (rank == first)
+      hap_cli_error(prog, st != HAP_OK ? &err : &aerr);
+    free(kcases);
+    replay_free(&rx);
+    hap_dev_close(dev);
+    hap_comm_mpi_finalize(world);
+    return 1;
+  }
+
+  snprintf(sig_prefix, sizeof sig_prefix, "%s: rank %d: ", prog, rank);
+  set_phase("start-up");
+  sig_tmp[0] = '\0';
+  if (rank == 0 && (size_t)snprintf(sig_tmp, sizeof sig_tmp, "%s.tmp.%ld", out, (long)getpid()) >=
+                       sizeof sig_tmp) {
+    hap_err_set(&err, HAP_EINVAL, "%s: path too long", out);
+  }
+  sig_timeout_s = (sig_atomic_t)o->timeout_s;
+  install_handlers();
+  progress_state ps = {rank, hap_cli_progress_enabled(stderr, o->quiet), (unsigned)o->timeout_s};
+
+  hap_measure_config cfg;
+  hap_measure_defaults(&cfg, o->quick);
+  cfg.gemm = !o->only_comm;
+  cfg.comm = !o->only_compute;
+  cfg.kernels = !o->only_comm && !cuda;
+  cfg.kcases = kcases;
+  cfg.n_kcases = n_kcases;
+  rx.ps = &ps;
+  rx.warmup = cfg.kernel_warmup > 0 ? cfg.kernel_warmup : 1;
+  rx.iters = cfg.kernel_reps;
+  rx.min_s = o->quick ? 0.5 : 2.0; /* samples spread over time: robust to a noisy neighbour */
+  rx.max_iters = o->quick ? 50 : 200;
+  if (rx.plan != NULL && cfg.kernels) {
+    cfg.kernel_rows = replay_rows;
+    cfg.kernel_rows_arg = &rx;
+  }
+  memcpy(cfg.coll_extend_bytes, extend, sizeof extend);
+  cfg.progress = on_progress;
+  cfg.progress_arg = &ps;
+
+  hap_comm *nccl = NULL;
+  hap_profile *p = NULL;
+  st = err.status;
+  if (st == HAP_OK && rank == 0)
+    st = check_output(out, &err);
+  if (st == HAP_OK && cuda && cfg.comm) {
+    set_phase("NCCL start-up");
+    alarm(ps.timeout_s);
+    st = hap_comm_nccl_init(world, hap_dev_cuda_index(dev), &nccl, &err);
+    cfg.data = nccl;
+  }
+  if (st == HAP_OK) {
+    alarm(ps.timeout_s);
+    st = hap_measure_profile(world, dev, &cfg, &p, &err);
+  }
+  if (ps.draw && rank == 0)
+    fprintf(stderr, "\r\033[K");
+  if (st == HAP_OK && rank == 0) {
+    set_phase("writing the profile");
+    st = hap_profile_set_meta(p, NULL, NULL, cuda ? "cuda+nccl" : "cpu+mpi", &err);
+    if (st == HAP_OK)
+      st = record_env(p, o, size, &err);
+    if (st == HAP_OK && cuda) {
+      char v[32];
+      snprintf(v, sizeof v, "%d", hap_comm_nccl_version());
+      st = hap_profile_set_env(p, "nccl.version", v, &err);
+    }
+    if (st == HAP_OK)
+      st = hap_profile_write(p, out, &err);
+  }
+  alarm(0);
+  free(kcases);
+  replay_free(&rx);
+  if (st != HAP_OK) {
+    fprintf(stderr, "%s", sig_prefix);
+    hap_cli_error(prog, &err);
+    hap_profile_destroy(p);
+    if (size > 1 && nccl != NULL)
+      nccl->ops->abort(nccl, 1); /* NCCL kernels of the others may wait on this rank */
+    if (size > 1)
+      world->ops->abort(world, 1); /* the other ranks may be waiting on this one */
+    hap_comm_destroy(nccl);
+    hap_dev_close(dev);
+    hap_comm_mpi_finalize(world);
+    return 1;
+  }
+  if (rank == 0 && !o->quiet) {
+    int32_t kernels = 0;
+    for (int32_t i = 0; i < p->n_devices; i++)
+      kernels += p->devices[i].n_kernels;
+    fprintf(stderr,
+            "%s: wrote %s (%d devices on %d hosts, %d pairs, %d collective sweeps, %d kernel "
+            "timings)\n",
+            prog, out, p->n_devices, p->n_hosts, p->n_p2p, p->n_colls, kernels);
+  }
+  hap_profile_destroy(p);
+  hap_comm_destroy(nccl);
+  hap_dev_close(dev);
+  hap_comm_mpi_finalize(world);
+  return 0;
+}
+
+/* A positive number for an option, or -1. */
+static double parse_positive(const char *s, double max) {
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (end == s || *end != '\0' || errno != 0 || !(v > 0) || v > max)
+    return -1;
+  return v;
+}
+
+int main(int argc, char **argv) {
+  enum {
+    OPT_ONLY = 256,
+    OPT_EMULATE,
+    OPT_THREADS,
+    OPT_TIMEOUT,
+    OPT_QUIET,
+    OPT_PLAN,
+    OPT_MODEL,
+    OPT_CLUSTER,
+    OPT_KERNEL_TIMING
+  };
+  static const struct option long_opts[] = {
+      {"format", required_argument, NULL, 'f'},
+      {"output", required_argument, NULL, 'o'},
+      {"backend", required_argument, NULL, 'b'},
+      {"quick", no_argument, NULL, 'q'},
+      {"only", required_argument, NULL, OPT_ONLY},
+      {"emulate-speed", required_argument, NULL, OPT_EMULATE},
+      {"threads", required_argument, NULL, OPT_THREADS},
+      {"timeout", required_argument, NULL, OPT_TIMEOUT},
+      {"quiet", no_argument, NULL, OPT_QUIET},
+      {"plan", required_argument, NULL, OPT_PLAN},
+      {"model", required_argument, NULL, OPT_MODEL},
+      {"cluster", required_argument, NULL, OPT_CLUSTER},
+      {"kernel-timing", required_argument, NULL, OPT_KERNEL_TIMING},
+      {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},
+      {NULL, 0, NULL, 0}};
+  hap_format format = HAP_FORMAT_TABLE;
+  const char *output = NULL;
+  measure_opts mo = {.threads = 1, .timeout_s = 300};
+  bool measure_flags = false; /* a measure-only option was given */
+  int c;
+  while ((c = getopt_long(argc, argv, "f:o:b:qhV", long_opts, NULL)) != -1) {
+    switch (c) {
+    case 'f':
+      if (hap_format_parse(optarg, &format) != HAP_OK || format == HAP_FORMAT_CSV) {
+        hap_cli_usage_error(prog, "unknown format '%s' (expected table or json)", optarg);
+        return 2;
+      }
+      break;
+    case 'o': output = optarg; break;
+    case 'b':
+      mo.backend = optarg;
+      measure_flags = true;
+      break;
+    case 'q':
+      mo.quick = true;
+      measure_flags = true;
+      break;
+    case OPT_ONLY:
+      mo.only_compute = strcmp(optarg, "compute") == 0;
+      mo.only_comm = strcmp(optarg, "comm") == 0;
+      if (!mo.only_compute && !mo.only_comm) {
+        hap_cli_usage_error(prog, "--only: unknown part '%s' (expected compute or comm)", optarg);
+        return 2;
+      }
+      measure_flags = true;
+      break;
+    case OPT_EMULATE:
+      mo.emulate = optarg;
+      measure_flags = true;
+      break;
+    case OPT_THREADS: {
+      double v = parse_positive(optarg, 1024);
+      if (v < 1 || v != (double)(int32_t)v) {
+        hap_cli_usage_error(prog, "--threads: '%s', expected a whole number in 1..1024", optarg);
+        return 2;
+      }
+      mo.threads = (int32_t)v;
+      measure_flags = true;
+      break;
+    }
+    case OPT_TIMEOUT: {
+      double v = parse_positive(optarg, 86400);
+      if (v < 1 || v != (double)(int32_t)v) {
+        hap_cli_usage_error(prog, "--timeout: '%s', expected whole seconds in 1..86400", optarg);
+        return 2;
+      }
+      mo.timeout_s = v;
+      measure_flags = true;
+      break;
+    }
+    case OPT_QUIET: mo.quiet = true; break;
+    case OPT_PLAN:
+      mo.plan = optarg;
+      measure_flags = true;
+      break;
+    case OPT_MODEL:
+      mo.model = optarg;
+      measure_flags = true;
+      break;
+    case OPT_CLUSTER:
+      mo.cluster = optarg;
+      measure_flags = true;
+      break;
+    case OPT_KERNEL_TIMING:
+      if (strcmp(optarg, "replay") != 0 && strcmp(optarg, "loop") != 0) {
+        hap_cli_usage_error(prog, "--kernel-timing: '%s', expected replay or loop", optarg);
+        return 2;
+      }
+      mo.kernel_timing = optarg;
+      measure_flags = true;
+      break;
+    case 'h': usage(stdout); return 0;
+    case 'V': printf("hap-profile %s\n", HAP_VERSION); return 0;
+    default: fprintf(stderr, "Try '%s --help'.\n", prog); return 2;
+    }
+  }
+  if (optind >= argc && mo.backend != NULL) /* hap-profile --backend cpu -o OUT */
+    return cmd_measure(&argc, &argv, &mo, output);
+  if (optind >= argc) {
+    hap_cli_usage_error(prog, "missing command (measure, show, merge)");
+    return 2;
+  }
+  const char *cmd = argv[optind++];
+  int rest = argc - optind;
+  if (strcmp(cmd, "measure") == 0) {
+    if (rest != 0) {
+      hap_cli_usage_error(prog, "measure takes no arguments, got '%s'", argv[optind]);
+      return 2;
+    }
+    return cmd_measure(&argc, &argv, &mo, output);
+  }
+  if (measure_flags) {
+    hap_cli_usage_error(prog,
+                        "--backend, --quick, --only, --emulate-speed, --threads, --timeout, "
+                        "--plan, --model and --cluster belong to measure, not %s",
+                        cmd);
+    return 2;
+  }
+  if (strcmp(cmd, "show") == 0) {
+    if (rest != 1) {
+      hap_cli_usage_error(prog, "show takes one profile or cluster spec");
+      return 2;
+    }
+    return cmd_show(argv[optind], format);
+  }
+  if (strcmp(cmd, "merge") == 0) {
+    if (output == NULL || rest < 1) {
+      hap_cli_usage_error(prog, "merge needs -o OUT and at least one input profile");
+      return 2;
+    }
+    return cmd_merge(output, rest, argv + optind);
+  }
+  hap_cli_usage_error(prog, "unknown command '%s' (expected measure, show or merge)", cmd);
+  return 2;
+}

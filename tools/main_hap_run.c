@@ -1,0 +1,771 @@
+/* hap-run — execute a plan for real under mpirun (one rank per device of the plan), time every
+ * task, and put the measured timeline next to the simulated one. */
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/cli.h"
+#include "base/json_write.h"
+#include "exec/clock.h"
+#include "exec/comm_mpi.h"
+#include "exec/device_cpu.h"
+#include "exec/devices.h"
+#include "exec/emulate.h"
+#include "hap_config.h"
+#include "kx/kernels_run.h"
+#include "model/zoo.h"
+#include "plan/plan_io.h"
+#include "run/reference.h"
+#include "run/run.h"
+#include "simulate/plan_sim.h"
+#include "store/cluster_open.h"
+#include "traces/trace.h"
+
+static const char *prog = "hap-run";
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "Usage: mpirun -np N hap-run PLAN --model MODEL --cluster CLUSTER [OPTIONS]\n"
+          "\n"
+          "Run a plan (hap-synth -o PLAN) for real: every rank is one device of the plan and runs\n"
+          "its lowered tasks (the kernels compute the real function, layouts move over MPI), with\n"
+          "one timestamp pair per task. Prints the measured iteration time (mean, p50, p95) next\n"
+          "to the simulated one for CLUSTER and the tasks whose times differ most.\n"
+          "\n"
+          "  -m, --model MODEL      the model the plan was made for (zoo spec or hap-graph file)\n"
+          "  -c, --cluster C        the cluster the plan was made for: a hap-profile .h5 measured\n"
+          "                         on these machines (hap-profile measure), or a spec\n"
+          "      --sim-cluster C2   simulate on C2 instead: a profile of the same devices taken\n"
+          "                         after the plan was made, e.g. with hap-profile --plan PLAN\n"
+          "                         (kernel times at exactly this plan's shapes)\n"
+          "  -b, --backend NAME     where compute tasks run: cpu (default; the CPU kernels over\n"
+          "                         OpenBLAS) or cuda (each rank one GPU, local rank -> device;\n"
+          "                         each task's inputs are copied to the GPU and its results\n"
+          "                         back, and the copies are reported apart as 'staging')\n"
+          "  -n, --iters N          timed iterations (default 10)\n"
+          "  -w, --warmup W         untimed iterations first (default 2)\n"
+          "  -t, --trace FILE       Chrome trace: simulated and measured rows per rank\n"
+          "      --check            after the first iteration compare the loss and every\n"
+          "                         parameter gradient with a single-device run (1e-4 relative)\n"
+          "      --threads N        OpenBLAS threads per rank (default 1, as hap-profile)\n"
+          "      --seed S           parameters, inputs and dropout (default 1)\n"
+          "      --lr LR            SGD learning rate (default 0.001)\n"
+          "      --emulate-speed L  rank i's kernels take 1/L[i] as long (e.g. 1,0.5)\n"
+          "      --timeout S        a task that does not finish in S s ends every rank with an\n"
+          "                         error naming it (default 120)\n"
+          "  -f, --format FMT       table (default) or json\n"
+          "  -q, --quiet            only errors and the one-line result\n"
+          "  -h, --help, -V, --version\n"
+          "\n"
+          "Exit status: 0 ok, 1 failure (a --check mismatch included), 2 usage error.\n");
+}
+
+typedef struct opts {
+  const char *plan, *model, *cluster, *sim_cluster, *trace;
+  int iters, warmup, threads;
+  bool check, quiet, cuda;
+  uint64_t seed;
+  double lr, timeout_s;
+  double *speeds;
+  int32_t n_speeds;
+  hap_format format;
+} opts;
+
+/* ---- watchdog -------------------------------------------------------------------------- */
+
+static volatile sig_atomic_t current_task = -1;
+static const hap_lowered *sig_lw;
+static char sig_prefix[64];
+static volatile sig_atomic_t sig_timeout_s;
+
+/* The handler's message, built in a fixed buffer and written with one write() so that the lines
+ * of several ranks do not interleave. */
+static char sig_msg[512];
+static size_t sig_len;
+
+static void put(const char *s) {
+  while (*s != '\0' && sig_len < sizeof sig_msg - 1)
+    sig_msg[sig_len++] = *s++;
+}
+
+static void put_int(long v) {
+  char num[24];
+  int i = (int)sizeof num - 1;
+  num[i] = '\0';
+  do {
+    num[--i] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v > 0 && i > 0);
+  put(num + i);
+}
+
+/* One line naming the rank and the task, then exit 1 (async-signal-safe). */
+static void fatal_signal(int sig) {
+  sig_len = 0;
+  put(sig_prefix);
+  int t = (int)current_task;
+  const char *task = sig_lw != NULL && t >= 0 && t < sig_lw->n_tasks ? sig_lw->tasks[t].name : NULL;
+  if (sig == SIGALRM) {
+    put("task '");
+    put(task ? task : "(between tasks)");
+    put("' did not finish within ");
+    put_int((long)sig_timeout_s);
+    put(" s (--timeout): a peer rank died or hangs; stopping\n");
+  } else {
+    put(sig == SIGTERM ? "stopped by SIGTERM" : "stopped by SIGINT");
+    put(" during task '");
+    put(task ? task : "(between tasks)");
+    put("' (mpirun stops every rank when one rank fails)\n");
+  }
+  if (sig_len > 0 && sig_msg[sig_len - 1] != '\n')
+    sig_msg[sig_len++] = '\n';
+  ssize_t rc = write(STDERR_FILENO, sig_msg, sig_len);
+  (void)rc;
+  _exit(1);
+}
+
+/* hap_run_options.on_task: every task gets the whole --timeout. */
+static void rearm(void *ctx, int32_t task) {
+  (void)ctx;
+  (void)task;
+  alarm((unsigned)sig_timeout_s);
+}
+
+static void install_handlers(int rank, double timeout_s) {
+  snprintf(sig_prefix, sizeof sig_prefix, "%s: rank %d: ", prog, rank);
+  sig_timeout_s = (sig_atomic_t)ceil(timeout_s);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = fatal_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGALRM, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+}
+
+/* ---- statistics ------------------------------------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double quantile(double *v, int n, double q) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  int i = (int)floor(q * (n - 1) + 0.5);
+  return v[i < 0 ? 0 : i >= n ? n - 1 : i];
+}
+
+/* ---- --check --------------------------------------------------------------------------- */
+
+/* Compare the distributed loss and gradients with a single-device run (on rank 0). */
+static hap_status check(hap_run *run, const hap_graph *g, const opts *o, hap_comm *comm, bool *ok,
+                        hap_err *err) {
+  double loss = 0;
+  HAP_TRY(hap_run_loss(run, &loss, err));
+  hap_reference *ref = NULL;
+  if (comm->rank == 0)
+    HAP_TRY(hap_reference_run(g, o->seed, &ref, err));
+  *ok = true;
+  hap_status st = HAP_OK;
+  if (comm->rank == 0) {
+    double want = hap_reference_loss(ref);
+    double rel = fabs(loss - want) / fmax(fabs(want), 1e-30);
+    printf("check: loss %.9g, single device %.9g, relative error %.2e\n", loss, want, rel);
+    if (rel > 1e-4) {
+      printf("check: FAILED: the loss differs\n");
+      *ok = false;
+    }
+  }
+  /* A tensor whose true gradient is (nearly) zero, e.g. attention's key bias (softmax ignores a
+   * per-query constant), holds rounding noise in both runs: errors are measured against the larger
+   * of the tensor's largest gradient and 1e-3 of the model's largest. */
+  double model_scale = 0;
+  for (int32_t t = 0; t < g->n_tensors && comm->rank == 0; t++) {
+    const float *want = hap_reference_grad(ref, t);
+    for (int64_t e = 0, n = want ? hap_tensor_numel(&g->tensors[t]) : 0; e < n; e++)
+      model_scale = fmax(model_scale, fabs((double)want[e]));
+  }
+  int32_t compared = 0, floored = 0;
+  double worst = 0;
+  for (int32_t t = 0; t < g->n_tensors && st == HAP_OK; t++) {
+    const hap_tensor *ten = &g->tensors[t];
+    if (ten->kind != HAP_TENSOR_PARAMETER || !ten->requires_grad)
+      continue;
+    int64_t n = hap_tensor_numel(ten);
+    float *full = comm->rank == 0 ? malloc((size_t)(n > 0 ? n : 1) * sizeof *full) : NULL;
+    if (comm->rank == 0 && full == NULL) {
+      st = hap_err_set(err, HAP_ENOMEM, "out of memory gathering '%s'", ten->name);
+      break;
+    }
+    st = hap_run_gather_grad(run, t, full, err);
+    if (st == HAP_OK && comm->rank == 0) {
+      const float *want = hap_reference_grad(ref, t);
+      double scale = 0, diff = 0;
+      int64_t at = 0;
+      for (int64_t e = 0; e < n; e++) {
+        scale = fmax(scale, fabs((double)want[e]));
+        double d = fabs((double)full[e] - want[e]);
+        if (d > diff) {
+          diff = d;
+          at = e;
+        }
+      }
+      double floor_scale = 1e-3 * model_scale;
+      floored += scale < floor_scale;
+      double rel = diff / fmax(fmax(scale, floor_scale), 1e-30);
+      worst = fmax(worst, rel);
+      compared++;
+      if (rel > 1e-4 && *ok) {
+        printf("check: FAILED: first differing gradient '%s': element %lld is %.9g, single "
+               "device %.9g (relative to %.3g: %.2e)\n",
+               ten->name, (long long)at, full[at], want[at], fmax(scale, floor_scale), rel);
+        *ok = false;
+      }
+    }
+    free(full);
+  }
+  if (st == HAP_OK && comm->rank == 0 && *ok)
+    printf("check: passed: loss and %d parameter gradients within 1e-4 (largest relative error "
+           "%.2e; %d tensors with gradients below 1e-3 of the largest measured against that)\n",
+           compared, worst, floored);
+  hap_reference_destroy(ref);
+  /* every rank learns the verdict */
+  double bad = *ok ? 0 : 1, any = 0;
+  if (st == HAP_OK)
+    st = comm->ops->all_reduce(comm, &bad, &any, 1, HAP_F64, HAP_REDUCE_MAX, err);
+  *ok = any == 0;
+  return st;
+}
+
+/* ---- report ---------------------------------------------------------------------------- */
+
+typedef struct task_err {
+  int32_t task, rank;
+  double meas_s, sim_s;
+} task_err;
+
+static int cmp_abs_err(const void *a, const void *b) {
+  const task_err *x = a, *y = b;
+  double dx = fabs(x->meas_s - x->sim_s), dy = fabs(y->meas_s - y->sim_s);
+  return (dy > dx) - (dy < dx);
+}
+
+/* Rank 0: per-task durations of the median iteration of every rank (meas[rank][task]);
+ * staging_s: the largest rank's mean host<->device copy time per iteration (cuda), s. */
+static void report(const opts *o, const hap_plan_sim *ps, const double *iter_s, int n_iter,
+                   const double *meas, int32_t n_ranks, double staging_s) {
+  const hap_lowered *lw = ps->lw;
+  double *v = malloc((size_t)n_iter * sizeof *v);
+  task_err *errs = malloc((size_t)lw->n_tasks * (size_t)n_ranks * sizeof *errs);
+  double *rel = malloc((size_t)lw->n_tasks * (size_t)n_ranks * sizeof *rel);
+  if (!v || !errs || !rel) {
+    free(v);
+    free(errs);
+    free(rel);
+    return;
+  }
+  double mean = 0;
+  for (int i = 0; i < n_iter; i++) {
+    v[i] = iter_s[i];
+    mean += iter_s[i] / n_iter;
+  }
+  double p50 = quantile(v, n_iter, 0.5), p95 = quantile(v, n_iter, 0.95);
+  double sim = ps->iteration_s, e = (mean - sim) / mean;
+  int ne = 0, nrel = 0;
+  for (int32_t r = 0; r < n_ranks; r++)
+    for (int32_t t = 0; t < lw->n_tasks; t++) {
+      double m = meas[(size_t)r * (size_t)lw->n_tasks + (size_t)t];
+      double s = hap_plan_sim_duration(ps, t, r);
+      errs[ne++] = (task_err){t, r, m, s};
+      if (s >= 20e-6 && lw->tasks[t].kind == HAP_TASK_COMPUTE) /* timer noise below ~20 us */
+        rel[nrel++] = fabs(m - s) / s;
+    }
+  double med_rel = nrel > 0 ? quantile(rel, nrel, 0.5) : NAN;
+  if (o->format == HAP_FORMAT_JSON) {
+    hap_jw w;
+    hap_jw_init(&w, stdout, 2);
+    hap_jw_begin_object(&w);
+    hap_jw_key(&w, "iterations");
+    hap_jw_int(&w, n_iter);
+    hap_jw_key(&w, "measured_mean_s");
+    hap_jw_double(&w, mean);
+    hap_jw_key(&w, "measured_p50_s");
+    hap_jw_double(&w, p50);
+    hap_jw_key(&w, "measured_p95_s");
+    hap_jw_double(&w, p95);
+    hap_jw_key(&w, "simulated_s");
+    hap_jw_double(&w, sim);
+    hap_jw_key(&w, "error");
+    hap_jw_double(&w, e);
+    hap_jw_key(&w, "median_task_error");
+    hap_jw_double(&w, isfinite(med_rel) ? med_rel : -1);
+    hap_jw_key(&w, "tasks_compared");
+    hap_jw_int(&w, nrel);
+    hap_jw_key(&w, "backend");
+    hap_jw_str(&w, o->cuda ? "cuda" : "cpu");
+    hap_jw_key(&w, "staging_s");
+    hap_jw_double(&w, staging_s);
+    hap_jw_end_object(&w);
+    hap_jw_finish(&w);
+  } else {
+    printf("iteration   measured mean %.3f ms, p50 %.3f ms, p95 %.3f ms over %d iterations\n",
+           1e3 * mean, 1e3 * p50, 1e3 * p95, n_iter);
+    printf("simulated   %.3f ms (%s)  error %+.1f%%\n", 1e3 * sim,
+           ps->cluster->source ? ps->cluster->source : ps->cluster->name, 100 * e);
+    if (o->cuda)
+      printf("staging     %.3f ms per iteration copying compute tasks' data between host and GPU "
+             "(not in task times; task times are cudaEvent kernel times)\n",
+             1e3 * staging_s);
+    if (isfinite(med_rel))
+      printf("tasks       median |measured - simulated| / simulated over %d compute tasks >= "
+             "20 us: %.1f%%\n",
+             nrel, 100 * med_rel);
+    if (!o->quiet) {
+      qsort(errs, (size_t)ne, sizeof *errs, cmp_abs_err);
+      printf("\nlargest differences (median iteration):\n%-44s %5s %12s %12s %8s\n", "task", "rank",
+             "measured", "simulated", "error");
+      for (int i = 0; i < ne && i < 10; i++)
+        printf("%-44s %5d %9.3f ms %9.3f ms %+7.0f%%\n", lw->tasks[errs[i].task].name, errs[i].rank,
+               1e3 * errs[i].meas_s, 1e3 * errs[i].sim_s,
+               errs[i].sim_s > 0 ? 100 * (errs[i].meas_s - errs[i].sim_s) / errs[i].sim_s : 0.0);
+    }
+  }
+  free(v);
+  free(errs);
+  free(rel);
+}
+
+/* Rank 0: simulated rows, then the measured rows of the median iteration (starts relative to
+ * each rank's first task). */
+static hap_status write_trace(const opts *o, hap_plan_sim *ps, const double *start,
+                              const double *end, int32_t n_ranks, hap_err *err) {
+  hap_trace *t = NULL;
+  HAP_TRY(hap_trace_open(o->trace, prog, &t, err));
+  hap_status st = hap_plan_sim_trace(ps, t, 0, err);
+  const hap_lowered *lw = ps->lw;
+  for (int32_t r = 0; r < n_ranks && st == HAP_OK; r++) {
+    st = hap_trace_rank(t, HAP_TRACE_MEASURED, r, ps->cluster->devices[r].name);
+    const double *s0 = start + (size_t)r * (size_t)lw->n_tasks;
+    const double *e0 = end + (size_t)r * (size_t)lw->n_tasks;
+    double base = s0[0];
+    for (int32_t k = 0; k < lw->n_tasks && st == HAP_OK; k++) {
+      const hap_task *task = &lw->tasks[k];
+      bool coll = task->kind == HAP_TASK_COLLECTIVE;
+      double sim = hap_plan_sim_duration(ps, k, r), meas = e0[k] - s0[k];
+      hap_trace_event ev = HAP_TRACE_EVENT_INIT;
+      ev.name = task->name;
+      ev.task = task->name;
+      ev.cat = coll ? "collective" : hap_task_kind_name(task->kind);
+      ev.pid = hap_trace_pid(HAP_TRACE_MEASURED, r);
+      ev.tid = coll ? HAP_TRACE_LANE_COLLECTIVE : HAP_TRACE_LANE_COMPUTE;
+      ev.ts_ns = (int64_t)llround((s0[k] - base) * 1e9);
+      ev.dur_ns = (int64_t)llround((e0[k] - base) * 1e9) - ev.ts_ns;
+      ev.sim_dur_us = 1e6 * sim;
+      if (sim > 0)
+        ev.err_pct = 100 * (meas - sim) / sim;
+      st = hap_trace_complete(t, &ev);
+    }
+  }
+  if (st == HAP_OK)
+    st = hap_trace_meta(t, "plan_strategy", lw->plan->strategy);
+  if (st != HAP_OK) {
+    hap_trace_abort(t);
+    if (err->status == HAP_OK)
+      hap_err_set(err, st, "writing the trace '%s' failed", o->trace);
+    return st;
+  }
+  return hap_trace_close(t, err);
+}
+
+/* ---- main flow ------------------------------------------------------------------------- */
+
+/* This rank's index among the ranks of its host, from the launcher's environment (Open MPI,
+ * MPICH, Slurm), else its world rank: which GPU it takes (as hap-profile). */
+static int32_t local_rank(int32_t rank) {
+  static const char *const keys[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                     "SLURM_LOCALID"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    const char *v = getenv(keys[i]);
+    char *end = NULL;
+    long x = v != NULL ? strtol(v, &end, 10) : -1;
+    if (v != NULL && end != v && *end == '\0' && x >= 0 && x < INT32_MAX)
+      return (int32_t)x;
+  }
+  return rank;
+}
+
+/* --backend cuda: this rank's GPU. Every rank opens its own; when any fails, the lowest failing
+ * rank says why (one line) and every rank returns 1. */
+static int open_cuda(hap_comm *comm, hap_cuda_kernels **ck) {
+  hap_err err = {0};
+  int count = 0;
+  hap_status st = hap_gpu_query(NULL, 0, &count, &err);
+  if (st == HAP_OK)
+    st = hap_cuda_kernels_open(local_rank(comm->rank) % count, ck, &err);
+  int32_t mine = st != HAP_OK ? comm->rank : comm->size, first = comm->size;
+  hap_err aerr = {0};
+  if (comm->ops->all_reduce(comm, &mine, &first, 1, HAP_I32, HAP_REDUCE_MIN, &aerr) != HAP_OK)
+    first = st != HAP_OK ? comm->rank : 0;
+  if (first >= comm->size)
+    return 0;
+  if (comm->rank == first && st == HAP_ENOGPU)
+    fprintf(stderr, "%s: --backend cuda: no CUDA device (%s)\n", prog, err.msg);
+  else if (comm->rank == first)
+    fprintf(stderr, "%s: rank %d: --backend cuda: %s\n", prog, comm->rank,
+            st != HAP_OK ? err.msg : aerr.msg);
+  hap_cuda_kernels_close(*ck);
+  *ck = NULL;
+  return 1;
+}
+
+static int run(const opts *o, hap_comm *comm) {
+  hap_err err = {0};
+  hap_graph *g = NULL;
+  hap_cluster *c = NULL;
+  hap_plan *plan = NULL;
+  hap_lowered *lw = NULL;
+  hap_plan_sim *ps = NULL;
+  hap_run *run = NULL;
+  hap_dev *dev = NULL;
+  hap_cuda_kernels *ck = NULL;
+  double *start = NULL, *end = NULL, *all_start = NULL, *all_end = NULL, *iter_s = NULL;
+  double staging = 0; /* this rank's mean staging per timed iteration, s */
+  int rc = 1, me = comm->rank;
+  hap_status st;
+  if (o->cuda && open_cuda(comm, &ck) != 0)
+    return 1;
+  if ((st = hap_model_load(o->model, &g, &err)) != HAP_OK ||
+      (st = hap_cluster_open(o->cluster, &c, &err)) != HAP_OK ||
+      (st = hap_plan_read_file(o->plan, g, c, &plan, &err)) != HAP_OK)
+    goto out;
+  if ((st = hap_lower(plan, g, &lw, &err)) != HAP_OK)
+    goto out;
+  if (o->n_speeds > 0 && o->n_speeds != comm->size) {
+    st = hap_err_set(&err, HAP_EINVAL, "--emulate-speed: %d speeds for %d ranks", o->n_speeds,
+                     comm->size);
+    goto out;
+  }
+  if (o->sim_cluster != NULL) { /* the same devices, measured again */
+    hap_cluster *c2 = NULL;
+    if ((st = hap_cluster_open(o->sim_cluster, &c2, &err)) != HAP_OK)
+      goto out;
+    bool same = c2->n_devices == c->n_devices;
+    for (int32_t d = 0; same && d < c->n_devices; d++)
+      same = strcmp(c2->devices[d].name, c->devices[d].name) == 0;
+    if (!same) {
+      st = hap_err_set(&err, HAP_EINVAL,
+                       "--sim-cluster %s: its devices differ from those of %s (the plan's)",
+                       o->sim_cluster, o->cluster);
+      hap_cluster_destroy(c2);
+      goto out;
+    }
+    hap_cluster_destroy(c);
+    c = c2;
+  }
+  /* the cpu device: its kernels' thread count (the profile was measured with the same) */
+  if ((st = hap_dev_cpu_open(o->threads, o->n_speeds > 0 ? o->speeds[me] : 1, &dev, &err)) !=
+      HAP_OK)
+    goto out;
+  hap_plan_sim_options so = {.serial = true}; /* cpu + mpi: collectives block the rank */
+  if ((st = hap_plan_sim_run(lw, c, &so, &ps, &err)) != HAP_OK)
+    goto out;
+  sig_lw = lw;
+  hap_run_options ro = {.seed = o->seed,
+                        .lr = o->lr,
+                        .speed = o->n_speeds > 0 ? o->speeds[me] : 1,
+                        .current_task = &current_task,
+                        .on_task = rearm};
+  hap_run_kernels cuda_kernels = {"cuda", ck, hap_cuda_staged_forward, hap_cuda_staged_backward};
+  if (o->cuda)
+    ro.kernels = &cuda_kernels;
+  if ((st = hap_run_create(lw, g, comm, &ro, &run, &err)) != HAP_OK)
+    goto out;
+  size_t nt = (size_t)lw->n_tasks;
+  int total = o->warmup + o->iters;
+  start = malloc(nt * (size_t)total * sizeof *start);
+  end = malloc(nt * (size_t)total * sizeof *end);
+  iter_s = malloc((size_t)total * sizeof *iter_s);
+  if (!start || !end || !iter_s) {
+    st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
+    goto out;
+  }
+  bool check_ok = true;
+  for (int i = 0; i < total; i++) {
+    alarm((unsigned)ceil(o->timeout_s));
+    if ((st = comm->ops->barrier(comm, &err)) != HAP_OK)
+      goto out;
+    double t0 = hap_clock_s();
+    st = hap_run_iteration(run, start + (size_t)i * nt, end + (size_t)i * nt, &err);
+    double local = hap_clock_s() - t0, slowest = 0;
+    if (st != HAP_OK) {
+      const char *task = hap_run_failed_task(run);
+      fprintf(stderr, "%s: rank %d: task '%s': %s\n", prog, me, task ? task : "?", err.msg);
+      comm->ops->abort(comm, 1);
+    }
+    alarm(0);
+    if ((st = comm->ops->all_reduce(comm, &local, &slowest, 1, HAP_F64, HAP_REDUCE_MAX, &err)) !=
+        HAP_OK)
+      goto out;
+    iter_s[i] = slowest;
+    if (i >= o->warmup)
+      staging += hap_run_staging_s(run) / o->iters;
+    if (i == 0 && o->check) {
+      alarm((unsigned)ceil(o->timeout_s));
+      if (check(run, g, o, comm, &check_ok, &err) != HAP_OK) {
+        /* the other ranks may be inside a collective of the check: stop them all */
+        fprintf(stderr, "%s: rank %d: --check: %s\n", prog, me, err.msg);
+        comm->ops->abort(comm, 1);
+      }
+      alarm(0);
+    }
+  }
+  /* the timed iteration closest to the median, from every rank, for the report and the trace */
+  int pick = o->warmup;
+  if (o->iters > 0) {
+    double *sorted = malloc((size_t)o->iters * sizeof *sorted);
+    if (sorted == NULL) {
+      st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
+      goto out;
+    }
+    memcpy(sorted, iter_s + o->warmup, (size_t)o->iters * sizeof *sorted);
+    double med = quantile(sorted, o->iters, 0.5);
+    free(sorted);
+    for (int i = o->warmup; i < total; i++)
+      if (iter_s[i] == med)
+        pick = i;
+  }
+  all_start = malloc(nt * (size_t)comm->size * sizeof *all_start);
+  all_end = malloc(nt * (size_t)comm->size * sizeof *all_end);
+  if (!all_start || !all_end) {
+    st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
+    goto out;
+  }
+  if ((st = comm->ops->all_gather(comm, start + (size_t)pick * nt, all_start,
+                                  (int64_t)(nt * sizeof *start), &err)) != HAP_OK ||
+      (st = comm->ops->all_gather(comm, end + (size_t)pick * nt, all_end,
+                                  (int64_t)(nt * sizeof *end), &err)) != HAP_OK)
+    goto out;
+  double staging_max = 0;
+  if ((st = comm->ops->all_reduce(comm, &staging, &staging_max, 1, HAP_F64, HAP_REDUCE_MAX,
+                                  &err)) != HAP_OK)
+    goto out;
+  if (me == 0 && o->iters > 0) {
+    double *meas = malloc(nt * (size_t)comm->size * sizeof *meas);
+    if (meas != NULL) {
+      for (size_t i = 0; i < nt * (size_t)comm->size; i++)
+        meas[i] = all_end[i] - all_start[i];
+      report(o, ps, iter_s + o->warmup, o->iters, meas, comm->size, staging_max);
+      free(meas);
+    }
+    if (o->trace != NULL &&
+        (st = write_trace(o, ps, all_start, all_end, comm->size, &err)) != HAP_OK)
+      goto out;
+  }
+  rc = check_ok ? 0 : 1;
+out:
+  if (st != HAP_OK && rc != 0)
+    fprintf(stderr, "%s: rank %d: %s\n", prog, me, err.msg);
+  free(start);
+  free(end);
+  free(all_start);
+  free(all_end);
+  free(iter_s);
+  hap_run_destroy(run);
+  hap_cuda_kernels_close(ck);
+  hap_dev_close(dev);
+  hap_plan_sim_destroy(ps);
+  hap_lowered_destroy(lw);
+  hap_plan_destroy(plan);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+  return rc;
+}
+
+static bool parse_int(const char *s, long lo, long hi, long *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*s == '\0' || *end != '\0' || v < lo || v > hi)
+    return false;
+  *out = v;
+  return true;
+}
+
+static bool parse_double(const char *s, double lo, double hi, double *out) {
+  char *end;
+  double v = strtod(s, &end);
+  if (*s == '\0' || *end != '\0' || !isfinite(v) || v < lo || v > hi)
+    return false;
+  *out = v;
+  return true;
+}
+
+/* 0 ok, 2 usage error (printed by rank 0), -1 help/version printed. */
+static int parse_args(int argc, char **argv, int rank, opts *o) {
+  enum {
+    OPT_CHECK = 256,
+    OPT_SEED,
+    OPT_LR,
+    OPT_EMULATE,
+    OPT_TIMEOUT,
+    OPT_SIM_CLUSTER,
+    OPT_THREADS
+  };
+  static const struct option long_opts[] = {
+      {"model", required_argument, NULL, 'm'},
+      {"cluster", required_argument, NULL, 'c'},
+      {"sim-cluster", required_argument, NULL, OPT_SIM_CLUSTER},
+      {"backend", required_argument, NULL, 'b'},
+      {"threads", required_argument, NULL, OPT_THREADS},
+      {"iters", required_argument, NULL, 'n'},
+      {"warmup", required_argument, NULL, 'w'},
+      {"trace", required_argument, NULL, 't'},
+      {"check", no_argument, NULL, OPT_CHECK},
+      {"seed", required_argument, NULL, OPT_SEED},
+      {"lr", required_argument, NULL, OPT_LR},
+      {"emulate-speed", required_argument, NULL, OPT_EMULATE},
+      {"timeout", required_argument, NULL, OPT_TIMEOUT},
+      {"format", required_argument, NULL, 'f'},
+      {"quiet", no_argument, NULL, 'q'},
+      {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},
+      {NULL, 0, NULL, 0}};
+  bool talk = rank == 0;
+  opterr = talk;
+  int c;
+  long v;
+  while ((c = getopt_long(argc, argv, "m:c:b:n:w:t:f:qhV", long_opts, NULL)) != -1) {
+    switch (c) {
+    case 'm': o->model = optarg; break;
+    case 'c': o->cluster = optarg; break;
+    case OPT_SIM_CLUSTER: o->sim_cluster = optarg; break;
+    case 'b':
+      if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0) {
+        if (talk)
+          hap_cli_usage_error(prog, "--backend: unknown backend '%s' (expected cpu or cuda)",
+                              optarg);
+        return 2;
+      }
+      o->cuda = strcmp(optarg, "cuda") == 0;
+      break;
+    case 'n':
+      if (!parse_int(optarg, 1, 1000000, &v)) {
+        if (talk)
+          hap_cli_usage_error(prog, "--iters wants an integer 1..1000000, got '%s'", optarg);
+        return 2;
+      }
+      o->iters = (int)v;
+      break;
+    case 'w':
+      if (!parse_int(optarg, 0, 1000000, &v)) {
+        if (talk)
+          hap_cli_usage_error(prog, "--warmup wants an integer 0..1000000, got '%s'", optarg);
+        return 2;
+      }
+      o->warmup = (int)v;
+      break;
+    case 't': o->trace = optarg; break;
+    case OPT_CHECK: o->check = true; break;
+    case OPT_THREADS:
+      if (!parse_int(optarg, 1, 1024, &v)) {
+        if (talk)
+          hap_cli_usage_error(prog, "--threads wants an integer 1..1024, got '%s'", optarg);
+        return 2;
+      }
+      o->threads = (int)v;
+      break;
+    case OPT_SEED:
+      if (!parse_int(optarg, 0, 2147483647L, &v)) {
+        if (talk)
+          hap_cli_usage_error(prog, "--seed wants a non-negative integer, got '%s'", optarg);
+        return 2;
+      }
+      o->seed = (uint64_t)v;
+      break;
+    case OPT_LR:
+      if (!parse_double(optarg, 0, 1e6, &o->lr)) {
+        if (talk)
+          hap_cli_usage_error(prog, "--lr wants a number >= 0, got '%s'", optarg);
+        return 2;
+      }
+      break;
+    case OPT_EMULATE: {
+      hap_err err = {0};
+      free(o->speeds);
+      o->speeds = NULL;
+      if (hap_emulate_parse(optarg, &o->speeds, &o->n_speeds, &err) != HAP_OK) {
+        if (talk)
+          hap_cli_usage_error(prog, "%s", err.msg);
+        return 2;
+      }
+      break;
+    }
+    case OPT_TIMEOUT:
+      if (!parse_double(optarg, 1, 86400, &o->timeout_s)) {
+        if (talk)
+          hap_cli_usage_error(prog, "--timeout wants seconds in 1..86400, got '%s'", optarg);
+        return 2;
+      }
+      break;
+    case 'f':
+      if (hap_format_parse(optarg, &o->format) != HAP_OK || o->format == HAP_FORMAT_CSV) {
+        if (talk)
+          hap_cli_usage_error(prog, "unknown format '%s' (expected table or json)", optarg);
+        return 2;
+      }
+      break;
+    case 'q': o->quiet = true; break;
+    case 'h':
+      if (talk)
+        usage(stdout);
+      return -1;
+    case 'V':
+      if (talk)
+        printf("hap-run %s\n", HAP_VERSION);
+      return -1;
+    default:
+      if (talk)
+        fprintf(stderr, "Try '%s --help'.\n", prog);
+      return 2;
+    }
+  }
+  const char *missing = optind >= argc      ? "missing PLAN (a hap-plan file from hap-synth -o)"
+                        : optind < argc - 1 ? "more than one PLAN given"
+                        : o->model == NULL  ? "missing --model MODEL (the model the plan is for)"
+                        : o->cluster == NULL
+                            ? "missing --cluster C (the profile or spec the plan was made for)"
+                        : o->cuda && o->n_speeds > 0 ? "--emulate-speed is for --backend cpu"
+                                                     : NULL;
+  if (missing != NULL) {
+    if (talk)
+      hap_cli_usage_error(prog, "%s", missing);
+    return 2;
+  }
+  o->plan = argv[optind];
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  hap_comm *comm = NULL;
+  hap_err err = {0};
+  if (hap_comm_mpi_init(&argc, &argv, &comm, &err) != HAP_OK) {
+    fprintf(stderr, "%s: %s\n", prog, err.msg);
+    return 1;
+  }
+  opts o = {.iters = 10, .warmup = 2, .threads = 1, .seed = 1, .lr = 1e-3, .timeout_s = 120};
+  int rc = parse_args(argc, argv, comm->rank, &o);
+  if (rc == 0) {
+    install_handlers(comm->rank, o.timeout_s);
+    rc = run(&o, comm);
+  } else if (rc < 0) {
+    rc = 0;
+  }
+  free(o.speeds);
+  fflush(stdout);
+  hap_comm_mpi_finalize(comm);
+  return rc;
+}

@@ -1,0 +1,838 @@
+/* hap-sim — simulate training iterations of a model on a cluster under HAP's plan and the
+ * baselines, and answer what-if questions by sweeping the cluster, its devices and the model. */
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/cli.h"
+#include "base/json_write.h"
+#include "cluster/cluster_io.h"
+#include "cluster/presets.h"
+#include "hap_config.h"
+#include "model/zoo.h"
+#include "plan/plan_io.h"
+#include "simulate/plan_sim.h"
+#include "store/cluster_open.h"
+#include "synth/synth.h"
+#include "traces/trace.h"
+
+static const char *prog = "hap-sim";
+
+#define DEFAULT_MODEL            "bert-base"
+#define DEFAULT_CLUSTER          "paper-hetero"
+#define DEFAULT_SWEEP            "gpus_per_host=1,2,4,8"
+#define DEFAULT_BATCH_PER_DEVICE 32
+#define MAX_AXES                 8
+#define MAX_VALUES               64
+#define SPEC_MAX                 1024
+
+static void usage(FILE *f) {
+  fprintf(
+      f,
+      "Usage: hap-sim [MODEL] [--cluster SPEC] [--strategy S | --plan FILE] [--sweep K=V,...]\n"
+      "\n"
+      "Simulate one training iteration of MODEL on a cluster, event by event: per device a\n"
+      "compute and a communication stream, collectives that wait for every member, durations\n"
+      "from the cluster's cost model. Prints the iteration time of each strategy, the speedups\n"
+      "over the data-parallel baselines, busy and exposed-communication time and peak memory.\n"
+      "\n"
+      "With no arguments: the bundled study, %s on %s, hap vs dp-ev vs dp-cp vs megatron-tp,\n"
+      "--sweep %s.\n"
+      "\n"
+      "MODEL    a zoo spec ('bert-base:layers=24') or a hap-graph file (default %s)\n"
+      "\n"
+      "Options:\n"
+      "  -c, --cluster SPEC    cluster spec, hap-cluster JSON or hap-profile .h5 (default\n"
+      "                        %s)\n"
+      "  -s, --strategy S      hap, dp-ev, dp-cp, megatron-tp or all (default all)\n"
+      "  -p, --plan FILE       simulate this hap-plan file instead of synthesising (it must\n"
+      "                        have been made for MODEL on the cluster: digests are checked)\n"
+      "  -w, --sweep K=V,V...  what-if axis; repeat for a grid. Keys: the cluster spec\n"
+      "                        parameters (gpus_per_host, hosts, inter_gbps,\n"
+      "                        inter_latency_us, intra_gbps, intra_latency_us), the model's\n"
+      "                        options (batch, layers, seq, ...), and device[M]=PRESET,...\n"
+      "                        which replaces every device whose model contains M\n"
+      "                        (e.g. device[V100]=A100-80GB,H100-80GB)\n"
+      "  -b, --batch-per-device N  the model's batch is N x devices at every point (weak\n"
+      "                        scaling, as HAP's experiments: 32 per GPU)\n"
+      "  -t, --trace FILE      write the simulated timeline (Chrome trace JSON, opens in\n"
+      "                        Perfetto); with several runs, FILE gets '.<point>.<strategy>'\n"
+      "                        before its extension\n"
+      "      --trace-devices N devices written to a trace (default 64; 0 = all)\n"
+      "  -f, --format FMT      table (default), csv or json\n"
+      "  -m, --memory-limit B  per-device memory for synthesis, e.g. 12G\n"
+      "      --tasks           list every lowered task: dependencies, start and end on\n"
+      "                        device 0 (before the summary)\n"
+      "      --no-fold         simulate identical devices separately (slower, same result)\n"
+      "  -q, --quiet           no progress on stderr\n"
+      "  -h, --help            this help\n"
+      "  -V, --version         print the version\n"
+      "\n"
+      "Exit status: 0 ok, 1 failure (including a strategy with no plan), 2 usage error.\n",
+      DEFAULT_MODEL, DEFAULT_CLUSTER, DEFAULT_SWEEP, DEFAULT_MODEL, DEFAULT_CLUSTER);
+}
+
+/* ---- sweep axes ------------------------------------------------------------------------ */
+
+typedef enum axis_kind { AXIS_CLUSTER = 0, AXIS_MODEL, AXIS_DEVICE } axis_kind;
+
+typedef struct axis {
+  axis_kind kind;
+  char key[64];   /* as given: "gpus_per_host", "batch", "device[V100]" */
+  char match[64]; /* AXIS_DEVICE: the model substring */
+  int n;
+  char values[MAX_VALUES][64];
+} axis;
+
+typedef struct opts {
+  const char *model, *cluster, *plan, *trace;
+  int strategies; /* bit per hap_strategy */
+  axis axes[MAX_AXES];
+  int n_axes;
+  hap_format format;
+  double memory_limit;
+  int trace_devices;
+  int batch_per_device; /* > 0: the model's batch is this times the devices at every point */
+  bool no_fold, quiet, tasks;
+} opts;
+
+static bool is_cluster_param(const char *key) {
+  for (int i = 0; i < hap_cluster_param_count(); i++)
+    if (strcmp(hap_cluster_param_get(i)->name, key) == 0)
+      return true;
+  return false;
+}
+
+/* The zoo model MODEL names (NULL for a file). */
+static const hap_model_def *zoo_def(const char *model) {
+  char name[128];
+  size_t n = strcspn(model, ":");
+  if (n >= sizeof name)
+    return NULL;
+  memcpy(name, model, n);
+  name[n] = '\0';
+  return hap_zoo_find(name);
+}
+
+static bool is_model_opt(const char *model, const char *key) {
+  const hap_model_def *def = zoo_def(model);
+  for (int i = 0; def != NULL && i < def->n_opts; i++)
+    if (strcmp(def->opts[i].name, key) == 0)
+      return true;
+  return false;
+}
+
+static void valid_keys(const opts *o, char *buf, size_t len) {
+  size_t off = 0;
+  for (int i = 0; i < hap_cluster_param_count() && off < len; i++)
+    off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? ", " : "",
+                            hap_cluster_param_get(i)->name);
+  const hap_model_def *def = zoo_def(o->model);
+  for (int i = 0; def != NULL && i < def->n_opts && off < len; i++)
+    off += (size_t)snprintf(buf + off, len - off, ", %s", def->opts[i].name);
+  if (off < len)
+    snprintf(buf + off, len - off, ", device[MODEL]");
+}
+
+/* "key=v1,v2" -> an axis; false (with the message printed) on a usage error. */
+static bool parse_sweep(opts *o, const char *arg) {
+  const char *eq = strchr(arg, '=');
+  if (eq == NULL || eq == arg || eq[1] == '\0' || (size_t)(eq - arg) >= sizeof o->axes[0].key) {
+    hap_cli_usage_error(prog, "--sweep '%s' is not of the form KEY=V1,V2,...", arg);
+    return false;
+  }
+  if (o->n_axes == MAX_AXES) {
+    hap_cli_usage_error(prog, "at most %d --sweep axes", MAX_AXES);
+    return false;
+  }
+  axis *a = &o->axes[o->n_axes];
+  memset(a, 0, sizeof *a);
+  memcpy(a->key, arg, (size_t)(eq - arg));
+  size_t kn = strlen(a->key);
+  if (strncmp(a->key, "device[", 7) == 0 && kn > 8 && a->key[kn - 1] == ']') {
+    a->kind = AXIS_DEVICE;
+    memcpy(a->match, a->key + 7, kn - 8);
+  } else if (is_cluster_param(a->key)) {
+    a->kind = AXIS_CLUSTER;
+  } else if (is_model_opt(o->model, a->key)) {
+    a->kind = AXIS_MODEL;
+  } else {
+    char keys[1024];
+    valid_keys(o, keys, sizeof keys);
+    hap_cli_usage_error(prog, "--sweep: unknown key '%s'; valid keys: %s", a->key, keys);
+    return false;
+  }
+  for (int i = 0; i < o->n_axes; i++)
+    if (strcmp(o->axes[i].key, a->key) == 0) {
+      hap_cli_usage_error(prog, "--sweep: key '%s' is given twice", a->key);
+      return false;
+    }
+  const char *v = eq + 1;
+  for (;;) {
+    size_t n = strcspn(v, ",");
+    if (n == 0 || n >= sizeof a->values[0] || a->n == MAX_VALUES) {
+      hap_cli_usage_error(prog, "--sweep %s: empty or too long value list in '%s'", a->key, arg);
+      return false;
+    }
+    memcpy(a->values[a->n], v, n);
+    a->values[a->n++][n] = '\0';
+    if (a->kind == AXIS_DEVICE && hap_preset_find(a->values[a->n - 1]) == NULL) {
+      const char *near = hap_preset_suggest(a->values[a->n - 1]);
+      hap_cli_usage_error(prog, "--sweep %s: unknown device preset '%s'%s%s%s", a->key,
+                          a->values[a->n - 1], near ? " (did you mean '" : "", near ? near : "",
+                          near ? "'?)" : "");
+      return false;
+    }
+    if (v[n] == '\0')
+      break;
+    v += n + 1;
+  }
+  o->n_axes++;
+  return true;
+}
+
+/* spec with key=value set: "name:a=1,b=2" + b=3 -> "name:a=1,b=3". False when it does not fit. */
+static bool spec_set(char *spec, size_t len, const char *key, const char *value) {
+  char out[SPEC_MAX];
+  const char *colon = strchr(spec, ':');
+  size_t name_len = colon ? (size_t)(colon - spec) : strlen(spec);
+  int off = snprintf(out, sizeof out, "%.*s:%s=%s", (int)name_len, spec, key, value);
+  if (colon != NULL) {
+    const char *p = colon + 1;
+    while (*p != '\0') {
+      size_t n = strcspn(p, ",");
+      size_t kn = strcspn(p, "=");
+      bool same = kn < n && kn == strlen(key) && strncmp(p, key, kn) == 0;
+      if (n > 0 && !same && off >= 0 && (size_t)off < sizeof out)
+        off += snprintf(out + off, sizeof out - (size_t)off, ",%.*s", (int)n, p);
+      p += n;
+      if (*p == ',')
+        p++;
+    }
+  }
+  if (off < 0 || (size_t)off >= sizeof out || (size_t)off >= len)
+    return false;
+  memcpy(spec, out, (size_t)off + 1);
+  return true;
+}
+
+/* ---- one point of the grid ------------------------------------------------------------- */
+
+typedef struct row {
+  int point_idx; /* which grid point (rows of one point share it) */
+  char point[256];
+  char strategy[32];
+  bool ok;
+  char error[1024];
+  int32_t devices;
+  double sim_s, synth_s;
+  double busy_frac;    /* mean compute-stream busy / iteration */
+  double exposed_frac; /* mean exposed communication / iteration */
+  double peak_bytes;   /* largest device peak */
+  double synth_seconds;
+  int64_t events;
+  int32_t groups;
+  char *details; /* printed after the table (owned; may be NULL) */
+} row;
+
+/* Replace every device whose model contains `match` (ignoring case) by `preset`. */
+static int substitute(hap_cluster *c, const char *match, const char *preset_name) {
+  const hap_device_preset *pre = hap_preset_find(preset_name);
+  int n = 0;
+  for (int32_t i = 0; i < c->n_devices; i++) {
+    hap_device *d = &c->devices[i];
+    size_t ml = strlen(match);
+    bool hit = false;
+    for (const char *p = d->model; *p != '\0' && !hit; p++)
+      hit = strncasecmp(p, match, ml) == 0;
+    if (!hit)
+      continue;
+    hap_device proto;
+    memset(&proto, 0, sizeof proto);
+    hap_preset_to_device(pre, &proto);
+    d->model = pre->name; /* static */
+    d->kind = proto.kind;
+    memcpy(d->peak_flops, proto.peak_flops, sizeof d->peak_flops);
+    memcpy(d->sustained_flops, proto.sustained_flops, sizeof d->sustained_flops);
+    d->memory_bytes = proto.memory_bytes;
+    d->memory_bw_Bps = proto.memory_bw_Bps;
+    d->launch_s = proto.launch_s;
+    d->update_bw_Bps = proto.update_bw_Bps;
+    d->n_gemm = 0; /* measurements of the old device do not apply */
+    d->n_kernels = 0;
+    n++;
+  }
+  return n;
+}
+
+static void trace_path(const opts *o, const row *r, bool several, char *buf, size_t len) {
+  if (!several) {
+    snprintf(buf, len, "%s", o->trace);
+    return;
+  }
+  char label[320];
+  snprintf(label, sizeof label, "%s%s%s", r->point, r->point[0] ? "." : "", r->strategy);
+  for (char *p = label; *p; p++)
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+          *p == '=' || *p == '-' || *p == '.'))
+      *p = '_';
+  const char *dot = strrchr(o->trace, '.');
+  const char *slash = strrchr(o->trace, '/');
+  if (dot == NULL || (slash != NULL && dot < slash))
+    snprintf(buf, len, "%s.%s", o->trace, label);
+  else
+    snprintf(buf, len, "%.*s.%s%s", (int)(dot - o->trace), o->trace, label, dot);
+}
+
+static hap_status write_trace(const opts *o, hap_plan_sim *ps, const char *path, hap_err *err) {
+  hap_trace *t = NULL;
+  HAP_TRY(hap_trace_open(path, "hap-sim", &t, err));
+  hap_status st = hap_plan_sim_trace(ps, t, o->trace_devices, err);
+  if (st == HAP_OK)
+    st = hap_trace_meta(t, "plan_strategy", ps->lw->plan->strategy);
+  if (st != HAP_OK) {
+    hap_trace_abort(t);
+    return st;
+  }
+  return hap_trace_close(t, err);
+}
+
+/* "1.234 s", "12.345 ms", "56.7 us". */
+static const char *fmt_time(double s, char *buf, size_t len) {
+  if (s >= 1)
+    snprintf(buf, len, "%.3f s", s);
+  else if (s >= 1e-3)
+    snprintf(buf, len, "%.3f ms", 1e3 * s);
+  else
+    snprintf(buf, len, "%.1f us", 1e6 * s);
+  return buf;
+}
+
+/* --tasks: the lowered task list with dependencies and the simulated times of device 0. */
+static void print_tasks(const hap_plan_sim *ps, const row *r) {
+  const hap_lowered *lw = ps->lw;
+  printf("# %s %s: %d tasks per device; times of device 0 (%s), ms\n", r->point, r->strategy,
+         lw->n_tasks, ps->cluster->devices[0].name);
+  printf("%6s %-44s %-10s %-4s %10s %10s  %s\n", "id", "task", "kind", "pass", "start", "end",
+         "waits for");
+  for (int32_t t = 0; t < lw->n_tasks; t++) {
+    const hap_task *k = &lw->tasks[t];
+    size_t g0 = (size_t)ps->group[0] * (size_t)ps->n_tasks + (size_t)t;
+    printf("%6d %-44s %-10s %-4s %10.3f %10.3f ", t, k->name, hap_task_kind_name(k->kind),
+           hap_task_phase_name(k->phase), 1e3 * ps->start_s[g0], 1e3 * ps->end_s[g0]);
+    for (int32_t i = 0; i < k->n_deps; i++)
+      printf(" %s", lw->tasks[lw->deps[k->dep0 + i]].name);
+    printf("\n");
+  }
+  printf("\n");
+}
+
+/* Where the iteration's time goes along the critical path: shares by task kind and pass, the
+ * devices it runs on, and its longest tasks. Printed for a single run in table format. */
+static void print_critical(FILE *f, const hap_plan_sim *ps) {
+  const hap_lowered *lw = ps->lw;
+  double by_kind[HAP_TASK_KIND_COUNT][3] = {{0}}, total = 0;
+  enum { TOP = 5 };
+  int32_t top[TOP];
+  double top_s[TOP];
+  int n_top = 0;
+  for (int32_t i = 0; i < ps->n_critical; i++) {
+    const hap_plan_sim_crit *c = &ps->critical[i];
+    if (c->via == HAP_SIM_EDGE_COLLECTIVE)
+      continue; /* a member that waited: the step before it is the same collective, on the
+                   device that arrived last */
+    const hap_task *k = &lw->tasks[c->task];
+    double d = hap_plan_sim_duration(ps, c->task, c->device);
+    by_kind[k->kind][k->phase] += d;
+    total += d;
+    int pos = n_top < TOP ? n_top++ : TOP;
+    while (pos > 0 && top_s[pos - 1] < d) {
+      if (pos < TOP) {
+        top[pos] = top[pos - 1];
+        top_s[pos] = top_s[pos - 1];
+      }
+      pos--;
+    }
+    if (pos < TOP) {
+      top[pos] = i;
+      top_s[pos] = d;
+    }
+  }
+  if (total <= 0)
+    return;
+  fprintf(f,
+          "\ncritical path (%d tasks), by time on it:\n  compute fwd %.0f%%, compute bwd %.0f%%, "
+          "collectives fwd %.0f%% bwd %.0f%%, local "
+          "%.0f%%, updates %.0f%%\n",
+          ps->n_critical, 100 * by_kind[HAP_TASK_COMPUTE][0] / total,
+          100 * by_kind[HAP_TASK_COMPUTE][1] / total, 100 * by_kind[HAP_TASK_COLLECTIVE][0] / total,
+          100 * by_kind[HAP_TASK_COLLECTIVE][1] / total,
+          100 * (by_kind[HAP_TASK_LOCAL][0] + by_kind[HAP_TASK_LOCAL][1]) / total,
+          100 * by_kind[HAP_TASK_UPDATE][2] / total);
+  fprintf(f, "  longest tasks on it:\n");
+  char a[32];
+  for (int i = 0; i < n_top; i++) {
+    const hap_plan_sim_crit *c = &ps->critical[top[i]];
+    const hap_device *dev = &ps->cluster->devices[c->device];
+    fprintf(f, "    %-48s %10s  on %s (%s)\n", lw->tasks[c->task].name,
+            fmt_time(top_s[i], a, sizeof a), dev->name, dev->model);
+  }
+}
+
+/* Plan (synthesised or read), lower, simulate: fills r; a failure of this strategy is a row,
+ * not an abort (r->ok false). Returns non-OK only for errors that should stop everything. */
+static hap_status run_strategy(const opts *o, const hap_graph *g, const hap_cluster *c,
+                               hap_strategy s, bool several, row *r) {
+  hap_err err = {0};
+  hap_plan *plan = NULL;
+  hap_lowered *lw = NULL;
+  hap_plan_sim *ps = NULL;
+  hap_status st;
+  snprintf(r->strategy, sizeof r->strategy, "%s", o->plan ? "plan" : hap_strategy_name(s));
+  r->devices = c->n_devices;
+  if (o->plan != NULL) {
+    st = hap_plan_read_file(o->plan, g, c, &plan, &err);
+    if (st == HAP_OK)
+      snprintf(r->strategy, sizeof r->strategy, "%s", plan->strategy);
+  } else {
+    hap_synth_options so = {
+        .strategy = s, .memory_limit_bytes = o->memory_limit, .rescore = hap_plan_sim_rescore};
+    hap_synth_stats stats;
+    st = hap_synthesize(g, c, &so, &plan, &stats, &err);
+    r->synth_seconds = stats.seconds;
+  }
+  hap_plan_sim_options po = {.no_fold = o->no_fold};
+  if (st == HAP_OK && (st = hap_lower(plan, g, &lw, &err)) == HAP_OK)
+    st = hap_plan_sim_run(lw, c, &po, &ps, &err);
+  if (st == HAP_OK) {
+    r->ok = true;
+    r->sim_s = ps->iteration_s;
+    r->synth_s = plan->predicted_iteration_s;
+    r->events = ps->n_events;
+    r->groups = ps->n_groups;
+    double busy = 0, exposed = 0;
+    for (int32_t d = 0; d < ps->n_devices; d++) {
+      busy += ps->devices[d].compute_s;
+      exposed += ps->devices[d].exposed_comm_s;
+      r->peak_bytes = fmax(r->peak_bytes, ps->devices[d].memory_bytes);
+    }
+    r->busy_frac = ps->iteration_s > 0 ? busy / ps->n_devices / ps->iteration_s : 0;
+    r->exposed_frac = ps->iteration_s > 0 ? exposed / ps->n_devices / ps->iteration_s : 0;
+    if (o->tasks)
+      print_tasks(ps, r);
+    size_t len = 0;
+    FILE *f = !several && o->format == HAP_FORMAT_TABLE ? open_memstream(&r->details, &len) : NULL;
+    if (f != NULL) {
+      print_critical(f, ps);
+      fclose(f);
+    }
+    if (o->trace != NULL) {
+      char path[1024];
+      trace_path(o, r, several, path, sizeof path);
+      st = write_trace(o, ps, path, &err);
+      if (st != HAP_OK) {
+        hap_cli_error(prog, &err);
+        r->ok = false;
+      }
+    }
+  } else {
+    snprintf(r->error, sizeof r->error, "%s", err.msg);
+    if (o->plan != NULL) /* a plan that does not load is the user's error, not a result */
+      hap_cli_error(prog, &err);
+    st = o->plan != NULL ? st : HAP_OK;
+  }
+  hap_plan_sim_destroy(ps);
+  hap_lowered_destroy(lw);
+  hap_plan_destroy(plan);
+  return st;
+}
+
+/* ---- output ---------------------------------------------------------------------------- */
+
+/* Iteration time of `strategy` at the same point, or NAN. */
+static double peer_time(const row *rows, int n, int i, const char *strategy) {
+  for (int k = 0; k < n; k++)
+    if (rows[k].ok && rows[k].point_idx == rows[i].point_idx &&
+        strcmp(rows[k].strategy, strategy) == 0)
+      return rows[k].sim_s;
+  return NAN;
+}
+
+static void print_table(const row *rows, int n) {
+  char a[32], b[32], m[32];
+  int w = 5;
+  for (int i = 0; i < n; i++)
+    w = (int)fmax(w, (double)strlen(rows[i].point));
+  printf("%-*s %-11s %7s %12s %12s %8s %8s %9s %6s %8s %10s\n", w, "point", "strategy", "devices",
+         "iteration", "synth est", "vs dp-ev", "vs dp-cp", "vs mgt-tp", "busy", "exposed",
+         "peak mem");
+  for (int i = 0; i < n; i++) {
+    const row *r = &rows[i];
+    const char *point = r->point[0] ? r->point : "-";
+    if (!r->ok) {
+      printf("%-*s %-11s %7d  no plan: %s\n", w, point, r->strategy, r->devices, r->error);
+      continue;
+    }
+    double ev = peer_time(rows, n, i, "dp-ev"), cp = peer_time(rows, n, i, "dp-cp");
+    double tp = peer_time(rows, n, i, "megatron-tp");
+    char sev[16] = "-", scp[16] = "-", stp[16] = "-";
+    if (isfinite(ev))
+      snprintf(sev, sizeof sev, "%.2fx", ev / r->sim_s);
+    if (isfinite(cp))
+      snprintf(scp, sizeof scp, "%.2fx", cp / r->sim_s);
+    if (isfinite(tp))
+      snprintf(stp, sizeof stp, "%.2fx", tp / r->sim_s);
+    printf("%-*s %-11s %7d %12s %12s %8s %8s %9s %5.0f%% %7.0f%% %10s\n", w, point, r->strategy,
+           r->devices, fmt_time(r->sim_s, a, sizeof a), fmt_time(r->synth_s, b, sizeof b), sev, scp,
+           stp, 100 * r->busy_frac, 100 * r->exposed_frac,
+           hap_fmt_bytes(r->peak_bytes, m, sizeof m));
+  }
+}
+
+static void print_csv(const row *rows, int n) {
+  printf("point,strategy,devices,ok,iteration_s,synth_predicted_s,speedup_vs_dp_ev,"
+         "speedup_vs_dp_cp,speedup_vs_megatron_tp,busy_fraction,exposed_comm_fraction,"
+         "peak_memory_bytes,synthesis_s,events,error\n");
+  for (int i = 0; i < n; i++) {
+    const row *r = &rows[i];
+    double ev = peer_time(rows, n, i, "dp-ev"), cp = peer_time(rows, n, i, "dp-cp");
+    double tp = peer_time(rows, n, i, "megatron-tp");
+    printf("\"%s\",%s,%d,%d,", r->point, r->strategy, r->devices, r->ok ? 1 : 0);
+    if (r->ok)
+      printf("%.9g,%.9g,%.6g,%.6g,%.6g,%.6g,%.6g,%.0f,%.6g,%lld,", r->sim_s, r->synth_s,
+             isfinite(ev) ? ev / r->sim_s : NAN, isfinite(cp) ? cp / r->sim_s : NAN,
+             isfinite(tp) ? tp / r->sim_s : NAN, r->busy_frac, r->exposed_frac, r->peak_bytes,
+             r->synth_seconds, (long long)r->events);
+    else
+      printf(",,,,,,,,,,");
+    printf("\"");
+    for (const char *p = r->error; *p; p++)
+      putchar(*p == '"' ? '\'' : *p);
+    printf("\"\n");
+  }
+}
+
+static void print_json(const opts *o, const row *rows, int n) {
+  hap_jw w;
+  hap_jw_init(&w, stdout, 2);
+  hap_jw_begin_object(&w);
+  hap_jw_key(&w, "model");
+  hap_jw_str(&w, o->model);
+  hap_jw_key(&w, "cluster");
+  hap_jw_str(&w, o->cluster);
+  hap_jw_key(&w, "rows");
+  hap_jw_begin_array(&w);
+  for (int i = 0; i < n; i++) {
+    const row *r = &rows[i];
+    hap_jw_begin_object_inline(&w);
+    hap_jw_key(&w, "point");
+    hap_jw_str(&w, r->point);
+    hap_jw_key(&w, "strategy");
+    hap_jw_str(&w, r->strategy);
+    hap_jw_key(&w, "devices");
+    hap_jw_int(&w, r->devices);
+    hap_jw_key(&w, "ok");
+    hap_jw_bool(&w, r->ok);
+    if (r->ok) {
+      double ev = peer_time(rows, n, i, "dp-ev"), cp = peer_time(rows, n, i, "dp-cp");
+      hap_jw_key(&w, "iteration_s");
+      hap_jw_double(&w, r->sim_s);
+      hap_jw_key(&w, "synth_predicted_s");
+      hap_jw_double(&w, r->synth_s);
+      if (isfinite(ev)) {
+        hap_jw_key(&w, "speedup_vs_dp_ev");
+        hap_jw_double(&w, ev / r->sim_s);
+      }
+      if (isfinite(cp)) {
+        hap_jw_key(&w, "speedup_vs_dp_cp");
+        hap_jw_double(&w, cp / r->sim_s);
+      }
+      double tp = peer_time(rows, n, i, "megatron-tp");
+      if (isfinite(tp)) {
+        hap_jw_key(&w, "speedup_vs_megatron_tp");
+        hap_jw_double(&w, tp / r->sim_s);
+      }
+      hap_jw_key(&w, "busy_fraction");
+      hap_jw_double(&w, r->busy_frac);
+      hap_jw_key(&w, "exposed_comm_fraction");
+      hap_jw_double(&w, r->exposed_frac);
+      hap_jw_key(&w, "peak_memory_bytes");
+      hap_jw_double(&w, r->peak_bytes);
+      hap_jw_key(&w, "events");
+      hap_jw_int(&w, r->events);
+    } else {
+      hap_jw_key(&w, "error");
+      hap_jw_str(&w, r->error);
+    }
+    hap_jw_end_object(&w);
+  }
+  hap_jw_end_array(&w);
+  hap_jw_end_object(&w);
+  hap_jw_finish(&w);
+}
+
+/* ---- the grid -------------------------------------------------------------------------- */
+
+static int n_points(const opts *o) {
+  int n = 1;
+  for (int i = 0; i < o->n_axes; i++)
+    n *= o->axes[i].n;
+  return n;
+}
+
+static int run(const opts *o) {
+  int np = n_points(o), ns = 0;
+  for (int s = 0; s < HAP_STRATEGY_COUNT; s++)
+    ns += (o->strategies >> s) & 1;
+  if (o->plan != NULL)
+    ns = 1;
+  row *rows = calloc((size_t)np * (size_t)ns, sizeof *rows);
+  if (rows == NULL) {
+    fprintf(stderr, "%s: out of memory\n", prog);
+    return 1;
+  }
+  int n_rows = 0, rc = 0;
+  bool progress = hap_cli_progress_enabled(stderr, o->quiet);
+  bool several = np * ns > 1;
+  for (int p = 0; p < np && rc == 0; p++) {
+    char mspec[SPEC_MAX], cspec[SPEC_MAX], point[256] = "";
+    snprintf(mspec, sizeof mspec, "%s", o->model);
+    snprintf(cspec, sizeof cspec, "%s", o->cluster);
+    size_t off = 0;
+    int rem = p, pos[MAX_AXES] = {0};
+    for (int i = o->n_axes - 1; i >= 0; i--) { /* the last axis varies fastest */
+      pos[i] = rem % o->axes[i].n;
+      rem /= o->axes[i].n;
+    }
+    bool fits = true;
+    for (int i = 0; i < o->n_axes; i++) {
+      const axis *a = &o->axes[i];
+      const char *v = a->values[pos[i]];
+      if (off < sizeof point)
+        off +=
+            (size_t)snprintf(point + off, sizeof point - off, "%s%s=%s", i ? " " : "", a->key, v);
+      if (a->kind == AXIS_CLUSTER)
+        fits = fits && spec_set(cspec, sizeof cspec, a->key, v);
+      else if (a->kind == AXIS_MODEL)
+        fits = fits && spec_set(mspec, sizeof mspec, a->key, v);
+    }
+    if (!fits) {
+      fprintf(stderr, "%s: a model or cluster spec is longer than %d characters\n", prog, SPEC_MAX);
+      rc = 1;
+      break;
+    }
+    hap_err err = {0};
+    hap_graph *g = NULL;
+    hap_cluster *c = NULL;
+    hap_status lst = hap_cluster_open(cspec, &c, &err);
+    if (lst == HAP_OK && o->batch_per_device > 0) {
+      char batch[32];
+      snprintf(batch, sizeof batch, "%lld", (long long)o->batch_per_device * c->n_devices);
+      if (!spec_set(mspec, sizeof mspec, "batch", batch)) {
+        lst = hap_err_set(&err, HAP_EINVAL, "model spec too long: %s", mspec);
+      } else if (off < sizeof point) {
+        snprintf(point + off, sizeof point - off, "%sbatch=%s", point[0] ? " " : "", batch);
+      }
+    }
+    if (lst == HAP_OK)
+      lst = hap_model_load(mspec, &g, &err);
+    for (int i = 0; i < o->n_axes && lst == HAP_OK; i++)
+      if (o->axes[i].kind == AXIS_DEVICE &&
+          substitute(c, o->axes[i].match, o->axes[i].values[pos[i]]) == 0)
+        lst =
+            hap_err_set(&err, HAP_EINVAL, "--sweep %s: no device of %s has a model containing '%s'",
+                        o->axes[i].key, cspec, o->axes[i].match);
+    if (lst != HAP_OK) /* this point fails; the others still run and print */
+      hap_cli_error(prog, &err);
+    for (int s = 0; s < HAP_STRATEGY_COUNT && rc == 0; s++) {
+      if (o->plan == NULL && !((o->strategies >> s) & 1))
+        continue;
+      row *r = &rows[n_rows++];
+      r->point_idx = p;
+      snprintf(r->point, sizeof r->point, "%s", point);
+      if (lst != HAP_OK) {
+        snprintf(r->strategy, sizeof r->strategy, "%s",
+                 o->plan ? "plan" : hap_strategy_name((hap_strategy)s));
+        snprintf(r->error, sizeof r->error, "%s", err.msg);
+        r->devices = c != NULL ? c->n_devices : 0;
+        if (o->plan != NULL)
+          break;
+        continue;
+      }
+      if (progress)
+        fprintf(stderr, "\r%s: [%d/%d] %s %s ...%20s", prog, n_rows, np * ns, point,
+                o->plan ? "plan" : hap_strategy_name((hap_strategy)s), "");
+      if (run_strategy(o, g, c, (hap_strategy)s, several, r) != HAP_OK)
+        rc = 1;
+      if (o->plan != NULL)
+        break;
+    }
+    hap_cluster_destroy(c);
+    hap_graph_destroy(g);
+  }
+  if (progress)
+    fprintf(stderr, "\r%*s\r", 100, "");
+  if (rc == 0) {
+    if (o->format == HAP_FORMAT_JSON)
+      print_json(o, rows, n_rows);
+    else if (o->format == HAP_FORMAT_CSV)
+      print_csv(rows, n_rows);
+    else
+      print_table(rows, n_rows);
+    for (int i = 0; i < n_rows && o->format == HAP_FORMAT_TABLE; i++)
+      if (rows[i].details != NULL)
+        fputs(rows[i].details, stdout);
+    for (int i = 0; i < n_rows; i++)
+      if (!rows[i].ok)
+        rc = 1;
+  }
+  for (int i = 0; i < n_rows; i++)
+    free(rows[i].details);
+  free(rows);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  enum { OPT_NO_FOLD = 256, OPT_TRACE_DEVICES, OPT_TASKS };
+  static const struct option long_opts[] = {
+      {"cluster", required_argument, NULL, 'c'},
+      {"strategy", required_argument, NULL, 's'},
+      {"plan", required_argument, NULL, 'p'},
+      {"sweep", required_argument, NULL, 'w'},
+      {"trace", required_argument, NULL, 't'},
+      {"trace-devices", required_argument, NULL, OPT_TRACE_DEVICES},
+      {"format", required_argument, NULL, 'f'},
+      {"memory-limit", required_argument, NULL, 'm'},
+      {"no-fold", no_argument, NULL, OPT_NO_FOLD},
+      {"tasks", no_argument, NULL, OPT_TASKS},
+      {"batch-per-device", required_argument, NULL, 'b'},
+      {"quiet", no_argument, NULL, 'q'},
+      {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},
+      {NULL, 0, NULL, 0}};
+  opts o = {.model = DEFAULT_MODEL,
+            .cluster = DEFAULT_CLUSTER,
+            .format = HAP_FORMAT_TABLE,
+            .trace_devices = 64};
+  const char *strategy = NULL;
+  const char *sweeps[MAX_AXES + 1] = {0};
+  int n_sweeps = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, "c:s:p:w:t:f:m:b:qhV", long_opts, NULL)) != -1) {
+    switch (c) {
+    case 'c': o.cluster = optarg; break;
+    case 's': strategy = optarg; break;
+    case 'p': o.plan = optarg; break;
+    case 'w':
+      if (n_sweeps == MAX_AXES) {
+        hap_cli_usage_error(prog, "at most %d --sweep axes", MAX_AXES);
+        return 2;
+      }
+      sweeps[n_sweeps++] = optarg;
+      break;
+    case 't': o.trace = optarg; break;
+    case OPT_TRACE_DEVICES: {
+      char *end;
+      long v = strtol(optarg, &end, 10);
+      if (*end != '\0' || end == optarg || v < 0 || v > 65536) {
+        hap_cli_usage_error(prog, "--trace-devices wants an integer 0..65536, got '%s'", optarg);
+        return 2;
+      }
+      o.trace_devices = (int)v;
+      break;
+    }
+    case 'f':
+      if (hap_format_parse(optarg, &o.format) != HAP_OK) {
+        hap_cli_usage_error(prog, "unknown format '%s' (expected table, csv or json)", optarg);
+        return 2;
+      }
+      break;
+    case 'm':
+      if (hap_parse_bytes(optarg, &o.memory_limit) != HAP_OK || o.memory_limit <= 0) {
+        hap_cli_usage_error(prog, "--memory-limit wants a size such as 12G or 512M, got '%s'",
+                            optarg);
+        return 2;
+      }
+      break;
+    case OPT_NO_FOLD: o.no_fold = true; break;
+    case OPT_TASKS: o.tasks = true; break;
+    case 'b': {
+      char *end;
+      long v = strtol(optarg, &end, 10);
+      if (*end != '\0' || end == optarg || v < 1 || v > 1000000) {
+        hap_cli_usage_error(prog, "--batch-per-device wants an integer 1..1000000, got '%s'",
+                            optarg);
+        return 2;
+      }
+      o.batch_per_device = (int)v;
+      break;
+    }
+    case 'q': o.quiet = true; break;
+    case 'h': usage(stdout); return 0;
+    case 'V': printf("hap-sim %s\n", HAP_VERSION); return 0;
+    default: fprintf(stderr, "Try '%s --help'.\n", prog); return 2;
+    }
+  }
+  if (optind < argc - 1) {
+    hap_cli_usage_error(prog, "more than one MODEL given");
+    return 2;
+  }
+  bool bare = argc == 1;
+  if (optind == argc - 1)
+    o.model = argv[optind];
+  if (strategy == NULL || strcmp(strategy, "all") == 0) {
+    o.strategies = (1 << HAP_STRATEGY_COUNT) - 1;
+  } else {
+    hap_strategy s;
+    if (hap_strategy_parse(strategy, &s) != HAP_OK) {
+      hap_cli_usage_error(
+          prog, "unknown strategy '%s' (expected hap, dp-ev, dp-cp, megatron-tp or all)", strategy);
+      return 2;
+    }
+    o.strategies = 1 << s;
+  }
+  if (o.plan != NULL && strategy != NULL) {
+    hap_cli_usage_error(prog, "--plan and --strategy exclude each other");
+    return 2;
+  }
+  if (o.plan != NULL && n_sweeps > 0) {
+    hap_cli_usage_error(prog, "--plan cannot be swept: a plan is made for one graph and cluster");
+    return 2;
+  }
+  if (bare) {
+    sweeps[n_sweeps++] = DEFAULT_SWEEP;
+    o.batch_per_device = DEFAULT_BATCH_PER_DEVICE;
+  }
+  if (o.batch_per_device > 0 && zoo_def(o.model) == NULL) {
+    hap_cli_usage_error(prog, "--batch-per-device needs a zoo model, not the file '%s'", o.model);
+    return 2;
+  }
+  if (o.batch_per_device > 0) {
+    for (int i = 0; i < n_sweeps; i++)
+      if (sweeps[i] != NULL && strncmp(sweeps[i], "batch=", 6) == 0) {
+        hap_cli_usage_error(prog, "--batch-per-device and --sweep batch=... exclude each other");
+        return 2;
+      }
+  }
+  for (int i = 0; i < n_sweeps; i++)
+    if (!parse_sweep(&o, sweeps[i]))
+      return 2;
+  for (int i = 0; i < o.n_axes; i++)
+    if (o.axes[i].kind == AXIS_CLUSTER && hap_is_hdf5_path(o.cluster)) {
+      hap_cli_usage_error(prog,
+                          "--sweep %s: cluster parameters apply to cluster specs and hap-cluster "
+                          "files, not to the measured profile '%s' (device[M]=PRESET still works)",
+                          o.axes[i].key, o.cluster);
+      return 2;
+    }
+  if (bare && !o.quiet)
+    fprintf(stderr,
+            "%s: the bundled study: %s on %s, hap vs dp-ev vs dp-cp vs megatron-tp, --sweep %s "
+            "--batch-per-device %d (see --help)\n",
+            prog, o.model, o.cluster, DEFAULT_SWEEP, DEFAULT_BATCH_PER_DEVICE);
+  return run(&o);
+}

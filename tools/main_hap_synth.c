@@ -1,0 +1,358 @@
+/* hap-synth — synthesise a plan (the SPMD program and the sharding ratios) for a model on a
+ * cluster, or build a baseline plan in the same form. */
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/cli.h"
+#include "base/json_write.h"
+#include "hap_config.h"
+#include "model/zoo.h"
+#include "plan/plan_io.h"
+#include "simulate/plan_sim.h"
+#include "store/cluster_open.h"
+#include "synth/synth.h"
+
+static const char *prog = "hap-synth";
+static volatile sig_atomic_t interrupted = 0;
+
+static void on_sigint(int sig) {
+  (void)sig;
+  interrupted = 1;
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "Usage: hap-synth MODEL --cluster SPEC [OPTIONS]\n"
+          "\n"
+          "Find how to split MODEL across the devices of a cluster: the SPMD program (how each\n"
+          "tensor is laid out and communicated) and the per-device sharding ratios that minimise\n"
+          "the predicted iteration time (HAP: a search over Hoare triples alternating with a\n"
+          "linear program over the ratios). Baselines come out as plans of the same form.\n"
+          "\n"
+          "MODEL    a zoo spec ('bert-base:layers=24') or a hap-graph file\n"
+          "\n"
+          "Options:\n"
+          "  -c, --cluster SPEC    cluster spec ('paper-hetero:gpus_per_host=4'), hap-cluster\n"
+          "                        JSON file or hap-profile .h5 file (required)\n"
+          "  -s, --strategy S      hap (default), dp-ev (even batch split), dp-cp (batch split\n"
+          "                        proportional to device speed) or megatron-tp (tensor parallel\n"
+          "                        inside each host, data parallel across equal hosts)\n"
+          "  -o, --output FILE     write the plan (hap-plan JSON; '-' = stdout)\n"
+          "      --compare         also build dp-ev, dp-cp and megatron-tp and print the speedups\n"
+          "      --no-rescore      choose among candidate programs by the synthesizer's own\n"
+          "                        estimate instead of simulating them (hap-sim's model)\n"
+          "  -e, --explain         print every step: layouts, cost and why\n"
+          "  -f, --format FMT      summary as table (default) or json\n"
+          "  -r, --max-rounds N    search/LP alternations (default 8)\n"
+          "  -m, --memory-limit B  bytes per device, e.g. 12G, 512M (default: each device's\n"
+          "                        memory); plans that do not fit are never emitted\n"
+          "  -q, --quiet           no summary (errors only)\n"
+          "  -h, --help            this help\n"
+          "  -V, --version         print the version\n"
+          "\n"
+          "Ctrl-C stops the search and keeps the best program found so far.\n"
+          "Exit status: 0 ok, 1 failure, 2 usage error.\n");
+}
+
+typedef struct opts {
+  const char *model, *cluster, *output;
+  hap_strategy strategy;
+  hap_format format;
+  bool explain, compare, quiet, no_rescore;
+  int max_rounds;
+  double memory_limit;
+} opts;
+
+static void progress(void *ctx, int round, int64_t expanded, double best_s) {
+  (void)ctx;
+  fprintf(stderr, "\r%s: round %d, %lld states expanded, bound %.6f s   ", prog, round + 1,
+          (long long)expanded, best_s);
+}
+
+static const char *step_what(const hap_plan *p, const hap_graph *g, const hap_step *s, char *buf,
+                             size_t len) {
+  char a[4], b[4];
+  switch (s->kind) {
+  case HAP_STEP_SOURCE:
+    snprintf(buf, len, "source  %-36s %-4s %s", g->tensors[s->tensor].name,
+             hap_layout_name(s->to, a), hap_storage_name(s->storage));
+    break;
+  case HAP_STEP_COMM:
+    snprintf(buf, len, "comm    %-36s %s->%s %s (%s)", g->tensors[s->tensor].name,
+             hap_layout_name(s->from, a), hap_layout_name(s->to, b), hap_comm_op_name(s->comm),
+             hap_coll_impl_name(s->impl));
+    break;
+  default: {
+    size_t off = (size_t)snprintf(buf, len, "compute %-36s %s [", g->nodes[s->node].name,
+                                  s->variant.name ? s->variant.name : "?");
+    const hap_node *n = &g->nodes[s->node];
+    for (int i = 0; i < n->n_inputs && off < len; i++)
+      off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? " " : "",
+                              hap_layout_name(s->variant.in[i], a));
+    for (int o = 0; o < n->n_outputs && off < len; o++)
+      off += (size_t)snprintf(buf + off, len - off, "%s%s", o ? " " : " -> ",
+                              hap_layout_name(s->variant.out[o], a));
+    if (off < len)
+      snprintf(buf + off, len - off, "]");
+  }
+  }
+  (void)p;
+  return buf;
+}
+
+static void print_table(const opts *o, const hap_plan *p, const hap_graph *g, const hap_cluster *c,
+                        const hap_synth_stats *st) {
+  char a[64], b[64], d[64];
+  printf("model       %s\n", g->source ? g->source : g->name);
+  printf("cluster     %s (%d devices on %d hosts)\n", c->source ? c->source : c->name, c->n_devices,
+         c->n_hosts);
+  printf("strategy    %s: %d steps, %d segment%s\n", p->strategy, p->n_steps, p->n_segments,
+         p->n_segments == 1 ? "" : "s");
+  if (p->replicas > 1)
+    printf("groups      %d replicas of %d devices: the program inside each, the batch split "
+           "evenly across\n",
+           p->replicas, p->group_size);
+  printf("predicted   %.6f s per iteration\n", p->predicted_iteration_s);
+  printf("search      %d round%s, %lld states expanded, %.3f s%s\n", st->rounds,
+         st->rounds == 1 ? "" : "s", (long long)st->states_expanded, st->seconds,
+         st->interrupted ? " (interrupted: best so far)" : "");
+  /* devices grouped by model, with the first segment's ratio */
+  printf("\n%-18s %5s %10s %11s %11s %12s\n", "devices", "count", "ratio", "compute s", "comm s",
+         "memory");
+  const double *ratio = p->ratios; /* of a device: ratio[i % group_size] */
+  int32_t gs = p->group_size;
+  for (int32_t i = 0; i < c->n_devices;) {
+    int32_t j = i + 1;
+    while (j < c->n_devices && strcmp(c->devices[j].model, c->devices[i].model) == 0 &&
+           ratio[j % gs] == ratio[i % gs])
+      j++;
+    printf("%-18s %5d %10.5f %11.6f %11.6f %12s\n", c->devices[i].model, j - i, ratio[i % gs],
+           p->device_compute_s[i], p->device_comm_s[i],
+           hap_fmt_bytes(p->device_memory_bytes[i], a, sizeof a));
+    i = j;
+  }
+  /* what the program does */
+  int n_comm = 0, by_variant = 0;
+  double comm_s = 0, comp_s = 0, src_s = 0;
+  for (int32_t k = 0; k < p->n_steps; k++) {
+    const hap_step *s = &p->steps[k];
+    if (s->kind == HAP_STEP_COMM) {
+      n_comm++;
+      comm_s += s->predicted_s;
+    } else if (s->kind == HAP_STEP_COMPUTE) {
+      comp_s += s->predicted_s;
+      by_variant += s->variant.name && strcmp(s->variant.name, "replicated") != 0;
+    } else {
+      src_s += s->predicted_s;
+    }
+  }
+  printf("\nprogram     %d of %d ops sharded, %d activation communications\n", by_variant,
+         g->n_nodes, n_comm);
+  printf("time        compute %s + activation communication %s + parameter sync %s\n",
+         hap_fmt_si(comp_s, "s", a, sizeof a), hap_fmt_si(comm_s, "s", b, sizeof b),
+         hap_fmt_si(src_s, "s", d, sizeof d));
+  if (o->explain) {
+    printf("\n%5s %12s  %s\n", "step", "seconds", "what");
+    for (int32_t k = 0; k < p->n_steps; k++) {
+      char what[512];
+      printf("%5d %12.6f  %s\n", k, p->steps[k].predicted_s,
+             step_what(p, g, &p->steps[k], what, sizeof what));
+    }
+  }
+}
+
+/* A baseline --compare could not build, and why. */
+typedef struct refusal {
+  const char *strategy;
+  hap_err err;
+} refusal;
+
+static void print_json(const hap_plan *p, const hap_synth_stats *st, const hap_plan *const *base,
+                       int n_base, const refusal *refused, int n_refused) {
+  hap_jw w;
+  hap_jw_init(&w, stdout, 2);
+  hap_jw_begin_object(&w);
+  hap_jw_key(&w, "strategy");
+  hap_jw_str(&w, p->strategy);
+  hap_jw_key(&w, "predicted_iteration_s");
+  hap_jw_double(&w, p->predicted_iteration_s);
+  hap_jw_key(&w, "steps");
+  hap_jw_int(&w, p->n_steps);
+  hap_jw_key(&w, "rounds");
+  hap_jw_int(&w, st->rounds);
+  hap_jw_key(&w, "states_expanded");
+  hap_jw_int(&w, st->states_expanded);
+  hap_jw_key(&w, "seconds");
+  hap_jw_double(&w, st->seconds);
+  hap_jw_key(&w, "interrupted");
+  hap_jw_bool(&w, st->interrupted);
+  hap_jw_key(&w, "baselines");
+  hap_jw_begin_array(&w);
+  for (int i = 0; i < n_base; i++) {
+    hap_jw_begin_object_inline(&w);
+    hap_jw_key(&w, "strategy");
+    hap_jw_str(&w, base[i]->strategy);
+    hap_jw_key(&w, "predicted_iteration_s");
+    hap_jw_double(&w, base[i]->predicted_iteration_s);
+    hap_jw_key(&w, "speedup");
+    hap_jw_double(&w, base[i]->predicted_iteration_s / p->predicted_iteration_s);
+    hap_jw_end_object(&w);
+  }
+  hap_jw_end_array(&w);
+  hap_jw_key(&w, "refused_baselines");
+  hap_jw_begin_array(&w);
+  for (int i = 0; i < n_refused; i++) {
+    hap_jw_begin_object_inline(&w);
+    hap_jw_key(&w, "strategy");
+    hap_jw_str(&w, refused[i].strategy);
+    hap_jw_key(&w, "reason");
+    hap_jw_str(&w, refused[i].err.msg);
+    hap_jw_end_object(&w);
+  }
+  hap_jw_end_array(&w);
+  hap_jw_end_object(&w);
+  hap_jw_finish(&w);
+}
+
+static int run(const opts *o) {
+  hap_err err = {0};
+  hap_graph *g = NULL;
+  hap_cluster *c = NULL;
+  hap_plan *plan = NULL, *base[HAP_STRATEGY_COUNT] = {NULL};
+  int n_base = 0, n_refused = 0, rc = 1;
+  refusal refused[HAP_STRATEGY_COUNT];
+  if (hap_model_load(o->model, &g, &err) != HAP_OK ||
+      hap_cluster_open(o->cluster, &c, &err) != HAP_OK)
+    goto out;
+  signal(SIGINT, on_sigint);
+  hap_synth_options so = {.strategy = o->strategy,
+                          .max_rounds = o->max_rounds,
+                          .memory_limit_bytes = o->memory_limit,
+                          .interrupt = &interrupted,
+                          .rescore = o->no_rescore ? NULL : hap_plan_sim_rescore};
+  bool tty = hap_cli_progress_enabled(stderr, o->quiet);
+  if (tty)
+    so.progress = progress;
+  hap_synth_stats st;
+  hap_status s = hap_synthesize(g, c, &so, &plan, &st, &err);
+  if (tty)
+    fprintf(stderr, "\r%*s\r", 70, "");
+  if (s != HAP_OK)
+    goto out;
+  if (o->compare && o->strategy == HAP_STRATEGY_HAP) {
+    for (int k = HAP_STRATEGY_DP_EV; k <= HAP_STRATEGY_MEGATRON_TP; k++) {
+      hap_synth_options bo = {.strategy = (hap_strategy)k, .memory_limit_bytes = o->memory_limit};
+      hap_synth_stats bs;
+      hap_err berr = {0};
+      if (hap_synthesize(g, c, &bo, &base[n_base], &bs, &berr) == HAP_OK) {
+        n_base++;
+        continue;
+      }
+      refused[n_refused].strategy = hap_strategy_name((hap_strategy)k);
+      refused[n_refused++].err = berr;
+      if (!o->quiet)
+        fprintf(stderr, "%s: no %s baseline: %s\n", prog, hap_strategy_name((hap_strategy)k),
+                berr.msg);
+    }
+  }
+  if (o->output != NULL && hap_plan_write_file(plan, g, c, o->output, &err) != HAP_OK)
+    goto out;
+  bool plan_on_stdout = o->output != NULL && strcmp(o->output, "-") == 0;
+  if (!o->quiet && !plan_on_stdout) {
+    if (o->format == HAP_FORMAT_JSON) {
+      print_json(plan, &st, (const hap_plan *const *)base, n_base, refused, n_refused);
+    } else {
+      print_table(o, plan, g, c, &st);
+      for (int i = 0; i < n_base; i++)
+        printf("vs %-8s %.6f s: %.2fx speedup\n", base[i]->strategy, base[i]->predicted_iteration_s,
+               base[i]->predicted_iteration_s / plan->predicted_iteration_s);
+    }
+  }
+  rc = 0;
+out:
+  if (rc != 0)
+    hap_cli_error(prog, &err);
+  hap_plan_destroy(plan);
+  for (int i = 0; i < n_base; i++)
+    hap_plan_destroy(base[i]);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  enum { OPT_COMPARE = 256, OPT_NO_RESCORE };
+  static const struct option long_opts[] = {{"cluster", required_argument, NULL, 'c'},
+                                            {"strategy", required_argument, NULL, 's'},
+                                            {"output", required_argument, NULL, 'o'},
+                                            {"compare", no_argument, NULL, OPT_COMPARE},
+                                            {"no-rescore", no_argument, NULL, OPT_NO_RESCORE},
+                                            {"explain", no_argument, NULL, 'e'},
+                                            {"format", required_argument, NULL, 'f'},
+                                            {"max-rounds", required_argument, NULL, 'r'},
+                                            {"memory-limit", required_argument, NULL, 'm'},
+                                            {"quiet", no_argument, NULL, 'q'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {"version", no_argument, NULL, 'V'},
+                                            {NULL, 0, NULL, 0}};
+  opts o = {.strategy = HAP_STRATEGY_HAP, .format = HAP_FORMAT_TABLE};
+  int c;
+  while ((c = getopt_long(argc, argv, "c:s:o:ef:r:m:qhV", long_opts, NULL)) != -1) {
+    switch (c) {
+    case 'c': o.cluster = optarg; break;
+    case 's':
+      if (hap_strategy_parse(optarg, &o.strategy) != HAP_OK) {
+        hap_cli_usage_error(
+            prog, "unknown strategy '%s' (expected hap, dp-ev, dp-cp or megatron-tp)", optarg);
+        return 2;
+      }
+      break;
+    case 'o': o.output = optarg; break;
+    case OPT_COMPARE: o.compare = true; break;
+    case OPT_NO_RESCORE: o.no_rescore = true; break;
+    case 'e': o.explain = true; break;
+    case 'f':
+      if (hap_format_parse(optarg, &o.format) != HAP_OK || o.format == HAP_FORMAT_CSV) {
+        hap_cli_usage_error(prog, "unknown format '%s' (expected table or json)", optarg);
+        return 2;
+      }
+      break;
+    case 'r': {
+      char *end;
+      long v = strtol(optarg, &end, 10);
+      if (*end != '\0' || v < 1 || v > 1000) {
+        hap_cli_usage_error(prog, "--max-rounds wants an integer 1..1000, got '%s'", optarg);
+        return 2;
+      }
+      o.max_rounds = (int)v;
+      break;
+    }
+    case 'm':
+      if (hap_parse_bytes(optarg, &o.memory_limit) != HAP_OK || o.memory_limit <= 0) {
+        hap_cli_usage_error(prog, "--memory-limit wants a size such as 12G or 512M, got '%s'",
+                            optarg);
+        return 2;
+      }
+      break;
+    case 'q': o.quiet = true; break;
+    case 'h': usage(stdout); return 0;
+    case 'V': printf("hap-synth %s\n", HAP_VERSION); return 0;
+    default: fprintf(stderr, "Try '%s --help'.\n", prog); return 2;
+    }
+  }
+  if (optind != argc - 1) {
+    hap_cli_usage_error(prog, optind >= argc ? "missing MODEL" : "more than one MODEL given");
+    return 2;
+  }
+  o.model = argv[optind];
+  if (o.cluster == NULL) {
+    hap_cli_usage_error(prog, "missing --cluster SPEC (e.g. --cluster paper-hetero)");
+    return 2;
+  }
+  return run(&o);
+}
