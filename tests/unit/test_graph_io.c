@@ -14,37 +14,12 @@
 #include "base/json_write.h"
 #include "model/graph.h"
 #include "model/graph_io.h"
+#include "test_util.h"
 
 #define GOOD_DIR HAP_TEST_DATA "/graphs/good"
 #define BAD_DIR  HAP_TEST_DATA "/graphs/bad"
 
 /* ---- helpers -------------------------------------------------------------------------------- */
-
-static char *make_tmpdir(void) {
-  char *dir = strdup("/tmp/hap_test_graph_io.XXXXXX");
-  cr_assert_not_null(dir);
-  cr_assert_not_null(mkdtemp(dir));
-  return dir;
-}
-
-static char *path_in(const char *dir, const char *name) {
-  size_t n = strlen(dir) + strlen(name) + 2;
-  char *p = malloc(n);
-  cr_assert_not_null(p);
-  snprintf(p, n, "%s/%s", dir, name);
-  return p;
-}
-
-static int count_entries(const char *dir) {
-  DIR *d = opendir(dir);
-  cr_assert_not_null(d, "cannot open %s", dir);
-  int n = 0;
-  for (struct dirent *e; (e = readdir(d)) != NULL;)
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-      n++;
-  closedir(d);
-  return n;
-}
 
 static char *slurp(const char *path, size_t *len) {
   char *data;
@@ -172,7 +147,7 @@ static void assert_graphs_equal(const hap_graph *a, const hap_graph *b) {
 /* ---- round trip ----------------------------------------------------------------------------- */
 
 Test(graph_io, builder_graph_round_trips_exactly) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("graph_io");
   char *p1 = path_in(dir, "g1.json"), *p2 = path_in(dir, "g2.json");
   hap_graph *g = build_graph();
   hap_err err = {0};
@@ -267,7 +242,7 @@ Test(graph_io, defaults_are_written_and_read_back) {
 Test(graph_io, unvalidated_graph_is_not_written) {
   hap_graph *g = hap_graph_create("noloss");
   tensor(g, "x", HAP_TENSOR_INPUT, HAP_F32, 1, (int64_t[]){4});
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("graph_io");
   char *p = path_in(dir, "g.json");
   hap_err err = {0};
   cr_assert_eq(hap_graph_write_file(g, p, &err), HAP_EINVAL);
@@ -653,7 +628,7 @@ Test(json_write, misuse_and_write_errors_are_sticky) {
 /* ---- fileio --------------------------------------------------------------------------------- */
 
 Test(fileio, write_into_missing_directory_fails_cleanly) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("graph_io");
   char *sub = path_in(dir, "missing");
   char *p = path_in(sub, "g.json");
   hap_graph *g = build_graph();
@@ -678,7 +653,7 @@ Test(fileio, write_into_missing_directory_fails_cleanly) {
 }
 
 Test(fileio, failed_write_keeps_the_old_file) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("graph_io");
   char *p = path_in(dir, "g.json");
   write_text(p, "old contents\n");
   chmod(p, 0640);
@@ -739,7 +714,7 @@ Test(fileio, read_errors_name_the_path) {
 }
 
 Test(fileio, read_whole_file) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("graph_io");
   char *p = path_in(dir, "big.txt");
   FILE *f = fopen(p, "w");
   cr_assert_not_null(f);

@@ -17,52 +17,11 @@
 #include "cluster/cluster.h"
 #include "store/fit.h"
 #include "store/profile_store.h"
+#include "test_util.h"
 
 #define PROFILE_DATA HAP_TEST_DATA "/profiles"
 
 /* ---- helpers -------------------------------------------------------------------------------- */
-
-static char *make_tmpdir(void) {
-  char *dir = strdup("/tmp/hap_test_profile.XXXXXX");
-  cr_assert_not_null(dir);
-  cr_assert_not_null(mkdtemp(dir));
-  return dir;
-}
-
-static char *path_in(const char *dir, const char *name) {
-  size_t n = strlen(dir) + strlen(name) + 2;
-  char *p = malloc(n);
-  cr_assert_not_null(p);
-  snprintf(p, n, "%s/%s", dir, name);
-  return p;
-}
-
-static int count_entries(const char *dir) {
-  DIR *d = opendir(dir);
-  cr_assert_not_null(d, "cannot open %s", dir);
-  int n = 0;
-  for (struct dirent *e; (e = readdir(d)) != NULL;)
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-      n++;
-  closedir(d);
-  return n;
-}
-
-static void rm_tree(char *dir) {
-  DIR *d = opendir(dir);
-  if (d != NULL) {
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-        continue;
-      char *p = path_in(dir, e->d_name);
-      unlink(p);
-      free(p);
-    }
-    closedir(d);
-  }
-  rmdir(dir);
-  free(dir);
-}
 
 static void copy_file(const char *from, const char *to, long keep_bytes) {
   FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
@@ -474,7 +433,7 @@ Test(fit, piecewise_finds_the_protocol_switch) {
 /* ---- round trip ----------------------------------------------------------------------------- */
 
 Test(profile, round_trip_is_exact) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("profile");
   char *path = path_in(dir, "profile.h5");
   hap_profile *p = sample_profile();
   write_ok(p, path);
@@ -521,7 +480,7 @@ Test(profile, hdf5_error_printing_is_off_after_use) {
 /* ---- writes that fail leave nothing behind -------------------------------------------------- */
 
 Test(profile, failed_writes_leave_no_file) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("profile");
   hap_profile *p = sample_profile();
   hap_err err = {0};
   char *missing = path_in(dir, "no/such/dir/profile.h5");
@@ -837,7 +796,7 @@ static void expect_bad(const char *path, hap_status status, const char *expect) 
 }
 
 Test(malformed, each_fails_with_one_line_naming_file_and_path) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("profile");
   char *good = path_in(dir, "good.h5");
   hap_profile *p = sample_profile();
   write_ok(p, good);
@@ -877,7 +836,7 @@ static void m_as_version_1(hid_t f) {
 }
 
 Test(profile, version_1_two_piece_files_still_load) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("profile");
   char *good = path_in(dir, "good.h5");
   hap_profile *p = sample_profile();
   write_ok(p, good);
@@ -917,7 +876,7 @@ Test(malformed, not_hdf5_empty_missing) {
 }
 
 Test(malformed, truncated_to_half) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("profile");
   char *good = path_in(dir, "good.h5"), *half = path_in(dir, "half.h5");
   hap_profile *p = sample_profile();
   write_ok(p, good);
@@ -945,7 +904,7 @@ static void scribble(const char *path, long offset, int n, unsigned char byte, b
 }
 
 Test(malformed, overwritten_middle) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("profile");
   char *good = path_in(dir, "good.h5"), *bad = path_in(dir, "middle.h5");
   hap_profile *p = sample_profile();
   write_ok(p, good);
@@ -989,7 +948,7 @@ static int flip_sweep(const char *good, const char *bad, long size, long step) {
 /* Flip bytes all over the file, in a child process whose stdout and stderr go to a file: no
  * crash, no output, not even from HDF5's exit-time cleanup (H5close). */
 Test(malformed, flipped_bytes_never_crash, .timeout = 240) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("profile");
   char *good = path_in(dir, "good.h5"), *bad = path_in(dir, "flipped.h5");
   char *out = path_in(dir, "output.txt");
   hap_profile *p = sample_profile();
@@ -1071,7 +1030,7 @@ Test(merge, renumbers_devices_and_remaps_sweeps) {
   cr_assert_str_eq(hap_profile_get_env(m, "CUDA_VISIBLE_DEVICES@v100-1"), "2,3");
   cr_assert_str_eq(m->backend, "cuda+nccl");
   /* and the merged profile survives the file */
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("profile");
   char *path = path_in(dir, "merged.h5");
   write_ok(m, path);
   hap_profile *r = read_ok(path);

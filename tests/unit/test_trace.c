@@ -10,52 +10,11 @@
 #include <unistd.h>
 
 #include "base/fileio.h"
+#include "test_util.h"
 #include "traces/check.h"
 #include "traces/trace.h"
 
 /* ---- helpers -------------------------------------------------------------------------------- */
-
-static char *make_tmpdir(void) {
-  char *dir = strdup("/tmp/hap_test_trace.XXXXXX");
-  cr_assert_not_null(dir);
-  cr_assert_not_null(mkdtemp(dir));
-  return dir;
-}
-
-static char *path_in(const char *dir, const char *name) {
-  size_t n = strlen(dir) + strlen(name) + 2;
-  char *p = malloc(n);
-  cr_assert_not_null(p);
-  snprintf(p, n, "%s/%s", dir, name);
-  return p;
-}
-
-static int count_entries(const char *dir) {
-  DIR *d = opendir(dir);
-  cr_assert_not_null(d, "cannot open %s", dir);
-  int n = 0;
-  for (struct dirent *e; (e = readdir(d)) != NULL;)
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-      n++;
-  closedir(d);
-  return n;
-}
-
-static void remove_tree(char *dir) {
-  DIR *d = opendir(dir);
-  if (d != NULL) {
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-        continue;
-      char *p = path_in(dir, e->d_name);
-      unlink(p);
-      free(p);
-    }
-    closedir(d);
-  }
-  rmdir(dir);
-  free(dir);
-}
 
 static char *slurp(const char *path) {
   char *data = NULL;
@@ -194,7 +153,7 @@ Test(trace, pid_scheme_and_lanes) {
 }
 
 Test(trace, two_timelines_pass_the_checker) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("trace");
   char *path = path_in(dir, "trace.json");
   write_sample(path);
   cr_assert_eq(count_entries(dir), 1, "a temporary file was left behind");
@@ -221,11 +180,11 @@ Test(trace, two_timelines_pass_the_checker) {
            path);
   cr_assert_eq(system(cmd), 0, "python3 could not load %s", path);
   free(path);
-  remove_tree(dir);
+  rm_tree(dir);
 }
 
 Test(trace, exact_fields) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("trace");
   char *path = path_in(dir, "trace.json");
   write_sample(path);
   json_t *root = load_json(path);
@@ -313,11 +272,11 @@ Test(trace, exact_fields) {
   cr_assert(n > tn_len && strcmp(text + n - tn_len, tail) == 0, "tail: %s", text + n - tn_len);
   free(text);
   free(path);
-  remove_tree(dir);
+  rm_tree(dir);
 }
 
 Test(trace, output_is_deterministic) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("trace");
   char *a = path_in(dir, "a.json"), *b = path_in(dir, "b.json");
   write_sample(a);
   write_sample(b);
@@ -327,11 +286,11 @@ Test(trace, output_is_deterministic) {
   free(tb);
   free(a);
   free(b);
-  remove_tree(dir);
+  rm_tree(dir);
 }
 
 Test(trace, fixed_point_microseconds) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("trace");
   char *path = path_in(dir, "t.json");
   hap_trace *t = open_trace(path);
   complete(t, "a", 1, 1, 0, 1);                /* 0.000 / 0.001 */
@@ -346,11 +305,11 @@ Test(trace, fixed_point_microseconds) {
   hap_err err = {0};
   cr_assert_eq(hap_trace_check(path, NULL, &err), HAP_OK, "%s", err.msg);
   free(path);
-  remove_tree(dir);
+  rm_tree(dir);
 }
 
 Test(trace, rebase) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("trace");
   char *path = path_in(dir, "t.json");
   hap_trace *t = open_trace(path);
   int64_t base = 1700000000123456789;
@@ -372,11 +331,11 @@ Test(trace, rebase) {
   cr_assert_eq(hap_trace_close(t, &err), HAP_EINVAL);
   cr_assert_not_null(strstr(err.msg, "rebase"), "%s", err.msg);
   free(path);
-  remove_tree(dir);
+  rm_tree(dir);
 }
 
 Test(trace, errors_are_sticky_and_leave_no_file) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("trace");
   char *path = path_in(dir, "t.json");
   hap_trace *t = open_trace(path);
   cr_assert_eq(hap_trace_rebase(t, 1000), HAP_OK);
@@ -416,11 +375,11 @@ Test(trace, errors_are_sticky_and_leave_no_file) {
   cr_assert_eq(hap_trace_close(NULL, NULL), HAP_EINVAL);
   hap_trace_abort(NULL);
   free(path);
-  remove_tree(dir);
+  rm_tree(dir);
 }
 
 Test(trace, abort_leaves_no_file) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("trace");
   char *path = path_in(dir, "t.json");
   hap_trace *t = open_trace(path);
   cr_assert_eq(hap_trace_rank(t, HAP_TRACE_SIM, 0, NULL), HAP_OK);
@@ -430,11 +389,11 @@ Test(trace, abort_leaves_no_file) {
   hap_trace_abort(t);
   cr_assert_eq(count_entries(dir), 0);
   free(path);
-  remove_tree(dir);
+  rm_tree(dir);
 }
 
 Test(trace, abort_keeps_an_existing_file) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("trace");
   char *path = path_in(dir, "t.json");
   write_text(path, "old");
   hap_trace *t = open_trace(path);
@@ -444,11 +403,11 @@ Test(trace, abort_keeps_an_existing_file) {
   cr_assert_str_eq(text, "old");
   free(text);
   free(path);
-  remove_tree(dir);
+  rm_tree(dir);
 }
 
 Test(trace, unwritable_directory_fails_at_open) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("trace");
   char *file = path_in(dir, "plain");
   write_text(file, "x");
   const char *paths[] = {"/nonexistent-hap-dir/sub/trace.json", NULL};
@@ -463,13 +422,13 @@ Test(trace, unwritable_directory_fails_at_open) {
   }
   free(under_file);
   free(file);
-  remove_tree(dir);
+  rm_tree(dir);
 }
 
 /* ---- the checker ---------------------------------------------------------------------------- */
 
 Test(trace, overlap_on_one_lane_fails_naming_both_events) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("trace");
   char *path = path_in(dir, "t.json");
   hap_trace *t = open_trace(path);
   complete(t, "outer", 1, 1, 0, 10000);
@@ -486,11 +445,11 @@ Test(trace, overlap_on_one_lane_fails_naming_both_events) {
   cr_assert_not_null(strstr(err.msg, "5.000-15.000 us"), "%s", err.msg);
   cr_assert_not_null(strstr(err.msg, "must nest"), "%s", err.msg);
   free(path);
-  remove_tree(dir);
+  rm_tree(dir);
 }
 
 Test(trace, nesting_tolerance_is_one_ns) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("trace");
   char *path = path_in(dir, "t.json");
   hap_trace *t = open_trace(path);
   complete(t, "a", 1, 1, 0, 1000);
@@ -513,7 +472,7 @@ Test(trace, nesting_tolerance_is_one_ns) {
   cr_assert_not_null(strstr(err.msg, "'b'"), "%s", err.msg);
   cr_assert_not_null(strstr(err.msg, "'a'"), "%s", err.msg);
   free(path);
-  remove_tree(dir);
+  rm_tree(dir);
 }
 
 /* A document and what hap_trace_check must say about it. */
@@ -566,7 +525,7 @@ Test(trace, checker_refuses_malformed_traces) {
       {"{\"traceEvents\":[],\"otherData\":{\"format\":\"hap-trace\",\"version\":2}}", HAP_EPARSE,
        "otherData.version"},
   };
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("trace");
   char *path = path_in(dir, "bad.json");
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     write_text(path, cases[i].text);
@@ -578,11 +537,11 @@ Test(trace, checker_refuses_malformed_traces) {
     cr_assert_not_null(strstr(err.msg, path), "case %zu: %s", i, err.msg);
   }
   free(path);
-  remove_tree(dir);
+  rm_tree(dir);
 }
 
 Test(trace, checker_accepts_foreign_minimal_traces) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("trace");
   char *path = path_in(dir, "ok.json");
   /* integer ts/dur, no otherData, another tool's format, B/E and flow events, a 1.x version */
   write_text(path, "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"a\",\"pid\":5,\"tid\":9,\"ts\":3,"
@@ -601,11 +560,11 @@ Test(trace, checker_accepts_foreign_minimal_traces) {
 
   cr_assert_eq(hap_trace_check("/nonexistent-hap-dir/t.json", &r, &err), HAP_EIO);
   free(path);
-  remove_tree(dir);
+  rm_tree(dir);
 }
 
 Test(trace, empty_trace_is_valid) {
-  char *dir = make_tmpdir();
+  char *dir = tmpdir_make("trace");
   char *path = path_in(dir, "empty.json");
   hap_trace *t = open_trace(path);
   close_ok(t);
@@ -615,5 +574,5 @@ Test(trace, empty_trace_is_valid) {
   cr_assert_eq(r.events, 0);
   cr_assert_eq(r.processes, 0);
   free(path);
-  remove_tree(dir);
+  rm_tree(dir);
 }
