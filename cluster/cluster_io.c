@@ -46,6 +46,7 @@
 #include "base/fileio.h"
 #include "base/json_read.h"
 #include "base/json_write.h"
+#include "base/spec.h"
 #include "cluster/presets.h"
 
 #define GROUP_MAX_HOSTS  65536   /* "count" of one host group */
@@ -114,27 +115,21 @@ static bool parse_number(const char *s, size_t n, double *out) {
   return true;
 }
 
-static hap_status parse_param(const char *label, const char *item, size_t n, cl_params *p,
+static hap_status parse_param(const char *label, const char *key, const char *value, cl_params *p,
                               hap_err *err) {
-  const char *eq = memchr(item, '=', n);
-  if (eq == NULL || eq == item)
-    return hap_err_set(err, HAP_EINVAL, "%s: parameter '%.*s' is not of the form key=value", label,
-                       (int)n, item);
-  size_t kn = (size_t)(eq - item), vn = n - kn - 1;
   int k = 0;
-  while (k < P_COUNT &&
-         !(strlen(param_defs[k].name) == kn && strncmp(param_defs[k].name, item, kn) == 0))
+  while (k < P_COUNT && strcmp(param_defs[k].name, key) != 0)
     k++;
   if (k == P_COUNT) {
     char names[256];
-    return hap_err_set(err, HAP_ENOTFOUND, "%s: unknown parameter '%.*s'; valid parameters: %s",
-                       label, (int)kn, item, param_list(names, sizeof names));
+    return hap_err_set(err, HAP_ENOTFOUND, "%s: unknown parameter '%s'; valid parameters: %s",
+                       label, key, param_list(names, sizeof names));
   }
   if (has(p, k))
     return hap_err_set(err, HAP_EINVAL, "%s: parameter '%s' is given twice", label,
                        param_defs[k].name);
   double v = 0;
-  bool ok = parse_number(eq + 1, vn, &v);
+  bool ok = parse_number(value, strlen(value), &v);
   const char *want = "a number";
   switch (k) {
   case P_GPUS_PER_HOST:
@@ -156,31 +151,34 @@ static hap_status parse_param(const char *label, const char *item, size_t n, cl_
     break;
   }
   if (!ok)
-    return hap_err_set(err, HAP_EINVAL, "%s: parameter '%s' is '%.*s', expected %s", label,
-                       param_defs[k].name, (int)vn, eq + 1, want);
+    return hap_err_set(err, HAP_EINVAL, "%s: parameter '%s' is '%s', expected %s", label,
+                       param_defs[k].name, value, want);
   p->v[k] = v;
   p->given |= 1u << k;
   return HAP_OK;
 }
 
-/* "key=value,key=value" (NULL: none). */
+/* "key=value,key=value" (NULL: none), checked in the order written (spec.h). */
 static hap_status parse_params(const char *label, const char *s, cl_params *p, hap_err *err) {
   memset(p, 0, sizeof *p);
-  if (s == NULL)
-    return HAP_OK;
-  for (;;) {
-    size_t len = strcspn(s, ",");
-    if (len == 0)
-      return hap_err_set(err, HAP_EINVAL,
-                         "%s: empty parameter, expected key=value[,key=value...] with keys %s",
-                         label,
-                         "gpus_per_host, hosts, inter_gbps, inter_latency_us, intra_gbps, "
-                         "intra_latency_us");
-    HAP_TRY(parse_param(label, s, len, p, err));
-    if (s[len] == '\0')
-      return HAP_OK;
-    s += len + 1;
-  }
+  hap_spec sp;
+  hap_status st = hap_spec_parse_params(s, &sp, NULL);
+  if (st == HAP_ENOMEM)
+    st = hap_err_set(err, HAP_ENOMEM, "%s: out of memory reading the parameters", label);
+  else
+    st = HAP_OK;
+  for (int i = 0; i < sp.n && st == HAP_OK; i++)
+    st = parse_param(label, sp.items[i].key, sp.items[i].value, p, err);
+  if (st == HAP_OK && sp.fault == HAP_SPEC_EMPTY_ITEM)
+    st = hap_err_set(err, HAP_EINVAL,
+                     "%s: empty parameter, expected key=value[,key=value...] with keys %s", label,
+                     "gpus_per_host, hosts, inter_gbps, inter_latency_us, intra_gbps, "
+                     "intra_latency_us");
+  else if (st == HAP_OK && sp.fault == HAP_SPEC_NOT_KEY_VALUE)
+    st = hap_err_set(err, HAP_EINVAL, "%s: parameter '%s' is not of the form key=value", label,
+                     sp.bad);
+  hap_spec_free(&sp);
+  return st;
 }
 
 /* ---- reader helpers (the conventions of graph_io.c) ----------------------------------------- */
@@ -1281,13 +1279,7 @@ hap_status hap_cluster_load(const char *spec, hap_cluster **out, hap_err *err) {
                        "empty cluster spec, expected NAME[:key=value,...] or a "
                        "hap-cluster file");
   /* the whole spec as a file, else NAME before the first ':' after the last '/' */
-  size_t n = strlen(spec);
-  if (!is_file(spec)) {
-    const char *slash = strrchr(spec, '/');
-    const char *colon = strchr(slash ? slash : spec, ':');
-    if (colon != NULL)
-      n = (size_t)(colon - spec);
-  }
+  size_t n = is_file(spec) ? strlen(spec) : hap_spec_name_len(spec, HAP_SPEC_PATH_NAME);
   const char *params = spec[n] == ':' ? spec + n + 1 : NULL;
   snprintf(label, sizeof label, "cluster spec '%s'", spec);
   cl_params p;

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "base/json_write.h"
+#include "base/spec.h"
 #include "model/graph_io.h"
 #include "zoo_internal.h"
 
@@ -134,34 +135,47 @@ static hap_status bad_value(const hap_model_def *def, const hap_model_opt *o, co
                      o->name, (int)vn, v, want);
 }
 
-/* Parse one "key=value" item (not NUL-terminated) into args. */
-static hap_status parse_option(const hap_model_def *def, const char *item, size_t n,
+/* Set option `key` to `value` in args. */
+static hap_status parse_option(const hap_model_def *def, const char *key, const char *value,
                                hap_model_args *args, hap_err *err) {
-  const char *eq = memchr(item, '=', n);
-  if (eq == NULL || eq == item)
-    return hap_err_set(err, HAP_EINVAL, "model '%s': option '%.*s' is not of the form key=value",
-                       def->name, (int)n, item);
-  size_t kn = (size_t)(eq - item), vn = n - kn - 1;
-  const char *v = eq + 1;
+  size_t vn = strlen(value);
   int k = 0;
-  while (k < def->n_opts &&
-         !(strlen(def->opts[k].name) == kn && strncmp(def->opts[k].name, item, kn) == 0))
+  while (k < def->n_opts && strcmp(def->opts[k].name, key) != 0)
     k++;
   if (k == def->n_opts) {
     char names[512];
-    return hap_err_set(err, HAP_ENOTFOUND, "model '%s' has no option '%.*s'; its options are: %s",
-                       def->name, (int)kn, item, list_options(def, names, sizeof names));
+    return hap_err_set(err, HAP_ENOTFOUND, "model '%s' has no option '%s'; its options are: %s",
+                       def->name, key, list_options(def, names, sizeof names));
   }
   const hap_model_opt *o = &def->opts[k];
   if (args->given & (1u << k))
     return hap_err_set(err, HAP_EINVAL, "model '%s': option '%s' is given twice", def->name,
                        o->name);
-  bool ok = o->type == HAP_MOPT_INT     ? parse_int(v, vn, &args->v[k])
-            : o->type == HAP_MOPT_FLOAT ? parse_float(v, vn, &args->v[k])
-                                        : parse_choice(o->choices, v, vn, &args->v[k]);
+  bool ok = o->type == HAP_MOPT_INT     ? parse_int(value, vn, &args->v[k])
+            : o->type == HAP_MOPT_FLOAT ? parse_float(value, vn, &args->v[k])
+                                        : parse_choice(o->choices, value, vn, &args->v[k]);
   if (!ok)
-    return bad_value(def, o, v, vn, err);
+    return bad_value(def, o, value, vn, err);
   args->given |= 1u << k;
+  return HAP_OK;
+}
+
+/* The options of `s` (a parse of `spec` naming model d) into args, checked in the order written:
+ * an item's grammar fault (spec.h) is reported after the errors of the items before it. */
+static hap_status parse_options(const char *spec, const hap_model_def *d, const hap_spec *s,
+                                hap_model_args *args, hap_err *err) {
+  memset(args, 0, sizeof *args);
+  for (int k = 0; k < d->n_opts; k++)
+    args->v[k] = d->opts[k].def;
+  for (int i = 0; i < s->n; i++)
+    HAP_TRY(parse_option(d, s->items[i].key, s->items[i].value, args, err));
+  if (s->fault == HAP_SPEC_EMPTY_ITEM)
+    return hap_err_set(err, HAP_EINVAL,
+                       "model '%s': empty option in '%s', expected key=value[,key=value...]",
+                       d->name, spec);
+  if (s->fault == HAP_SPEC_NOT_KEY_VALUE)
+    return hap_err_set(err, HAP_EINVAL, "model '%s': option '%s' is not of the form key=value",
+                       d->name, s->bad);
   return HAP_OK;
 }
 
@@ -171,30 +185,20 @@ hap_status hap_model_parse_spec(const char *spec, const hap_model_def **def, hap
   if (spec == NULL || spec[0] == '\0')
     return hap_err_set(err, HAP_EINVAL, "empty model spec; the zoo has: %s",
                        list_models(names, sizeof names));
-  size_t n = strcspn(spec, ":");
-  const hap_model_def *d = find_model(spec, n);
-  if (d == NULL)
-    return hap_err_set(err, HAP_ENOTFOUND, "unknown model '%.*s'; the zoo has: %s", (int)n, spec,
-                       list_models(names, sizeof names));
-  memset(args, 0, sizeof *args);
-  for (int k = 0; k < d->n_opts; k++)
-    args->v[k] = d->opts[k].def;
-  if (spec[n] == ':') {
-    const char *p = spec + n + 1;
-    for (;;) {
-      size_t len = strcspn(p, ",");
-      if (len == 0)
-        return hap_err_set(err, HAP_EINVAL,
-                           "model '%s': empty option in '%s', expected key=value[,key=value...]",
-                           d->name, spec);
-      HAP_TRY(parse_option(d, p, len, args, err));
-      if (p[len] == '\0')
-        break;
-      p += len + 1;
-    }
-  }
-  *def = d;
-  return HAP_OK;
+  hap_spec s;
+  hap_status st = hap_spec_parse(spec, HAP_SPEC_PLAIN_NAME, &s, NULL);
+  const hap_model_def *d = hap_zoo_find(s.name);
+  if (st == HAP_ENOMEM)
+    st = hap_err_set(err, HAP_ENOMEM, "out of memory reading the model spec '%s'", spec);
+  else if (d == NULL)
+    st = hap_err_set(err, HAP_ENOTFOUND, "unknown model '%s'; the zoo has: %s", s.name,
+                     list_models(names, sizeof names));
+  else
+    st = parse_options(spec, d, &s, args, err);
+  hap_spec_free(&s);
+  if (st == HAP_OK)
+    *def = d;
+  return st;
 }
 
 hap_status hap_model_format_spec(const hap_model_def *def, const hap_model_args *args, char *buf,

@@ -1,21 +1,20 @@
 /* hap-sim — simulate training iterations of a model on a cluster under HAP's plan and the
- * baselines, and answer what-if questions by sweeping the cluster, its devices and the model. */
+ * baselines, and answer what-if questions by sweeping the cluster, its devices and the model.
+ * The grid of points is simulate/sweep.h's; this file runs the strategies at each point and
+ * prints the rows. */
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "base/cli.h"
 #include "base/json_write.h"
-#include "cluster/cluster_io.h"
-#include "cluster/presets.h"
 #include "hap_config.h"
-#include "model/zoo.h"
 #include "plan/plan_io.h"
 #include "simulate/plan_sim.h"
+#include "simulate/sweep.h"
 #include "store/cluster_open.h"
 #include "synth/synth.h"
 #include "traces/trace.h"
@@ -26,9 +25,6 @@ static const char *prog = "hap-sim";
 #define DEFAULT_CLUSTER          "paper-hetero"
 #define DEFAULT_SWEEP            "gpus_per_host=1,2,4,8"
 #define DEFAULT_BATCH_PER_DEVICE 32
-#define MAX_AXES                 8
-#define MAX_VALUES               64
-#define SPEC_MAX                 1024
 
 static void usage(FILE *f) {
   fprintf(
@@ -76,155 +72,21 @@ static void usage(FILE *f) {
       DEFAULT_MODEL, DEFAULT_CLUSTER, DEFAULT_SWEEP, DEFAULT_MODEL, DEFAULT_CLUSTER);
 }
 
-/* ---- sweep axes ------------------------------------------------------------------------ */
-
-typedef enum axis_kind { AXIS_CLUSTER = 0, AXIS_MODEL, AXIS_DEVICE } axis_kind;
-
-typedef struct axis {
-  axis_kind kind;
-  char key[64];   /* as given: "gpus_per_host", "batch", "device[V100]" */
-  char match[64]; /* AXIS_DEVICE: the model substring */
-  int n;
-  char values[MAX_VALUES][64];
-} axis;
-
 typedef struct opts {
   const char *model, *cluster, *plan, *trace;
-  int strategies; /* bit per hap_strategy */
-  axis axes[MAX_AXES];
-  int n_axes;
+  int strategies;  /* bit per hap_strategy */
+  hap_sweep sweep; /* the grid of points (simulate/sweep.h) */
   hap_format format;
   double memory_limit;
   int trace_devices;
-  int batch_per_device; /* > 0: the model's batch is this times the devices at every point */
   bool no_fold, quiet, tasks;
 } opts;
-
-static bool is_cluster_param(const char *key) {
-  for (int i = 0; i < hap_cluster_param_count(); i++)
-    if (strcmp(hap_cluster_param_get(i)->name, key) == 0)
-      return true;
-  return false;
-}
-
-/* The zoo model MODEL names (NULL for a file). */
-static const hap_model_def *zoo_def(const char *model) {
-  char name[128];
-  size_t n = strcspn(model, ":");
-  if (n >= sizeof name)
-    return NULL;
-  memcpy(name, model, n);
-  name[n] = '\0';
-  return hap_zoo_find(name);
-}
-
-static bool is_model_opt(const char *model, const char *key) {
-  const hap_model_def *def = zoo_def(model);
-  for (int i = 0; def != NULL && i < def->n_opts; i++)
-    if (strcmp(def->opts[i].name, key) == 0)
-      return true;
-  return false;
-}
-
-static void valid_keys(const opts *o, char *buf, size_t len) {
-  size_t off = 0;
-  for (int i = 0; i < hap_cluster_param_count() && off < len; i++)
-    off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? ", " : "",
-                            hap_cluster_param_get(i)->name);
-  const hap_model_def *def = zoo_def(o->model);
-  for (int i = 0; def != NULL && i < def->n_opts && off < len; i++)
-    off += (size_t)snprintf(buf + off, len - off, ", %s", def->opts[i].name);
-  if (off < len)
-    snprintf(buf + off, len - off, ", device[MODEL]");
-}
-
-/* "key=v1,v2" -> an axis; false (with the message printed) on a usage error. */
-static bool parse_sweep(opts *o, const char *arg) {
-  const char *eq = strchr(arg, '=');
-  if (eq == NULL || eq == arg || eq[1] == '\0' || (size_t)(eq - arg) >= sizeof o->axes[0].key) {
-    hap_cli_usage_error(prog, "--sweep '%s' is not of the form KEY=V1,V2,...", arg);
-    return false;
-  }
-  if (o->n_axes == MAX_AXES) {
-    hap_cli_usage_error(prog, "at most %d --sweep axes", MAX_AXES);
-    return false;
-  }
-  axis *a = &o->axes[o->n_axes];
-  memset(a, 0, sizeof *a);
-  memcpy(a->key, arg, (size_t)(eq - arg));
-  size_t kn = strlen(a->key);
-  if (strncmp(a->key, "device[", 7) == 0 && kn > 8 && a->key[kn - 1] == ']') {
-    a->kind = AXIS_DEVICE;
-    memcpy(a->match, a->key + 7, kn - 8);
-  } else if (is_cluster_param(a->key)) {
-    a->kind = AXIS_CLUSTER;
-  } else if (is_model_opt(o->model, a->key)) {
-    a->kind = AXIS_MODEL;
-  } else {
-    char keys[1024];
-    valid_keys(o, keys, sizeof keys);
-    hap_cli_usage_error(prog, "--sweep: unknown key '%s'; valid keys: %s", a->key, keys);
-    return false;
-  }
-  for (int i = 0; i < o->n_axes; i++)
-    if (strcmp(o->axes[i].key, a->key) == 0) {
-      hap_cli_usage_error(prog, "--sweep: key '%s' is given twice", a->key);
-      return false;
-    }
-  const char *v = eq + 1;
-  for (;;) {
-    size_t n = strcspn(v, ",");
-    if (n == 0 || n >= sizeof a->values[0] || a->n == MAX_VALUES) {
-      hap_cli_usage_error(prog, "--sweep %s: empty or too long value list in '%s'", a->key, arg);
-      return false;
-    }
-    memcpy(a->values[a->n], v, n);
-    a->values[a->n++][n] = '\0';
-    if (a->kind == AXIS_DEVICE && hap_preset_find(a->values[a->n - 1]) == NULL) {
-      const char *near = hap_preset_suggest(a->values[a->n - 1]);
-      hap_cli_usage_error(prog, "--sweep %s: unknown device preset '%s'%s%s%s", a->key,
-                          a->values[a->n - 1], near ? " (did you mean '" : "", near ? near : "",
-                          near ? "'?)" : "");
-      return false;
-    }
-    if (v[n] == '\0')
-      break;
-    v += n + 1;
-  }
-  o->n_axes++;
-  return true;
-}
-
-/* spec with key=value set: "name:a=1,b=2" + b=3 -> "name:a=1,b=3". False when it does not fit. */
-static bool spec_set(char *spec, size_t len, const char *key, const char *value) {
-  char out[SPEC_MAX];
-  const char *colon = strchr(spec, ':');
-  size_t name_len = colon ? (size_t)(colon - spec) : strlen(spec);
-  int off = snprintf(out, sizeof out, "%.*s:%s=%s", (int)name_len, spec, key, value);
-  if (colon != NULL) {
-    const char *p = colon + 1;
-    while (*p != '\0') {
-      size_t n = strcspn(p, ",");
-      size_t kn = strcspn(p, "=");
-      bool same = kn < n && kn == strlen(key) && strncmp(p, key, kn) == 0;
-      if (n > 0 && !same && off >= 0 && (size_t)off < sizeof out)
-        off += snprintf(out + off, sizeof out - (size_t)off, ",%.*s", (int)n, p);
-      p += n;
-      if (*p == ',')
-        p++;
-    }
-  }
-  if (off < 0 || (size_t)off >= sizeof out || (size_t)off >= len)
-    return false;
-  memcpy(spec, out, (size_t)off + 1);
-  return true;
-}
 
 /* ---- one point of the grid ------------------------------------------------------------- */
 
 typedef struct row {
   int point_idx; /* which grid point (rows of one point share it) */
-  char point[256];
+  char point[HAP_SWEEP_LABEL_MAX];
   char strategy[32];
   bool ok;
   char error[1024];
@@ -238,36 +100,6 @@ typedef struct row {
   int32_t groups;
   char *details; /* printed after the table (owned; may be NULL) */
 } row;
-
-/* Replace every device whose model contains `match` (ignoring case) by `preset`. */
-static int substitute(hap_cluster *c, const char *match, const char *preset_name) {
-  const hap_device_preset *pre = hap_preset_find(preset_name);
-  int n = 0;
-  for (int32_t i = 0; i < c->n_devices; i++) {
-    hap_device *d = &c->devices[i];
-    size_t ml = strlen(match);
-    bool hit = false;
-    for (const char *p = d->model; *p != '\0' && !hit; p++)
-      hit = strncasecmp(p, match, ml) == 0;
-    if (!hit)
-      continue;
-    hap_device proto;
-    memset(&proto, 0, sizeof proto);
-    hap_preset_to_device(pre, &proto);
-    d->model = pre->name; /* static */
-    d->kind = proto.kind;
-    memcpy(d->peak_flops, proto.peak_flops, sizeof d->peak_flops);
-    memcpy(d->sustained_flops, proto.sustained_flops, sizeof d->sustained_flops);
-    d->memory_bytes = proto.memory_bytes;
-    d->memory_bw_Bps = proto.memory_bw_Bps;
-    d->launch_s = proto.launch_s;
-    d->update_bw_Bps = proto.update_bw_Bps;
-    d->n_gemm = 0; /* measurements of the old device do not apply */
-    d->n_kernels = 0;
-    n++;
-  }
-  return n;
-}
 
 static void trace_path(const opts *o, const row *r, bool several, char *buf, size_t len) {
   if (!several) {
@@ -577,15 +409,8 @@ static void print_json(const opts *o, const row *rows, int n) {
 
 /* ---- the grid -------------------------------------------------------------------------- */
 
-static int n_points(const opts *o) {
-  int n = 1;
-  for (int i = 0; i < o->n_axes; i++)
-    n *= o->axes[i].n;
-  return n;
-}
-
 static int run(const opts *o) {
-  int np = n_points(o), ns = 0;
+  int np = hap_sweep_points(&o->sweep), ns = 0;
   for (int s = 0; s < HAP_STRATEGY_COUNT; s++)
     ns += (o->strategies >> s) & 1;
   if (o->plan != NULL)
@@ -599,53 +424,16 @@ static int run(const opts *o) {
   bool progress = hap_cli_progress_enabled(stderr, o->quiet);
   bool several = np * ns > 1;
   for (int p = 0; p < np && rc == 0; p++) {
-    char mspec[SPEC_MAX], cspec[SPEC_MAX], point[256] = "";
-    snprintf(mspec, sizeof mspec, "%s", o->model);
-    snprintf(cspec, sizeof cspec, "%s", o->cluster);
-    size_t off = 0;
-    int rem = p, pos[MAX_AXES] = {0};
-    for (int i = o->n_axes - 1; i >= 0; i--) { /* the last axis varies fastest */
-      pos[i] = rem % o->axes[i].n;
-      rem /= o->axes[i].n;
-    }
-    bool fits = true;
-    for (int i = 0; i < o->n_axes; i++) {
-      const axis *a = &o->axes[i];
-      const char *v = a->values[pos[i]];
-      if (off < sizeof point)
-        off +=
-            (size_t)snprintf(point + off, sizeof point - off, "%s%s=%s", i ? " " : "", a->key, v);
-      if (a->kind == AXIS_CLUSTER)
-        fits = fits && spec_set(cspec, sizeof cspec, a->key, v);
-      else if (a->kind == AXIS_MODEL)
-        fits = fits && spec_set(mspec, sizeof mspec, a->key, v);
-    }
-    if (!fits) {
-      fprintf(stderr, "%s: a model or cluster spec is longer than %d characters\n", prog, SPEC_MAX);
+    hap_sweep_point pt;
+    hap_err err = {0};
+    if (hap_sweep_point_init(&o->sweep, p, &pt, &err) != HAP_OK) {
+      hap_cli_error(prog, &err);
       rc = 1;
       break;
     }
-    hap_err err = {0};
     hap_graph *g = NULL;
     hap_cluster *c = NULL;
-    hap_status lst = hap_cluster_open(cspec, &c, &err);
-    if (lst == HAP_OK && o->batch_per_device > 0) {
-      char batch[32];
-      snprintf(batch, sizeof batch, "%lld", (long long)o->batch_per_device * c->n_devices);
-      if (!spec_set(mspec, sizeof mspec, "batch", batch)) {
-        lst = hap_err_set(&err, HAP_EINVAL, "model spec too long: %s", mspec);
-      } else if (off < sizeof point) {
-        snprintf(point + off, sizeof point - off, "%sbatch=%s", point[0] ? " " : "", batch);
-      }
-    }
-    if (lst == HAP_OK)
-      lst = hap_model_load(mspec, &g, &err);
-    for (int i = 0; i < o->n_axes && lst == HAP_OK; i++)
-      if (o->axes[i].kind == AXIS_DEVICE &&
-          substitute(c, o->axes[i].match, o->axes[i].values[pos[i]]) == 0)
-        lst =
-            hap_err_set(&err, HAP_EINVAL, "--sweep %s: no device of %s has a model containing '%s'",
-                        o->axes[i].key, cspec, o->axes[i].match);
+    hap_status lst = hap_sweep_point_load(&o->sweep, &pt, hap_cluster_open, &g, &c, &err);
     if (lst != HAP_OK) /* this point fails; the others still run and print */
       hap_cli_error(prog, &err);
     for (int s = 0; s < HAP_STRATEGY_COUNT && rc == 0; s++) {
@@ -653,18 +441,18 @@ static int run(const opts *o) {
         continue;
       row *r = &rows[n_rows++];
       r->point_idx = p;
-      snprintf(r->point, sizeof r->point, "%s", point);
+      snprintf(r->point, sizeof r->point, "%s", pt.label);
       if (lst != HAP_OK) {
         snprintf(r->strategy, sizeof r->strategy, "%s",
                  o->plan ? "plan" : hap_strategy_name((hap_strategy)s));
         snprintf(r->error, sizeof r->error, "%s", err.msg);
-        r->devices = c != NULL ? c->n_devices : 0;
+        r->devices = pt.devices;
         if (o->plan != NULL)
           break;
         continue;
       }
       if (progress)
-        fprintf(stderr, "\r%s: [%d/%d] %s %s ...%20s", prog, n_rows, np * ns, point,
+        fprintf(stderr, "\r%s: [%d/%d] %s %s ...%20s", prog, n_rows, np * ns, pt.label,
                 o->plan ? "plan" : hap_strategy_name((hap_strategy)s), "");
       if (run_strategy(o, g, c, (hap_strategy)s, several, r) != HAP_OK)
         rc = 1;
@@ -719,8 +507,8 @@ int main(int argc, char **argv) {
             .format = HAP_FORMAT_TABLE,
             .trace_devices = 64};
   const char *strategy = NULL;
-  const char *sweeps[MAX_AXES + 1] = {0};
-  int n_sweeps = 0;
+  const char *sweeps[HAP_SWEEP_MAX_AXES + 1] = {0};
+  int n_sweeps = 0, batch_per_device = 0; /* > 0: the batch is this x the devices */
   int c;
   while ((c = getopt_long(argc, argv, "c:s:p:w:t:f:m:b:qhV", long_opts, NULL)) != -1) {
     switch (c) {
@@ -728,8 +516,8 @@ int main(int argc, char **argv) {
     case 's': strategy = optarg; break;
     case 'p': o.plan = optarg; break;
     case 'w':
-      if (n_sweeps == MAX_AXES) {
-        hap_cli_usage_error(prog, "at most %d --sweep axes", MAX_AXES);
+      if (n_sweeps == HAP_SWEEP_MAX_AXES) {
+        hap_cli_usage_error(prog, "at most %d --sweep axes", HAP_SWEEP_MAX_AXES);
         return 2;
       }
       sweeps[n_sweeps++] = optarg;
@@ -768,7 +556,7 @@ int main(int argc, char **argv) {
                             optarg);
         return 2;
       }
-      o.batch_per_device = (int)v;
+      batch_per_device = (int)v;
       break;
     }
     case 'q': o.quiet = true; break;
@@ -805,30 +593,19 @@ int main(int argc, char **argv) {
   }
   if (bare) {
     sweeps[n_sweeps++] = DEFAULT_SWEEP;
-    o.batch_per_device = DEFAULT_BATCH_PER_DEVICE;
+    batch_per_device = DEFAULT_BATCH_PER_DEVICE;
   }
-  if (o.batch_per_device > 0 && zoo_def(o.model) == NULL) {
-    hap_cli_usage_error(prog, "--batch-per-device needs a zoo model, not the file '%s'", o.model);
+  hap_sweep_config sc = {.model = o.model,
+                         .cluster = o.cluster,
+                         .cluster_is_profile = hap_is_hdf5_path(o.cluster),
+                         .batch_per_device = batch_per_device,
+                         .axes = sweeps,
+                         .n_axes = n_sweeps};
+  hap_err err = {0};
+  if (hap_sweep_init(&o.sweep, &sc, &err) != HAP_OK) {
+    hap_cli_usage_error(prog, "%s", err.msg);
     return 2;
   }
-  if (o.batch_per_device > 0) {
-    for (int i = 0; i < n_sweeps; i++)
-      if (sweeps[i] != NULL && strncmp(sweeps[i], "batch=", 6) == 0) {
-        hap_cli_usage_error(prog, "--batch-per-device and --sweep batch=... exclude each other");
-        return 2;
-      }
-  }
-  for (int i = 0; i < n_sweeps; i++)
-    if (!parse_sweep(&o, sweeps[i]))
-      return 2;
-  for (int i = 0; i < o.n_axes; i++)
-    if (o.axes[i].kind == AXIS_CLUSTER && hap_is_hdf5_path(o.cluster)) {
-      hap_cli_usage_error(prog,
-                          "--sweep %s: cluster parameters apply to cluster specs and hap-cluster "
-                          "files, not to the measured profile '%s' (device[M]=PRESET still works)",
-                          o.axes[i].key, o.cluster);
-      return 2;
-    }
   if (bare && !o.quiet)
     fprintf(stderr,
             "%s: the bundled study: %s on %s, hap vs dp-ev vs dp-cp vs megatron-tp, --sweep %s "
