@@ -342,7 +342,8 @@ typedef struct child {
 
 /* Fork a child that installs the watchdog (timeout_s, hap-profile's wording, rank 2, phase "p2p"),
  * registers `unlink_path` (may be NULL), arms the watchdog when `arm`, says it is ready and
- * waits for a signal. */
+ * waits for a signal: 10 s at most, then exit 9 (a broken watchdog fails the test, not hangs it).
+ * Its stdout goes to /dev/null, so it never holds the test runner's pipes. */
 static child start_child(double timeout_s, bool arm, const char *unlink_path) {
   int errp[2], readyp[2];
   cr_assert_eq(pipe(errp), 0);
@@ -350,6 +351,8 @@ static child start_child(double timeout_s, bool arm, const char *unlink_path) {
   child c = {fork(), errp[0], readyp[0]};
   cr_assert_geq(c.pid, 0);
   if (c.pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, STDOUT_FILENO);
     dup2(errp[1], STDERR_FILENO);
     close(errp[0]);
     close(readyp[0]);
@@ -361,8 +364,9 @@ static child start_child(double timeout_s, bool arm, const char *unlink_path) {
       hap_watchdog_arm();
     if (write(readyp[1], "r", 1) != 1)
       _exit(4);
-    for (;;)
-      pause();
+    for (int i = 0; i < 100; i++) /* a signal ends the sleep, and the handler the process */
+      nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL);
+    _exit(9);
   }
   close(errp[1]);
   close(readyp[1]);
