@@ -1,5 +1,6 @@
 #include "base/cli.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -77,6 +78,28 @@ hap_status hap_parse_bytes(const char *s, double *bytes) {
   if (strcmp(end, "") != 0 && strcmp(end, "B") != 0 && strcmp(end, "iB") != 0)
     return HAP_EINVAL;
   *bytes = v * scale;
+  return HAP_OK;
+}
+
+hap_status hap_cli_parse_int(const char *opt, const char *s, long long min, long long max,
+                             long long *out, hap_err *err) {
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (end == s || *end != '\0' || errno == ERANGE || v < min || v > max)
+    return hap_err_set(err, HAP_EINVAL, "%s wants an integer %lld..%lld, got '%s'", opt, min, max,
+                       s);
+  *out = v;
+  return HAP_OK;
+}
+
+hap_status hap_cli_parse_double(const char *opt, const char *s, double min, double max, double *out,
+                                hap_err *err) {
+  char *end = NULL;
+  double v = strtod(s, &end);
+  if (end == s || *end != '\0' || !isfinite(v) || v < min || v > max)
+    return hap_err_set(err, HAP_EINVAL, "%s wants a number in %g..%g, got '%s'", opt, min, max, s);
+  *out = v;
   return HAP_OK;
 }
 

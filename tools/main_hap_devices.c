@@ -7,8 +7,10 @@
 
 #include "exec/devices.h"
 #include "hap_config.h"
+#include "harness/format.h"
+#include "harness/report.h"
 
-typedef enum { FMT_TABLE, FMT_CSV, FMT_JSON } out_format;
+static const char *prog = "hap-devices";
 
 static void usage(FILE *f) {
   fputs("Usage: hap-devices [OPTION]...\n"
@@ -23,13 +25,6 @@ static void usage(FILE *f) {
         "\n"
         "Exit status: 0 at least one GPU, 1 no usable GPU or a CUDA error, 2 usage error.\n",
         f);
-}
-
-static int usage_error(const char *fmt, const char *arg) {
-  fputs("hap-devices: ", stderr);
-  fprintf(stderr, fmt, arg);
-  fputs("\nTry 'hap-devices --help'.\n", stderr);
-  return 2;
 }
 
 /* "13.0" from CUDA's 1000*major + 10*minor; "-" when unknown. */
@@ -104,20 +99,15 @@ int main(int argc, char **argv) {
       {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0},
   };
-  out_format fmt = FMT_TABLE;
+  hap_format fmt = HAP_FORMAT_TABLE;
   int quiet = 0, selftest = 0, c;
   opterr = 0; /* we print our own one-line usage errors */
   while ((c = getopt_long(argc, argv, ":f:sqhV", opts, NULL)) != -1) {
     switch (c) {
     case 'f':
-      if (strcmp(optarg, "table") == 0)
-        fmt = FMT_TABLE;
-      else if (strcmp(optarg, "csv") == 0)
-        fmt = FMT_CSV;
-      else if (strcmp(optarg, "json") == 0)
-        fmt = FMT_JSON;
-      else
-        return usage_error("--format: expected table, csv or json, got '%s'", optarg);
+      if (hap_format_select(optarg, HAP_FORMATS_ALL, &fmt, NULL) != HAP_OK)
+        return hap_report_usage(prog, -1, "--format: expected table, csv or json, got '%s'",
+                                optarg);
       break;
     case 's': selftest = 1; break;
     case 'q': quiet = 1; break;
@@ -126,15 +116,16 @@ int main(int argc, char **argv) {
       printf("hap-devices (hap) %s, CUDA backend %s\n", HAP_VERSION,
              hap_gpu_compiled() ? "built in" : "not built");
       return 0;
-    case ':': return usage_error("option '%s' needs an argument", argv[optind - 1]);
+    case ':': return hap_report_usage(prog, -1, "option '%s' needs an argument", argv[optind - 1]);
     default: {
       char opt[3] = {'-', (char)optopt, '\0'};
-      return usage_error("unknown option '%s'", optopt != 0 ? opt : argv[optind - 1]);
+      return hap_report_usage(prog, -1, "unknown option '%s'",
+                              optopt != 0 ? opt : argv[optind - 1]);
     }
     }
   }
   if (optind < argc)
-    return usage_error("unexpected argument '%s'", argv[optind]);
+    return hap_report_usage(prog, -1, "unexpected argument '%s'", argv[optind]);
 
   hap_err err = {0};
   int n = 0;
@@ -143,7 +134,7 @@ int main(int argc, char **argv) {
   if (st == HAP_OK) {
     gpus = calloc((size_t)n, sizeof *gpus);
     if (gpus == NULL) {
-      fprintf(stderr, "hap-devices: out of memory for %d devices\n", n);
+      hap_report(prog, -1, "out of memory for %d devices", n);
       return 1;
     }
     st = hap_gpu_query(gpus, n, &n, &err);
@@ -153,7 +144,7 @@ int main(int argc, char **argv) {
       if (st == HAP_ENOGPU)
         fprintf(stderr, "no GPU: %s\n", err.msg);
       else
-        fprintf(stderr, "hap-devices: %s: %s\n", hap_status_str(st), err.msg);
+        hap_report(prog, -1, "%s: %s", hap_status_str(st), err.msg);
     }
     free(gpus);
     return 1;
@@ -165,7 +156,7 @@ int main(int argc, char **argv) {
   if (selftest) {
     test_msg = calloc((size_t)n, sizeof *test_msg);
     if (test_msg == NULL) {
-      fprintf(stderr, "hap-devices: out of memory\n");
+      hap_report(prog, -1, "out of memory");
       free(gpus);
       return 1;
     }
@@ -177,7 +168,7 @@ int main(int argc, char **argv) {
         snprintf(test_msg[i], sizeof test_msg[i], "%s", terr.msg);
         failed++;
         if (!quiet)
-          fprintf(stderr, "hap-devices: GPU %d self-test failed: %s\n", gpus[i].index, terr.msg);
+          hap_report(prog, -1, "GPU %d self-test failed: %s", gpus[i].index, terr.msg);
       }
     }
   }
@@ -196,7 +187,7 @@ int main(int argc, char **argv) {
   nccl_ver(v.nccl, nccl, sizeof nccl);
   cublas_ver(v.cublas, cublas, sizeof cublas);
 
-  if (fmt == FMT_TABLE) {
+  if (fmt == HAP_FORMAT_TABLE) {
     printf("%3s  %-32s %4s %12s %5s  %-16s%s\n", "GPU", "name", "cc", "memory GiB", "SMs",
            "PCI bus id", selftest ? "  self-test" : "");
     for (int i = 0; i < n; i++) {
@@ -209,7 +200,7 @@ int main(int argc, char **argv) {
     }
     printf("\nCUDA runtime %s, driver supports CUDA %s, NCCL %s, CUPTI API %d, cuBLAS %s\n", rt,
            drv, nccl, v.cupti, cublas);
-  } else if (fmt == FMT_CSV) {
+  } else if (fmt == HAP_FORMAT_CSV) {
     printf("index,name,cc,memory_bytes,sm_count,pci_bus_id%s\n", selftest ? ",selftest" : "");
     for (int i = 0; i < n; i++) {
       const hap_gpu_info *g = &gpus[i];
@@ -259,7 +250,7 @@ int main(int argc, char **argv) {
   free(gpus);
   free(test_msg);
   if (fflush(stdout) != 0 || ferror(stdout)) {
-    fprintf(stderr, "hap-devices: error writing to stdout\n");
+    hap_report(prog, -1, "error writing to stdout");
     return 1;
   }
   return failed ? 1 : 0;

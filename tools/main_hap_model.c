@@ -7,6 +7,8 @@
 #include "base/cli.h"
 #include "base/json_write.h"
 #include "hap_config.h"
+#include "harness/format.h"
+#include "harness/report.h"
 #include "model/graph_io.h"
 #include "model/stats.h"
 #include "model/zoo.h"
@@ -259,10 +261,8 @@ static int cmd_stats(const opts *o, const char *spec) {
 /* ---- export / check ------------------------------------------------------------------------ */
 
 static int cmd_export(const opts *o, const char *spec) {
-  if (o->output == NULL) {
-    hap_cli_usage_error(prog, "export needs -o FILE ('-' for stdout)");
-    return 2;
-  }
+  if (o->output == NULL)
+    return hap_report_usage(prog, -1, "export needs -o FILE ('-' for stdout)");
   hap_err err = {0};
   hap_graph *g = NULL;
   if (hap_model_load(spec, &g, &err) != HAP_OK ||
@@ -366,15 +366,14 @@ int main(int argc, char **argv) {
       {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0}};
   opts o = {.format = HAP_FORMAT_TABLE};
+  hap_err err = {0};
   bool help = false;
   int c;
   while ((c = getopt_long(argc, argv, "f:o:qhV", long_opts, NULL)) != -1) {
     switch (c) {
     case 'f':
-      if (hap_format_parse(optarg, &o.format) != HAP_OK) {
-        hap_cli_usage_error(prog, "unknown format '%s' (expected table, csv or json)", optarg);
-        return 2;
-      }
+      if (hap_format_select(optarg, HAP_FORMATS_ALL, &o.format, &err) != HAP_OK)
+        return hap_report_usage(prog, -1, "%s", err.msg);
       break;
     case 'o': o.output = optarg; break;
     case 'q': o.quiet = true; break;
@@ -393,10 +392,8 @@ int main(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  if (optind >= argc) {
-    hap_cli_usage_error(prog, "missing command (list, stats, export, check, ops)");
-    return 2;
-  }
+  if (optind >= argc)
+    return hap_report_usage(prog, -1, "missing command (list, stats, export, check, ops)");
   const char *cmd = argv[optind++];
   int rest = argc - optind;
   char **args = argv + optind;
@@ -411,10 +408,8 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "check") == 0 && rest >= 1)
     return cmd_check(&o, rest, args);
   if (strcmp(cmd, "list") == 0 || strcmp(cmd, "ops") == 0 || strcmp(cmd, "stats") == 0 ||
-      strcmp(cmd, "export") == 0 || strcmp(cmd, "check") == 0) {
-    hap_cli_usage_error(prog, "wrong number of arguments for '%s'", cmd);
-    return 2;
-  }
-  hap_cli_usage_error(prog, "unknown command '%s' (expected list, stats, export, check, ops)", cmd);
-  return 2;
+      strcmp(cmd, "export") == 0 || strcmp(cmd, "check") == 0)
+    return hap_report_usage(prog, -1, "wrong number of arguments for '%s'", cmd);
+  return hap_report_usage(prog, -1,
+                          "unknown command '%s' (expected list, stats, export, check, ops)", cmd);
 }

@@ -6,9 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <limits.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +23,11 @@
 #include "exec/devices.h"
 #include "exec/emulate.h"
 #include "hap_config.h"
+#include "harness/format.h"
+#include "harness/launcher.h"
+#include "harness/mpi_start.h"
+#include "harness/report.h"
+#include "harness/watchdog.h"
 #include "model/zoo.h"
 #include "plan/lower.h"
 #include "plan/plan_io.h"
@@ -395,73 +398,24 @@ static bool replaying(const measure_opts *o) {
   return o->plan != NULL && (o->kernel_timing == NULL || strcmp(o->kernel_timing, "replay") == 0);
 }
 
-/* State the signal handlers read: set before measuring, then only the phase changes. */
-static char sig_tmp[4200];   /* OUT.tmp.<pid>, removed on a fatal signal ("" = none) */
-static char sig_prefix[128]; /* "hap-profile: rank 3: " */
-static char sig_phase[2][160];
-static volatile sig_atomic_t sig_phase_cur;
-static volatile sig_atomic_t sig_timeout_s;
-
-static void put(const char *s) {
-  ssize_t rc = write(STDERR_FILENO, s, strlen(s));
-  (void)rc;
-}
-
-/* A fatal signal or the watchdog: one line, no output file, exit 1. Async-signal-safe. */
-static void fatal_signal(int sig) {
-  put(sig_prefix);
-  if (sig == SIGALRM) {
-    char num[24];
-    int n = (int)sig_timeout_s, i = (int)sizeof num - 1;
-    num[i] = '\0';
-    do {
-      num[--i] = (char)('0' + n % 10);
-      n /= 10;
-    } while (n > 0 && i > 0);
-    put("no measurement step finished for ");
-    put(num + i);
-    put(" s (--timeout) during ");
-    put(sig_phase[sig_phase_cur]);
-    put("; a peer rank died or hangs; stopping without writing a profile\n");
-  } else {
-    put(sig == SIGTERM ? "stopped by SIGTERM" : sig == SIGINT ? "stopped by SIGINT" : "stopped");
-    put(" during ");
-    put(sig_phase[sig_phase_cur]);
-    put(" (mpirun stops every rank when one rank fails); no profile written\n");
-  }
-  if (sig_tmp[0] != '\0')
-    unlink(sig_tmp);
-  _exit(1);
-}
-
-static void set_phase(const char *phase) {
-  int next = 1 - (int)sig_phase_cur;
-  snprintf(sig_phase[next], sizeof sig_phase[next], "%s", phase);
-  sig_phase_cur = next;
-}
+/* The watchdog's lines (harness/watchdog.h); {phase} is the measurement step. */
+static const hap_watchdog_text watchdog_text = {
+    .timeout = "no measurement step finished for {timeout} s (--timeout) during {phase}; a peer "
+               "rank died or hangs; stopping without writing a profile",
+    .stopped = "stopped by {signal} during {phase} (mpirun stops every rank when one rank fails); "
+               "no profile written"};
 
 typedef struct progress_state {
   int rank;
   bool draw;
-  unsigned timeout_s;
 } progress_state;
 
 static void on_progress(void *arg, const char *phase, int32_t done, int32_t total) {
   const progress_state *ps = arg;
-  set_phase(phase);
-  alarm(ps->timeout_s); /* the watchdog: restarted at every step */
+  hap_watchdog_set_phase(phase);
+  hap_watchdog_arm(); /* restarted at every step */
   if (ps->draw && ps->rank == 0)
     fprintf(stderr, "\r\033[K%s: [%3d/%3d] %s", prog, done + 1, total, phase);
-}
-
-static void install_handlers(void) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = fatal_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGALRM, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
 }
 
 /* Environment worth keeping with the numbers: thread and MPI settings, versions, the machine. */
@@ -495,29 +449,14 @@ static hap_status record_env(hap_profile *p, const measure_opts *o, int size, ha
   return HAP_OK;
 }
 
-/* Rank 0: can OUT's temporary be created? (Fail before minutes of measuring, not after.) */
-static hap_status check_output(const char *out, hap_err *err) {
-  int fd = open(sig_tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+/* Rank 0: can OUT's temporary `tmp` be created? (Fail before minutes of measuring, not after.) */
+static hap_status check_output(const char *out, const char *tmp, hap_err *err) {
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0)
-    return hap_err_set(err, HAP_EIO, "%s: cannot create %s: %s", out, sig_tmp, strerror(errno));
+    return hap_err_set(err, HAP_EIO, "%s: cannot create %s: %s", out, tmp, strerror(errno));
   close(fd);
-  unlink(sig_tmp);
+  unlink(tmp);
   return HAP_OK;
-}
-
-/* This rank's index among the ranks of its host, from the launcher's environment (Open MPI,
- * MPICH, Slurm), else its world rank: which GPU it takes. */
-static int32_t local_rank(int32_t rank) {
-  static const char *const keys[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                                     "SLURM_LOCALID"};
-  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-    const char *v = getenv(keys[i]);
-    char *end = NULL;
-    long x = v != NULL ? strtol(v, &end, 10) : -1;
-    if (v != NULL && end != v && *end == '\0' && x >= 0 && x < INT32_MAX)
-      return (int32_t)x;
-  }
-  return rank;
 }
 
 /* Open this rank's device: cpu, or the GPU local_rank mod the visible count. */
@@ -527,7 +466,7 @@ static hap_status open_device(const measure_opts *o, int32_t rank, double speed,
     return hap_dev_cpu_open(o->threads, speed, dev, err);
   int count = 0;
   HAP_TRY(hap_gpu_query(NULL, 0, &count, err));
-  return hap_dev_cuda_open(local_rank(rank) % count, dev, err);
+  return hap_dev_cuda_open(hap_local_rank(rank) % count, dev, err);
 }
 
 /* The largest message of each collective kind the plan sends (nccl-tests' S: all-reduce and
@@ -569,7 +508,7 @@ typedef struct replay_ctx {
 
 static void replay_progress(void *arg, int32_t i, int32_t n) {
   const progress_state *ps = arg;
-  alarm(ps->timeout_s); /* the watchdog: restarted at every iteration */
+  hap_watchdog_arm(); /* restarted at every iteration */
   if (ps->draw && ps->rank == 0)
     fprintf(stderr, "\r\033[K%s: kernels: replayed iteration %d of %d", prog, i, n);
 }
@@ -645,64 +584,45 @@ static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const cha
   hap_err err = {0};
   double *speeds = NULL;
   int32_t n_speeds = 0;
-  if (o->backend == NULL) {
-    hap_cli_usage_error(prog, "measure needs --backend (expected cpu or cuda)");
-    return 2;
-  }
+  if (o->backend == NULL)
+    return hap_report_usage(prog, -1, "measure needs --backend (expected cpu or cuda)");
   bool cuda = strcmp(o->backend, "cuda") == 0;
-  if (!cuda && strcmp(o->backend, "cpu") != 0) {
-    hap_cli_usage_error(prog, "--backend: unknown backend '%s' (expected cpu or cuda)", o->backend);
-    return 2;
-  }
-  if (out == NULL) {
-    hap_cli_usage_error(prog, "measure needs -o OUT (the profile to write)");
-    return 2;
-  }
-  if (o->plan != NULL && (o->model == NULL || o->cluster == NULL)) {
-    hap_cli_usage_error(prog, "--plan needs --model and --cluster (the plan's model and cluster)");
-    return 2;
-  }
-  if (o->plan == NULL && (o->model != NULL || o->cluster != NULL)) {
-    hap_cli_usage_error(prog, "--model and --cluster go with --plan");
-    return 2;
-  }
-  if (o->kernel_timing != NULL && o->plan == NULL) {
-    hap_cli_usage_error(prog, "--kernel-timing goes with --plan");
-    return 2;
-  }
-  if (cuda && o->emulate != NULL) {
-    hap_cli_usage_error(prog, "--emulate-speed is for --backend cpu");
-    return 2;
-  }
-  if (o->emulate != NULL && hap_emulate_parse(o->emulate, &speeds, &n_speeds, &err) != HAP_OK) {
-    hap_cli_usage_error(prog, "%s", err.msg);
-    return 2;
-  }
+  if (!cuda && strcmp(o->backend, "cpu") != 0)
+    return hap_report_usage(prog, -1, "--backend: unknown backend '%s' (expected cpu or cuda)",
+                            o->backend);
+  if (out == NULL)
+    return hap_report_usage(prog, -1, "measure needs -o OUT (the profile to write)");
+  if (o->plan != NULL && (o->model == NULL || o->cluster == NULL))
+    return hap_report_usage(prog, -1,
+                            "--plan needs --model and --cluster (the plan's model and cluster)");
+  if (o->plan == NULL && (o->model != NULL || o->cluster != NULL))
+    return hap_report_usage(prog, -1, "--model and --cluster go with --plan");
+  if (o->kernel_timing != NULL && o->plan == NULL)
+    return hap_report_usage(prog, -1, "--kernel-timing goes with --plan");
+  if (cuda && o->emulate != NULL)
+    return hap_report_usage(prog, -1, "--emulate-speed is for --backend cpu");
+  if (o->emulate != NULL && hap_emulate_parse(o->emulate, &speeds, &n_speeds, &err) != HAP_OK)
+    return hap_report_usage(prog, -1, "%s", err.msg);
   if (cuda) {
     /* No GPU is the common failure: say so before MPI starts, once per job (launcher rank 0). */
     int count = 0;
     if (hap_gpu_query(NULL, 0, &count, &err) == HAP_ENOGPU) {
-      const char *r = getenv("OMPI_COMM_WORLD_RANK");
-      if (r == NULL)
-        r = getenv("PMI_RANK");
-      if (r == NULL || strcmp(r, "0") == 0)
-        fprintf(stderr, "%s: --backend cuda: no CUDA device (%s)\n", prog, err.msg);
+      if (hap_launcher_rank0())
+        hap_report(prog, -1, "--backend cuda: no CUDA device (%s)", err.msg);
       free(speeds);
       return 1;
     }
     hap_err_clear(&err);
   }
   hap_comm *world = NULL;
-  if (hap_comm_mpi_init(argc, argv, &world, &err) != HAP_OK) {
-    hap_cli_error(prog, &err);
+  if (hap_harness_mpi_init(prog, argc, argv, &world) != HAP_OK) {
     free(speeds);
     return 1;
   }
   int rank = world->rank, size = world->size;
   if (speeds != NULL && n_speeds != size) {
-    if (rank == 0)
-      hap_cli_usage_error(prog, "--emulate-speed: %d speeds for %d ranks, expected one per rank",
-                          n_speeds, size);
+    hap_report_usage(prog, rank, "--emulate-speed: %d speeds for %d ranks, expected one per rank",
+                     n_speeds, size);
     free(speeds);
     hap_comm_mpi_finalize(world);
     return 2;
@@ -721,15 +641,12 @@ static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const cha
   bool no_gpu = st == HAP_ENOGPU;
   if (st == HAP_OK && ((!o->only_comm && !cuda) || o->plan != NULL))
     st = kernel_cases(o, rank, size, &kcases, &n_kcases, extend, &rx, &err);
-  int32_t mine = st != HAP_OK ? rank : size, first = size;
-  hap_err aerr = {0};
-  if (world->ops->all_reduce(world, &mine, &first, 1, HAP_I32, HAP_REDUCE_MIN, &aerr) != HAP_OK)
-    first = st != HAP_OK ? rank : 0;
+  int32_t first = hap_harness_first_failure(world, st, &err);
   if (first < size) {
     if (rank == first && no_gpu)
-      fprintf(stderr, "%s: --backend cuda: no CUDA device (%s)\n", prog, err.msg);
+      hap_report(prog, -1, "--backend cuda: no CUDA device (%s)", err.msg);
     else if (rank == first)
-      hap_cli_error(prog, st != HAP_OK ? &err : &aerr);
+      hap_report_err(prog, -1, &err);
     free(kcases);
     replay_free(&rx);
     hap_dev_close(dev);
@@ -737,16 +654,16 @@ static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const cha
     return 1;
   }
 
-  snprintf(sig_prefix, sizeof sig_prefix, "%s: rank %d: ", prog, rank);
-  set_phase("start-up");
-  sig_tmp[0] = '\0';
-  if (rank == 0 && (size_t)snprintf(sig_tmp, sizeof sig_tmp, "%s.tmp.%ld", out, (long)getpid()) >=
-                       sizeof sig_tmp) {
+  /* the watchdog; rank 0's OUT.tmp.<pid> goes on a fatal signal */
+  char tmp[HAP_WATCHDOG_PATH_MAX] = "";
+  if (rank == 0 &&
+      (size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid()) >= sizeof tmp)
     hap_err_set(&err, HAP_EINVAL, "%s: path too long", out);
-  }
-  sig_timeout_s = (sig_atomic_t)o->timeout_s;
-  install_handlers();
-  progress_state ps = {rank, hap_cli_progress_enabled(stderr, o->quiet), (unsigned)o->timeout_s};
+  else
+    hap_watchdog_unlink_on_exit(tmp, &err);
+  hap_watchdog_set_phase("start-up");
+  hap_watchdog_install(prog, rank, o->timeout_s, &watchdog_text, &err);
+  progress_state ps = {rank, hap_cli_progress_enabled(stderr, o->quiet)};
 
   hap_measure_config cfg;
   hap_measure_defaults(&cfg, o->quick);
@@ -772,21 +689,21 @@ static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const cha
   hap_profile *p = NULL;
   st = err.status;
   if (st == HAP_OK && rank == 0)
-    st = check_output(out, &err);
+    st = check_output(out, tmp, &err);
   if (st == HAP_OK && cuda && cfg.comm) {
-    set_phase("NCCL start-up");
-    alarm(ps.timeout_s);
+    hap_watchdog_set_phase("NCCL start-up");
+    hap_watchdog_arm();
     st = hap_comm_nccl_init(world, hap_dev_cuda_index(dev), &nccl, &err);
     cfg.data = nccl;
   }
   if (st == HAP_OK) {
-    alarm(ps.timeout_s);
+    hap_watchdog_arm();
     st = hap_measure_profile(world, dev, &cfg, &p, &err);
   }
   if (ps.draw && rank == 0)
     fprintf(stderr, "\r\033[K");
   if (st == HAP_OK && rank == 0) {
-    set_phase("writing the profile");
+    hap_watchdog_set_phase("writing the profile");
     st = hap_profile_set_meta(p, NULL, NULL, cuda ? "cuda+nccl" : "cpu+mpi", &err);
     if (st == HAP_OK)
       st = record_env(p, o, size, &err);
@@ -798,12 +715,12 @@ static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const cha
     if (st == HAP_OK)
       st = hap_profile_write(p, out, &err);
   }
-  alarm(0);
+  hap_watchdog_disarm();
   free(kcases);
   replay_free(&rx);
   if (st != HAP_OK) {
-    fprintf(stderr, "%s", sig_prefix);
-    hap_cli_error(prog, &err);
+    /* "hap-profile: rank R: hap-profile: why", the tool's name twice, as it always was */
+    hap_report(prog, rank, "%s: %s", prog, err.msg[0] ? err.msg : hap_status_str(err.status));
     hap_profile_destroy(p);
     if (size > 1 && nccl != NULL)
       nccl->ops->abort(nccl, 1); /* NCCL kernels of the others may wait on this rank */
@@ -828,16 +745,6 @@ static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const cha
   hap_dev_close(dev);
   hap_comm_mpi_finalize(world);
   return 0;
-}
-
-/* A positive number for an option, or -1. */
-static double parse_positive(const char *s, double max) {
-  char *end = NULL;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (end == s || *end != '\0' || errno != 0 || !(v > 0) || v > max)
-    return -1;
-  return v;
 }
 
 int main(int argc, char **argv) {
@@ -873,14 +780,14 @@ int main(int argc, char **argv) {
   const char *output = NULL;
   measure_opts mo = {.threads = 1, .timeout_s = 300};
   bool measure_flags = false; /* a measure-only option was given */
+  hap_err err = {0};
+  double v = 0;
   int c;
   while ((c = getopt_long(argc, argv, "f:o:b:qhV", long_opts, NULL)) != -1) {
     switch (c) {
     case 'f':
-      if (hap_format_parse(optarg, &format) != HAP_OK || format == HAP_FORMAT_CSV) {
-        hap_cli_usage_error(prog, "unknown format '%s' (expected table or json)", optarg);
-        return 2;
-      }
+      if (hap_format_select(optarg, HAP_FORMATS_TABLE_JSON, &format, &err) != HAP_OK)
+        return hap_report_usage(prog, -1, "%s", err.msg);
       break;
     case 'o': output = optarg; break;
     case 'b':
@@ -894,36 +801,31 @@ int main(int argc, char **argv) {
     case OPT_ONLY:
       mo.only_compute = strcmp(optarg, "compute") == 0;
       mo.only_comm = strcmp(optarg, "comm") == 0;
-      if (!mo.only_compute && !mo.only_comm) {
-        hap_cli_usage_error(prog, "--only: unknown part '%s' (expected compute or comm)", optarg);
-        return 2;
-      }
+      if (!mo.only_compute && !mo.only_comm)
+        return hap_report_usage(prog, -1, "--only: unknown part '%s' (expected compute or comm)",
+                                optarg);
       measure_flags = true;
       break;
     case OPT_EMULATE:
       mo.emulate = optarg;
       measure_flags = true;
       break;
-    case OPT_THREADS: {
-      double v = parse_positive(optarg, 1024);
-      if (v < 1 || v != (double)(int32_t)v) {
-        hap_cli_usage_error(prog, "--threads: '%s', expected a whole number in 1..1024", optarg);
-        return 2;
-      }
+    case OPT_THREADS: /* strtod's forms ("4.0", "0x10") of a whole number, as always */
+      if (hap_cli_parse_double("--threads", optarg, 1, 1024, &v, NULL) != HAP_OK ||
+          v != (double)(int32_t)v)
+        return hap_report_usage(prog, -1, "--threads: '%s', expected a whole number in 1..1024",
+                                optarg);
       mo.threads = (int32_t)v;
       measure_flags = true;
       break;
-    }
-    case OPT_TIMEOUT: {
-      double v = parse_positive(optarg, 86400);
-      if (v < 1 || v != (double)(int32_t)v) {
-        hap_cli_usage_error(prog, "--timeout: '%s', expected whole seconds in 1..86400", optarg);
-        return 2;
-      }
+    case OPT_TIMEOUT:
+      if (hap_cli_parse_double("--timeout", optarg, 1, 86400, &v, NULL) != HAP_OK ||
+          v != (double)(int32_t)v)
+        return hap_report_usage(prog, -1, "--timeout: '%s', expected whole seconds in 1..86400",
+                                optarg);
       mo.timeout_s = v;
       measure_flags = true;
       break;
-    }
     case OPT_QUIET: mo.quiet = true; break;
     case OPT_PLAN:
       mo.plan = optarg;
@@ -938,10 +840,8 @@ int main(int argc, char **argv) {
       measure_flags = true;
       break;
     case OPT_KERNEL_TIMING:
-      if (strcmp(optarg, "replay") != 0 && strcmp(optarg, "loop") != 0) {
-        hap_cli_usage_error(prog, "--kernel-timing: '%s', expected replay or loop", optarg);
-        return 2;
-      }
+      if (strcmp(optarg, "replay") != 0 && strcmp(optarg, "loop") != 0)
+        return hap_report_usage(prog, -1, "--kernel-timing: '%s', expected replay or loop", optarg);
       mo.kernel_timing = optarg;
       measure_flags = true;
       break;
@@ -952,40 +852,29 @@ int main(int argc, char **argv) {
   }
   if (optind >= argc && mo.backend != NULL) /* hap-profile --backend cpu -o OUT */
     return cmd_measure(&argc, &argv, &mo, output);
-  if (optind >= argc) {
-    hap_cli_usage_error(prog, "missing command (measure, show, merge)");
-    return 2;
-  }
+  if (optind >= argc)
+    return hap_report_usage(prog, -1, "missing command (measure, show, merge)");
   const char *cmd = argv[optind++];
   int rest = argc - optind;
   if (strcmp(cmd, "measure") == 0) {
-    if (rest != 0) {
-      hap_cli_usage_error(prog, "measure takes no arguments, got '%s'", argv[optind]);
-      return 2;
-    }
+    if (rest != 0)
+      return hap_report_usage(prog, -1, "measure takes no arguments, got '%s'", argv[optind]);
     return cmd_measure(&argc, &argv, &mo, output);
   }
-  if (measure_flags) {
-    hap_cli_usage_error(prog,
-                        "--backend, --quick, --only, --emulate-speed, --threads, --timeout, "
-                        "--plan, --model and --cluster belong to measure, not %s",
-                        cmd);
-    return 2;
-  }
+  if (measure_flags)
+    return hap_report_usage(prog, -1,
+                            "--backend, --quick, --only, --emulate-speed, --threads, --timeout, "
+                            "--plan, --model and --cluster belong to measure, not %s",
+                            cmd);
   if (strcmp(cmd, "show") == 0) {
-    if (rest != 1) {
-      hap_cli_usage_error(prog, "show takes one profile or cluster spec");
-      return 2;
-    }
+    if (rest != 1)
+      return hap_report_usage(prog, -1, "show takes one profile or cluster spec");
     return cmd_show(argv[optind], format);
   }
   if (strcmp(cmd, "merge") == 0) {
-    if (output == NULL || rest < 1) {
-      hap_cli_usage_error(prog, "merge needs -o OUT and at least one input profile");
-      return 2;
-    }
+    if (output == NULL || rest < 1)
+      return hap_report_usage(prog, -1, "merge needs -o OUT and at least one input profile");
     return cmd_merge(output, rest, argv + optind);
   }
-  hap_cli_usage_error(prog, "unknown command '%s' (expected measure, show or merge)", cmd);
-  return 2;
+  return hap_report_usage(prog, -1, "unknown command '%s' (expected measure, show or merge)", cmd);
 }

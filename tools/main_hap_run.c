@@ -3,10 +3,10 @@
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/cli.h"
 #include "base/json_write.h"
@@ -16,6 +16,11 @@
 #include "exec/devices.h"
 #include "exec/emulate.h"
 #include "hap_config.h"
+#include "harness/format.h"
+#include "harness/launcher.h"
+#include "harness/mpi_start.h"
+#include "harness/report.h"
+#include "harness/watchdog.h"
 #include "kx/kernels_run.h"
 #include "model/zoo.h"
 #include "plan/plan_io.h"
@@ -75,76 +80,28 @@ typedef struct opts {
   hap_format format;
 } opts;
 
-/* ---- watchdog -------------------------------------------------------------------------- */
+/* ---- watchdog (harness/watchdog.h): {phase} is the task the runner is in ------------------- */
 
-static volatile sig_atomic_t current_task = -1;
-static const hap_lowered *sig_lw;
-static char sig_prefix[64];
-static volatile sig_atomic_t sig_timeout_s;
+static volatile sig_atomic_t current_task = -1; /* hap_run_options.current_task */
 
-/* The handler's message, built in a fixed buffer and written with one write() so that the lines
- * of several ranks do not interleave. */
-static char sig_msg[512];
-static size_t sig_len;
+static const hap_watchdog_text watchdog_text = {
+    .timeout = "task '{phase}' did not finish within {timeout} s (--timeout): a peer rank died or "
+               "hangs; stopping",
+    .stopped = "stopped by {signal} during task '{phase}' (mpirun stops every rank when one rank "
+               "fails)"};
 
-static void put(const char *s) {
-  while (*s != '\0' && sig_len < sizeof sig_msg - 1)
-    sig_msg[sig_len++] = *s++;
-}
-
-static void put_int(long v) {
-  char num[24];
-  int i = (int)sizeof num - 1;
-  num[i] = '\0';
-  do {
-    num[--i] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v > 0 && i > 0);
-  put(num + i);
-}
-
-/* One line naming the rank and the task, then exit 1 (async-signal-safe). */
-static void fatal_signal(int sig) {
-  sig_len = 0;
-  put(sig_prefix);
+/* Read in the signal handler: the current task's name in the lowered plan `lw` (may be NULL). */
+static const char *task_phase(const void *lw) {
+  const hap_lowered *l = lw;
   int t = (int)current_task;
-  const char *task = sig_lw != NULL && t >= 0 && t < sig_lw->n_tasks ? sig_lw->tasks[t].name : NULL;
-  if (sig == SIGALRM) {
-    put("task '");
-    put(task ? task : "(between tasks)");
-    put("' did not finish within ");
-    put_int((long)sig_timeout_s);
-    put(" s (--timeout): a peer rank died or hangs; stopping\n");
-  } else {
-    put(sig == SIGTERM ? "stopped by SIGTERM" : "stopped by SIGINT");
-    put(" during task '");
-    put(task ? task : "(between tasks)");
-    put("' (mpirun stops every rank when one rank fails)\n");
-  }
-  if (sig_len > 0 && sig_msg[sig_len - 1] != '\n')
-    sig_msg[sig_len++] = '\n';
-  ssize_t rc = write(STDERR_FILENO, sig_msg, sig_len);
-  (void)rc;
-  _exit(1);
+  return l != NULL && t >= 0 && t < l->n_tasks ? l->tasks[t].name : "(between tasks)";
 }
 
 /* hap_run_options.on_task: every task gets the whole --timeout. */
 static void rearm(void *ctx, int32_t task) {
   (void)ctx;
   (void)task;
-  alarm((unsigned)sig_timeout_s);
-}
-
-static void install_handlers(int rank, double timeout_s) {
-  snprintf(sig_prefix, sizeof sig_prefix, "%s: rank %d: ", prog, rank);
-  sig_timeout_s = (sig_atomic_t)ceil(timeout_s);
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = fatal_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGALRM, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
+  hap_watchdog_arm();
 }
 
 /* ---- statistics ------------------------------------------------------------------------ */
@@ -384,21 +341,6 @@ static hap_status write_trace(const opts *o, hap_plan_sim *ps, const double *sta
 
 /* ---- main flow ------------------------------------------------------------------------- */
 
-/* This rank's index among the ranks of its host, from the launcher's environment (Open MPI,
- * MPICH, Slurm), else its world rank: which GPU it takes (as hap-profile). */
-static int32_t local_rank(int32_t rank) {
-  static const char *const keys[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                                     "SLURM_LOCALID"};
-  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-    const char *v = getenv(keys[i]);
-    char *end = NULL;
-    long x = v != NULL ? strtol(v, &end, 10) : -1;
-    if (v != NULL && end != v && *end == '\0' && x >= 0 && x < INT32_MAX)
-      return (int32_t)x;
-  }
-  return rank;
-}
-
 /* --backend cuda: this rank's GPU. Every rank opens its own; when any fails, the lowest failing
  * rank says why (one line) and every rank returns 1. */
 static int open_cuda(hap_comm *comm, hap_cuda_kernels **ck) {
@@ -406,18 +348,14 @@ static int open_cuda(hap_comm *comm, hap_cuda_kernels **ck) {
   int count = 0;
   hap_status st = hap_gpu_query(NULL, 0, &count, &err);
   if (st == HAP_OK)
-    st = hap_cuda_kernels_open(local_rank(comm->rank) % count, ck, &err);
-  int32_t mine = st != HAP_OK ? comm->rank : comm->size, first = comm->size;
-  hap_err aerr = {0};
-  if (comm->ops->all_reduce(comm, &mine, &first, 1, HAP_I32, HAP_REDUCE_MIN, &aerr) != HAP_OK)
-    first = st != HAP_OK ? comm->rank : 0;
+    st = hap_cuda_kernels_open(hap_local_rank(comm->rank) % count, ck, &err);
+  int32_t first = hap_harness_first_failure(comm, st, &err);
   if (first >= comm->size)
     return 0;
   if (comm->rank == first && st == HAP_ENOGPU)
-    fprintf(stderr, "%s: --backend cuda: no CUDA device (%s)\n", prog, err.msg);
+    hap_report(prog, -1, "--backend cuda: no CUDA device (%s)", err.msg);
   else if (comm->rank == first)
-    fprintf(stderr, "%s: rank %d: --backend cuda: %s\n", prog, comm->rank,
-            st != HAP_OK ? err.msg : aerr.msg);
+    hap_report(prog, comm->rank, "--backend cuda: %s", err.msg);
   hap_cuda_kernels_close(*ck);
   *ck = NULL;
   return 1;
@@ -474,7 +412,7 @@ static int run(const opts *o, hap_comm *comm) {
   hap_plan_sim_options so = {.serial = true}; /* cpu + mpi: collectives block the rank */
   if ((st = hap_plan_sim_run(lw, c, &so, &ps, &err)) != HAP_OK)
     goto out;
-  sig_lw = lw;
+  hap_watchdog_set_phase_fn(task_phase, lw);
   hap_run_options ro = {.seed = o->seed,
                         .lr = o->lr,
                         .speed = o->n_speeds > 0 ? o->speeds[me] : 1,
@@ -496,7 +434,7 @@ static int run(const opts *o, hap_comm *comm) {
   }
   bool check_ok = true;
   for (int i = 0; i < total; i++) {
-    alarm((unsigned)ceil(o->timeout_s));
+    hap_watchdog_arm();
     if ((st = comm->ops->barrier(comm, &err)) != HAP_OK)
       goto out;
     double t0 = hap_clock_s();
@@ -504,10 +442,10 @@ static int run(const opts *o, hap_comm *comm) {
     double local = hap_clock_s() - t0, slowest = 0;
     if (st != HAP_OK) {
       const char *task = hap_run_failed_task(run);
-      fprintf(stderr, "%s: rank %d: task '%s': %s\n", prog, me, task ? task : "?", err.msg);
+      hap_report(prog, me, "task '%s': %s", task ? task : "?", err.msg);
       comm->ops->abort(comm, 1);
     }
-    alarm(0);
+    hap_watchdog_disarm();
     if ((st = comm->ops->all_reduce(comm, &local, &slowest, 1, HAP_F64, HAP_REDUCE_MAX, &err)) !=
         HAP_OK)
       goto out;
@@ -515,13 +453,13 @@ static int run(const opts *o, hap_comm *comm) {
     if (i >= o->warmup)
       staging += hap_run_staging_s(run) / o->iters;
     if (i == 0 && o->check) {
-      alarm((unsigned)ceil(o->timeout_s));
+      hap_watchdog_arm();
       if (check(run, g, o, comm, &check_ok, &err) != HAP_OK) {
         /* the other ranks may be inside a collective of the check: stop them all */
-        fprintf(stderr, "%s: rank %d: --check: %s\n", prog, me, err.msg);
+        hap_report(prog, me, "--check: %s", err.msg);
         comm->ops->abort(comm, 1);
       }
-      alarm(0);
+      hap_watchdog_disarm();
     }
   }
   /* the timed iteration closest to the median, from every rank, for the report and the trace */
@@ -569,7 +507,8 @@ static int run(const opts *o, hap_comm *comm) {
   rc = check_ok ? 0 : 1;
 out:
   if (st != HAP_OK && rc != 0)
-    fprintf(stderr, "%s: rank %d: %s\n", prog, me, err.msg);
+    hap_report(prog, me, "%s", err.msg);
+  hap_watchdog_set_phase_fn(task_phase, NULL); /* lw goes */
   free(start);
   free(end);
   free(all_start);
@@ -584,24 +523,6 @@ out:
   hap_cluster_destroy(c);
   hap_graph_destroy(g);
   return rc;
-}
-
-static bool parse_int(const char *s, long lo, long hi, long *out) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (*s == '\0' || *end != '\0' || v < lo || v > hi)
-    return false;
-  *out = v;
-  return true;
-}
-
-static bool parse_double(const char *s, double lo, double hi, double *out) {
-  char *end;
-  double v = strtod(s, &end);
-  if (*s == '\0' || *end != '\0' || !isfinite(v) || v < lo || v > hi)
-    return false;
-  *out = v;
-  return true;
 }
 
 /* 0 ok, 2 usage error (printed by rank 0), -1 help/version printed. */
@@ -636,87 +557,61 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
       {NULL, 0, NULL, 0}};
   bool talk = rank == 0;
   opterr = talk;
+  hap_err err = {0};
   int c;
-  long v;
+  long long v;
   while ((c = getopt_long(argc, argv, "m:c:b:n:w:t:f:qhV", long_opts, NULL)) != -1) {
     switch (c) {
     case 'm': o->model = optarg; break;
     case 'c': o->cluster = optarg; break;
     case OPT_SIM_CLUSTER: o->sim_cluster = optarg; break;
     case 'b':
-      if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0) {
-        if (talk)
-          hap_cli_usage_error(prog, "--backend: unknown backend '%s' (expected cpu or cuda)",
-                              optarg);
-        return 2;
-      }
+      if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0)
+        return hap_report_usage(prog, rank,
+                                "--backend: unknown backend '%s' (expected cpu or cuda)", optarg);
       o->cuda = strcmp(optarg, "cuda") == 0;
       break;
     case 'n':
-      if (!parse_int(optarg, 1, 1000000, &v)) {
-        if (talk)
-          hap_cli_usage_error(prog, "--iters wants an integer 1..1000000, got '%s'", optarg);
-        return 2;
-      }
+      if (hap_cli_parse_int("--iters", optarg, 1, 1000000, &v, &err) != HAP_OK)
+        return hap_report_usage(prog, rank, "%s", err.msg);
       o->iters = (int)v;
       break;
     case 'w':
-      if (!parse_int(optarg, 0, 1000000, &v)) {
-        if (talk)
-          hap_cli_usage_error(prog, "--warmup wants an integer 0..1000000, got '%s'", optarg);
-        return 2;
-      }
+      if (hap_cli_parse_int("--warmup", optarg, 0, 1000000, &v, &err) != HAP_OK)
+        return hap_report_usage(prog, rank, "%s", err.msg);
       o->warmup = (int)v;
       break;
     case 't': o->trace = optarg; break;
     case OPT_CHECK: o->check = true; break;
     case OPT_THREADS:
-      if (!parse_int(optarg, 1, 1024, &v)) {
-        if (talk)
-          hap_cli_usage_error(prog, "--threads wants an integer 1..1024, got '%s'", optarg);
-        return 2;
-      }
+      if (hap_cli_parse_int("--threads", optarg, 1, 1024, &v, &err) != HAP_OK)
+        return hap_report_usage(prog, rank, "%s", err.msg);
       o->threads = (int)v;
       break;
     case OPT_SEED:
-      if (!parse_int(optarg, 0, 2147483647L, &v)) {
-        if (talk)
-          hap_cli_usage_error(prog, "--seed wants a non-negative integer, got '%s'", optarg);
-        return 2;
-      }
+      if (hap_cli_parse_int("--seed", optarg, 0, INT32_MAX, &v, NULL) != HAP_OK)
+        return hap_report_usage(prog, rank, "--seed wants a non-negative integer, got '%s'",
+                                optarg);
       o->seed = (uint64_t)v;
       break;
     case OPT_LR:
-      if (!parse_double(optarg, 0, 1e6, &o->lr)) {
-        if (talk)
-          hap_cli_usage_error(prog, "--lr wants a number >= 0, got '%s'", optarg);
-        return 2;
-      }
+      if (hap_cli_parse_double("--lr", optarg, 0, 1e6, &o->lr, NULL) != HAP_OK)
+        return hap_report_usage(prog, rank, "--lr wants a number >= 0, got '%s'", optarg);
       break;
-    case OPT_EMULATE: {
-      hap_err err = {0};
+    case OPT_EMULATE:
       free(o->speeds);
       o->speeds = NULL;
-      if (hap_emulate_parse(optarg, &o->speeds, &o->n_speeds, &err) != HAP_OK) {
-        if (talk)
-          hap_cli_usage_error(prog, "%s", err.msg);
-        return 2;
-      }
+      if (hap_emulate_parse(optarg, &o->speeds, &o->n_speeds, &err) != HAP_OK)
+        return hap_report_usage(prog, rank, "%s", err.msg);
       break;
-    }
     case OPT_TIMEOUT:
-      if (!parse_double(optarg, 1, 86400, &o->timeout_s)) {
-        if (talk)
-          hap_cli_usage_error(prog, "--timeout wants seconds in 1..86400, got '%s'", optarg);
-        return 2;
-      }
+      if (hap_cli_parse_double("--timeout", optarg, 1, 86400, &o->timeout_s, NULL) != HAP_OK)
+        return hap_report_usage(prog, rank, "--timeout wants seconds in 1..86400, got '%s'",
+                                optarg);
       break;
     case 'f':
-      if (hap_format_parse(optarg, &o->format) != HAP_OK || o->format == HAP_FORMAT_CSV) {
-        if (talk)
-          hap_cli_usage_error(prog, "unknown format '%s' (expected table or json)", optarg);
-        return 2;
-      }
+      if (hap_format_select(optarg, HAP_FORMATS_TABLE_JSON, &o->format, &err) != HAP_OK)
+        return hap_report_usage(prog, rank, "%s", err.msg);
       break;
     case 'q': o->quiet = true; break;
     case 'h':
@@ -740,27 +635,25 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
                             ? "missing --cluster C (the profile or spec the plan was made for)"
                         : o->cuda && o->n_speeds > 0 ? "--emulate-speed is for --backend cpu"
                                                      : NULL;
-  if (missing != NULL) {
-    if (talk)
-      hap_cli_usage_error(prog, "%s", missing);
-    return 2;
-  }
+  if (missing != NULL)
+    return hap_report_usage(prog, rank, "%s", missing);
   o->plan = argv[optind];
   return 0;
 }
 
 int main(int argc, char **argv) {
   hap_comm *comm = NULL;
-  hap_err err = {0};
-  if (hap_comm_mpi_init(&argc, &argv, &comm, &err) != HAP_OK) {
-    fprintf(stderr, "%s: %s\n", prog, err.msg);
+  if (hap_harness_mpi_init(prog, &argc, &argv, &comm) != HAP_OK)
     return 1;
-  }
   opts o = {.iters = 10, .warmup = 2, .threads = 1, .seed = 1, .lr = 1e-3, .timeout_s = 120};
   int rc = parse_args(argc, argv, comm->rank, &o);
   if (rc == 0) {
-    install_handlers(comm->rank, o.timeout_s);
-    rc = run(&o, comm);
+    hap_err err = {0};
+    rc = 1;
+    if (hap_watchdog_install(prog, comm->rank, o.timeout_s, &watchdog_text, &err) != HAP_OK)
+      hap_report_err(prog, comm->rank, &err);
+    else
+      rc = run(&o, comm);
   } else if (rc < 0) {
     rc = 0;
   }

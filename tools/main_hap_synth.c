@@ -1,16 +1,15 @@
 /* hap-synth — synthesise a plan (the SPMD program and the sharding ratios) for a model on a
  * cluster, or build a baseline plan in the same form. */
 #include <getopt.h>
-#include <math.h>
-#include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/cli.h"
 #include "base/json_write.h"
 #include "hap_config.h"
+#include "harness/format.h"
+#include "harness/interrupt.h"
+#include "harness/report.h"
 #include "model/zoo.h"
 #include "plan/plan_io.h"
 #include "simulate/plan_sim.h"
@@ -18,12 +17,6 @@
 #include "synth/synth.h"
 
 static const char *prog = "hap-synth";
-static volatile sig_atomic_t interrupted = 0;
-
-static void on_sigint(int sig) {
-  (void)sig;
-  interrupted = 1;
-}
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -229,11 +222,10 @@ static int run(const opts *o) {
   if (hap_model_load(o->model, &g, &err) != HAP_OK ||
       hap_cluster_open(o->cluster, &c, &err) != HAP_OK)
     goto out;
-  signal(SIGINT, on_sigint);
   hap_synth_options so = {.strategy = o->strategy,
                           .max_rounds = o->max_rounds,
                           .memory_limit_bytes = o->memory_limit,
-                          .interrupt = &interrupted,
+                          .interrupt = hap_interrupt_on_sigint(),
                           .rescore = o->no_rescore ? NULL : hap_plan_sim_rescore};
   bool tty = hap_cli_progress_enabled(stderr, o->quiet);
   if (tty)
@@ -301,43 +293,34 @@ int main(int argc, char **argv) {
                                             {"version", no_argument, NULL, 'V'},
                                             {NULL, 0, NULL, 0}};
   opts o = {.strategy = HAP_STRATEGY_HAP, .format = HAP_FORMAT_TABLE};
+  hap_err err = {0};
+  long long v;
   int c;
   while ((c = getopt_long(argc, argv, "c:s:o:ef:r:m:qhV", long_opts, NULL)) != -1) {
     switch (c) {
     case 'c': o.cluster = optarg; break;
     case 's':
-      if (hap_strategy_parse(optarg, &o.strategy) != HAP_OK) {
-        hap_cli_usage_error(
-            prog, "unknown strategy '%s' (expected hap, dp-ev, dp-cp or megatron-tp)", optarg);
-        return 2;
-      }
+      if (hap_strategy_parse(optarg, &o.strategy) != HAP_OK)
+        return hap_report_usage(
+            prog, -1, "unknown strategy '%s' (expected hap, dp-ev, dp-cp or megatron-tp)", optarg);
       break;
     case 'o': o.output = optarg; break;
     case OPT_COMPARE: o.compare = true; break;
     case OPT_NO_RESCORE: o.no_rescore = true; break;
     case 'e': o.explain = true; break;
     case 'f':
-      if (hap_format_parse(optarg, &o.format) != HAP_OK || o.format == HAP_FORMAT_CSV) {
-        hap_cli_usage_error(prog, "unknown format '%s' (expected table or json)", optarg);
-        return 2;
-      }
+      if (hap_format_select(optarg, HAP_FORMATS_TABLE_JSON, &o.format, &err) != HAP_OK)
+        return hap_report_usage(prog, -1, "%s", err.msg);
       break;
-    case 'r': {
-      char *end;
-      long v = strtol(optarg, &end, 10);
-      if (*end != '\0' || v < 1 || v > 1000) {
-        hap_cli_usage_error(prog, "--max-rounds wants an integer 1..1000, got '%s'", optarg);
-        return 2;
-      }
+    case 'r':
+      if (hap_cli_parse_int("--max-rounds", optarg, 1, 1000, &v, &err) != HAP_OK)
+        return hap_report_usage(prog, -1, "%s", err.msg);
       o.max_rounds = (int)v;
       break;
-    }
     case 'm':
-      if (hap_parse_bytes(optarg, &o.memory_limit) != HAP_OK || o.memory_limit <= 0) {
-        hap_cli_usage_error(prog, "--memory-limit wants a size such as 12G or 512M, got '%s'",
-                            optarg);
-        return 2;
-      }
+      if (hap_parse_bytes(optarg, &o.memory_limit) != HAP_OK || o.memory_limit <= 0)
+        return hap_report_usage(
+            prog, -1, "--memory-limit wants a size such as 12G or 512M, got '%s'", optarg);
       break;
     case 'q': o.quiet = true; break;
     case 'h': usage(stdout); return 0;
@@ -345,14 +328,11 @@ int main(int argc, char **argv) {
     default: fprintf(stderr, "Try '%s --help'.\n", prog); return 2;
     }
   }
-  if (optind != argc - 1) {
-    hap_cli_usage_error(prog, optind >= argc ? "missing MODEL" : "more than one MODEL given");
-    return 2;
-  }
+  if (optind != argc - 1)
+    return hap_report_usage(prog, -1,
+                            optind >= argc ? "missing MODEL" : "more than one MODEL given");
   o.model = argv[optind];
-  if (o.cluster == NULL) {
-    hap_cli_usage_error(prog, "missing --cluster SPEC (e.g. --cluster paper-hetero)");
-    return 2;
-  }
+  if (o.cluster == NULL)
+    return hap_report_usage(prog, -1, "missing --cluster SPEC (e.g. --cluster paper-hetero)");
   return run(&o);
 }

@@ -1,0 +1,18 @@
+/* launcher.h — what the launcher (mpirun, Slurm) tells a process through its environment, for the
+ * tools that run one rank per device. Reads the environment only; no MPI call. */
+#ifndef HAP_HARNESS_LAUNCHER_H
+#define HAP_HARNESS_LAUNCHER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* This rank's index among the ranks of its host: the first of OMPI_COMM_WORLD_LOCAL_RANK
+ * (Open MPI), MPI_LOCALRANKID (MPICH), SLURM_LOCALID (Slurm) that holds an integer
+ * 0..INT32_MAX-1 (a bad value is skipped); else `world_rank`. Which GPU a rank takes. */
+int32_t hap_local_rank(int32_t world_rank);
+
+/* Before MPI starts: is this process rank 0 of its job, or not started by a launcher? True when
+ * OMPI_COMM_WORLD_RANK (else PMI_RANK) is unset or "0". Who says a job-wide error once. */
+bool hap_launcher_rank0(void);
+
+#endif
