@@ -4,7 +4,6 @@
  * prints the rows. */
 #include <getopt.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,8 @@
 #include "base/cli.h"
 #include "base/json_write.h"
 #include "hap_config.h"
+#include "harness/format.h"
+#include "harness/report.h"
 #include "plan/plan_io.h"
 #include "simulate/plan_sim.h"
 #include "simulate/sweep.h"
@@ -510,65 +511,48 @@ int main(int argc, char **argv) {
   const char *sweeps[HAP_SWEEP_MAX_AXES + 1] = {0};
   int n_sweeps = 0, batch_per_device = 0; /* > 0: the batch is this x the devices */
   int c;
+  long long v;
+  hap_err err = {0};
   while ((c = getopt_long(argc, argv, "c:s:p:w:t:f:m:b:qhV", long_opts, NULL)) != -1) {
     switch (c) {
     case 'c': o.cluster = optarg; break;
     case 's': strategy = optarg; break;
     case 'p': o.plan = optarg; break;
     case 'w':
-      if (n_sweeps == HAP_SWEEP_MAX_AXES) {
-        hap_cli_usage_error(prog, "at most %d --sweep axes", HAP_SWEEP_MAX_AXES);
-        return 2;
-      }
+      if (n_sweeps == HAP_SWEEP_MAX_AXES)
+        return hap_report_usage(prog, -1, "at most %d --sweep axes", HAP_SWEEP_MAX_AXES);
       sweeps[n_sweeps++] = optarg;
       break;
     case 't': o.trace = optarg; break;
-    case OPT_TRACE_DEVICES: {
-      char *end;
-      long v = strtol(optarg, &end, 10);
-      if (*end != '\0' || end == optarg || v < 0 || v > 65536) {
-        hap_cli_usage_error(prog, "--trace-devices wants an integer 0..65536, got '%s'", optarg);
-        return 2;
-      }
+    case OPT_TRACE_DEVICES:
+      if (hap_cli_parse_int("--trace-devices", optarg, 0, 65536, &v, &err) != HAP_OK)
+        return hap_report_usage(prog, -1, "%s", err.msg);
       o.trace_devices = (int)v;
       break;
-    }
     case 'f':
-      if (hap_format_parse(optarg, &o.format) != HAP_OK) {
-        hap_cli_usage_error(prog, "unknown format '%s' (expected table, csv or json)", optarg);
-        return 2;
-      }
+      if (hap_format_select(optarg, HAP_FORMATS_ALL, &o.format, &err) != HAP_OK)
+        return hap_report_usage(prog, -1, "%s", err.msg);
       break;
     case 'm':
-      if (hap_parse_bytes(optarg, &o.memory_limit) != HAP_OK || o.memory_limit <= 0) {
-        hap_cli_usage_error(prog, "--memory-limit wants a size such as 12G or 512M, got '%s'",
-                            optarg);
-        return 2;
-      }
+      if (hap_parse_bytes(optarg, &o.memory_limit) != HAP_OK || o.memory_limit <= 0)
+        return hap_report_usage(
+            prog, -1, "--memory-limit wants a size such as 12G or 512M, got '%s'", optarg);
       break;
     case OPT_NO_FOLD: o.no_fold = true; break;
     case OPT_TASKS: o.tasks = true; break;
-    case 'b': {
-      char *end;
-      long v = strtol(optarg, &end, 10);
-      if (*end != '\0' || end == optarg || v < 1 || v > 1000000) {
-        hap_cli_usage_error(prog, "--batch-per-device wants an integer 1..1000000, got '%s'",
-                            optarg);
-        return 2;
-      }
+    case 'b':
+      if (hap_cli_parse_int("--batch-per-device", optarg, 1, 1000000, &v, &err) != HAP_OK)
+        return hap_report_usage(prog, -1, "%s", err.msg);
       batch_per_device = (int)v;
       break;
-    }
     case 'q': o.quiet = true; break;
     case 'h': usage(stdout); return 0;
     case 'V': printf("hap-sim %s\n", HAP_VERSION); return 0;
     default: fprintf(stderr, "Try '%s --help'.\n", prog); return 2;
     }
   }
-  if (optind < argc - 1) {
-    hap_cli_usage_error(prog, "more than one MODEL given");
-    return 2;
-  }
+  if (optind < argc - 1)
+    return hap_report_usage(prog, -1, "more than one MODEL given");
   bool bare = argc == 1;
   if (optind == argc - 1)
     o.model = argv[optind];
@@ -576,21 +560,17 @@ int main(int argc, char **argv) {
     o.strategies = (1 << HAP_STRATEGY_COUNT) - 1;
   } else {
     hap_strategy s;
-    if (hap_strategy_parse(strategy, &s) != HAP_OK) {
-      hap_cli_usage_error(
-          prog, "unknown strategy '%s' (expected hap, dp-ev, dp-cp, megatron-tp or all)", strategy);
-      return 2;
-    }
+    if (hap_strategy_parse(strategy, &s) != HAP_OK)
+      return hap_report_usage(
+          prog, -1, "unknown strategy '%s' (expected hap, dp-ev, dp-cp, megatron-tp or all)",
+          strategy);
     o.strategies = 1 << s;
   }
-  if (o.plan != NULL && strategy != NULL) {
-    hap_cli_usage_error(prog, "--plan and --strategy exclude each other");
-    return 2;
-  }
-  if (o.plan != NULL && n_sweeps > 0) {
-    hap_cli_usage_error(prog, "--plan cannot be swept: a plan is made for one graph and cluster");
-    return 2;
-  }
+  if (o.plan != NULL && strategy != NULL)
+    return hap_report_usage(prog, -1, "--plan and --strategy exclude each other");
+  if (o.plan != NULL && n_sweeps > 0)
+    return hap_report_usage(prog, -1,
+                            "--plan cannot be swept: a plan is made for one graph and cluster");
   if (bare) {
     sweeps[n_sweeps++] = DEFAULT_SWEEP;
     batch_per_device = DEFAULT_BATCH_PER_DEVICE;
@@ -601,11 +581,8 @@ int main(int argc, char **argv) {
                          .batch_per_device = batch_per_device,
                          .axes = sweeps,
                          .n_axes = n_sweeps};
-  hap_err err = {0};
-  if (hap_sweep_init(&o.sweep, &sc, &err) != HAP_OK) {
-    hap_cli_usage_error(prog, "%s", err.msg);
-    return 2;
-  }
+  if (hap_sweep_init(&o.sweep, &sc, &err) != HAP_OK)
+    return hap_report_usage(prog, -1, "%s", err.msg);
   if (bare && !o.quiet)
     fprintf(stderr,
             "%s: the bundled study: %s on %s, hap vs dp-ev vs dp-cp vs megatron-tp, --sweep %s "
