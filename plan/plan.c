@@ -1,5 +1,5 @@
-/* plan.c — the plan data model: names, construction, digests of graphs and clusters, and
- * hap_plan_validate, which replays the program's property flow.
+/* plan.c — the plan data model: names, construction, and hap_plan_validate, which replays the
+ * program's property flow.
  *
  * The flow: an available set of properties (tensor, layout; a Gather also with its segment and
  * granule) starts empty. A source adds (tensor, to); a compute needs (input i, variant.in[i]) for
@@ -178,54 +178,6 @@ hap_status hap_plan_add_step(hap_plan *p, const hap_step *step, hap_err *err) {
   }
   p->steps[p->n_steps++] = *step;
   return HAP_OK;
-}
-
-/* ---- digests -------------------------------------------------------------------------------- */
-
-/* 64-bit FNV-1a. */
-static uint64_t fnv1a(const char *s, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < n; i++) {
-    h ^= (unsigned char)s[i];
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
-/* Close the memory stream `f` that a writer filled (status `st`) and hash what it holds. */
-static hap_status finish_digest(FILE *f, char **buf, const size_t *len, hap_status st,
-                                uint64_t *out, hap_err *err, const char *what, const char *name) {
-  if (fclose(f) != 0 && st == HAP_OK)
-    st = hap_err_set(err, HAP_ENOMEM, "%s '%s': out of memory computing its digest", what, name);
-  if (st == HAP_OK)
-    *out = fnv1a(*buf, *len);
-  free(*buf);
-  return st;
-}
-
-hap_status hap_graph_digest(const hap_graph *g, uint64_t *out, hap_err *err) {
-  hap_graph canon = *g; /* a shallow copy without the provenance */
-  canon.source = NULL;
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  if (f == NULL)
-    return hap_err_set(err, HAP_ENOMEM, "graph '%s': out of memory computing its digest", g->name);
-  hap_status st = hap_graph_write(&canon, f, err);
-  return finish_digest(f, &buf, &len, st, out, err, "graph", g->name);
-}
-
-hap_status hap_cluster_digest(const hap_cluster *c, uint64_t *out, hap_err *err) {
-  hap_cluster canon = *c; /* a shallow copy without the provenance */
-  canon.source = NULL;
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  if (f == NULL)
-    return hap_err_set(err, HAP_ENOMEM, "cluster '%s': out of memory computing its digest",
-                       c->name);
-  hap_status st = hap_cluster_write(&canon, f, err);
-  return finish_digest(f, &buf, &len, st, out, err, "cluster", c->name);
 }
 
 /* ---- validation: plan header ---------------------------------------------------------------- */

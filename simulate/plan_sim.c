@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "plan/replica.h"
 
 static hap_status oom(hap_err *err) {
@@ -215,13 +216,13 @@ static hap_status fold(hap_plan_sim *ps, const double *dur, bool no_fold, hap_er
     return oom(err);
   }
   for (int32_t d = 0; d < n; d++)
-    hash[d] = 1469598103934665603ull;
+    hash[d] = HAP_KEY_HASH_BASIS;
   for (int32_t t = 0; t < nt; t++)
     for (int32_t d = 0; d < n; d++) {
       uint64_t bits;
       double v = dur[(size_t)t * (size_t)n + (size_t)d];
       memcpy(&bits, &v, sizeof bits);
-      hash[d] = (hash[d] ^ bits) * 1099511628211ull;
+      hash[d] = hap_fnv1a_word(hash[d], bits);
     }
   ps->n_groups = 0;
   for (int32_t d = 0; d < n; d++) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "plan/replica.h"
 #include "synth_internal.h"
 
@@ -37,9 +38,9 @@ static bool prop_same(const syn_prop *a, const syn_prop *b) {
 static uint64_t memo_hash(int kind, const syn_prop *a, const syn_prop *b, int extra) {
   int64_t v[10] = {kind,      a->tensor, a->layout,  a->segment, a->granule,
                    b->tensor, b->layout, b->segment, b->granule, extra};
-  uint64_t h = 1469598103934665603ULL;
+  uint64_t h = HAP_KEY_HASH_BASIS;
   for (int i = 0; i < 10; i++) {
-    h = (h ^ (uint64_t)v[i]) * 1099511628211ULL;
+    h = hap_fnv1a_word(h, (uint64_t)v[i]);
     h ^= h >> 29;
   }
   return h;

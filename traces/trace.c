@@ -13,6 +13,7 @@
 
 #include "base/fileio.h"
 #include "base/json_write.h"
+#include "base/utf8.h"
 
 struct hap_trace {
   hap_atomic_file af;
@@ -43,27 +44,6 @@ int64_t hap_trace_events(const hap_trace *t) { return t != NULL ? t->events : 0;
 
 /* ---- low-level output ----------------------------------------------------------------------- */
 
-/* Bytes in the well-formed UTF-8 sequence starting at p (1-4), or 0 when p starts none
- * (stray continuation byte, overlong form, surrogate, above U+10FFFF, truncated by the NUL). */
-static size_t utf8_seq(const unsigned char *p) {
-  unsigned c = p[0];
-  if (c < 0x80)
-    return 1;
-  if (c < 0xC2)
-    return 0;
-  if (c < 0xE0)
-    return (p[1] & 0xC0) == 0x80 ? 2 : 0;
-  if (c < 0xF0) {
-    unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-    return p[1] >= lo && p[1] <= hi && (p[2] & 0xC0) == 0x80 ? 3 : 0;
-  }
-  if (c < 0xF5) {
-    unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-    return p[1] >= lo && p[1] <= hi && (p[2] & 0xC0) == 0x80 && (p[3] & 0xC0) == 0x80 ? 4 : 0;
-  }
-  return 0;
-}
-
 /* The escape for one byte that cannot go out as it is (c < 0x20, '"', '\\'). */
 static void put_escape(FILE *f, unsigned char c) {
   static const char hex[] = "0123456789abcdef";
@@ -86,7 +66,7 @@ static void put_str(FILE *f, const char *s) {
   const unsigned char *p = (const unsigned char *)s, *run = p;
   fputc('"', f);
   while (*p != '\0') {
-    size_t n = utf8_seq(p);
+    size_t n = hap_utf8_seq(p);
     if (n > 0 && *p >= 0x20 && *p != '"' && *p != '\\') {
       p += n;
       continue;
