@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "synth_internal.h"
 
 typedef struct syn_state {
@@ -97,11 +98,11 @@ static int prop_qcmp(const void *a, const void *b) { return prop_cmp(a, b); }
 static bool prop_eq(const syn_prop *a, const syn_prop *b) { return prop_cmp(a, b) == 0; }
 
 static uint64_t props_hash(int32_t k, const syn_prop *p, int32_t n) {
-  uint64_t h = 1469598103934665603ULL ^ (uint64_t)(uint32_t)k;
+  uint64_t h = HAP_KEY_HASH_BASIS ^ (uint64_t)(uint32_t)k;
   for (int32_t i = 0; i < n; i++) {
     uint64_t v = (uint64_t)(uint32_t)p[i].tensor << 32 ^ (uint64_t)(uint8_t)p[i].layout << 24 ^
                  (uint64_t)(uint32_t)p[i].segment << 8 ^ (uint64_t)p[i].granule;
-    h = (h ^ v) * 1099511628211ULL;
+    h = hap_fnv1a_word(h, v);
     h ^= h >> 29;
   }
   return h;
@@ -201,7 +202,8 @@ static syn_state **table_slot(search *s, int32_t k, uint64_t hash, const syn_pro
   }
 }
 
-static int table_grow(search *s) {
+/* Twice the slots (256 at first), every state re-inserted: a rehash, not an array growing. */
+static int table_rehash(search *s) {
   size_t cap = s->cap_table ? 2 * s->cap_table : 256;
   syn_state **t = calloc(cap, sizeof(syn_state *));
   if (t == NULL)
@@ -405,7 +407,7 @@ static hap_status expand(search *s, syn_state *st, double f, hap_err *err) {
       continue;
     s->generated++;
     uint64_t hash = props_hash(k + 1, s->scratch, n);
-    if ((s->n_table + 1) * 2 > s->cap_table && table_grow(s) != 0)
+    if ((s->n_table + 1) * 2 > s->cap_table && table_rehash(s) != 0)
       return hap_err_set(err, HAP_ENOMEM, "out of memory in the program search");
     /* The table keeps the cheapest state per property set; a costlier one survives only if it
      * holds less memory somewhere (it may fit where the cheaper one will not). */
@@ -631,7 +633,7 @@ hap_status syn_search(syn_ctx *x, const hap_synth_options *o, int round, int8_t 
   int64_t bound_expanded = 0;
   bool interrupted = false;
   s.wmem = calloc((size_t)x->n_classes, sizeof *s.wmem);
-  if (s.wmem == NULL || table_grow(&s) != 0) {
+  if (s.wmem == NULL || table_rehash(&s) != 0) {
     st = hap_err_set(err, HAP_ENOMEM, "out of memory in the program search");
     goto out;
   }
