@@ -444,3 +444,43 @@ uint64_t hap_kernel_shape_key(const hap_op_io *io) {
   }
   return h;
 }
+
+const hap_kernel_sample *hap_device_kernel(const hap_device *d, hap_op op, bool backward,
+                                           uint64_t shape_key) {
+  const hap_kernel_sample probe = {.op = op, .backward = backward, .shape_key = shape_key};
+  int32_t lo = 0, hi = d->n_kernels - 1;
+  while (lo <= hi) {
+    int32_t mid = lo + (hi - lo) / 2;
+    int c = cmp_kernel(&d->kernels[mid], &probe); /* the order hap_cluster_add_device sorts in */
+    if (c == 0)
+      return &d->kernels[mid];
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid - 1;
+  }
+  return NULL;
+}
+
+double hap_device_flops(const hap_device *d, hap_dtype dtype) {
+  double r = d->sustained_flops[dtype];
+  return r > 0 ? r : d->sustained_flops[HAP_F32];
+}
+
+double hap_gemm_rate(const hap_device *d, hap_dtype dtype, double m, double n, double k) {
+  double lm = log(m), ln = log(n), lk = log(k);
+  double wsum = 0, acc = 0;
+  for (int32_t i = 0; i < d->n_gemm; i++) {
+    const hap_gemm_sample *s = &d->gemm[i];
+    if (s->dtype != dtype)
+      continue;
+    double dm = lm - log((double)s->m), dn = ln - log((double)s->n), dk = lk - log((double)s->k);
+    double d2 = dm * dm + dn * dn + dk * dk;
+    if (d2 < 1e-18)
+      return s->flops_per_s;
+    double w = 1 / (d2 * d2); /* inverse distance weighting, power 4: nearest samples dominate */
+    wsum += w;
+    acc += w * log(s->flops_per_s);
+  }
+  return wsum > 0 ? exp(acc / wsum) : hap_device_flops(d, dtype);
+}
