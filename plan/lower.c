@@ -30,43 +30,13 @@ const char *hap_local_op_name(hap_local_op op) {
 
 /* ---- shard lengths cache ---------------------------------------------------------------- */
 
-typedef struct len_entry {
-  int64_t extent, granule;
-  int32_t seg;
-  int64_t *len;
-} len_entry;
-
 struct hap_lower_private {
-  hap_arena names; /* task names */
-  len_entry *e;    /* shard lengths per (extent, granule, segment) */
-  int32_t n, cap;
+  hap_arena names;         /* task names */
+  hap_shard_cache lengths; /* shard lengths per (extent, granule, segment) */
 };
 
 const int64_t *hap_lowered_lengths(hap_lowered *lw, int64_t extent, int64_t granule, int32_t seg) {
-  struct hap_lower_private *c = lw->priv;
-  if (granule < 1)
-    granule = 1;
-  for (int32_t i = 0; i < c->n; i++)
-    if (c->e[i].extent == extent && c->e[i].granule == granule && c->e[i].seg == seg)
-      return c->e[i].len;
-  if (seg < 0 || seg >= lw->plan->n_segments)
-    return NULL;
-  if (c->n == c->cap) {
-    int32_t cap = c->cap ? 2 * c->cap : 16;
-    len_entry *p = realloc(c->e, (size_t)cap * sizeof *p);
-    if (p == NULL)
-      return NULL;
-    c->e = p;
-    c->cap = cap;
-  }
-  int64_t *len = malloc((size_t)lw->group_size * sizeof *len);
-  const double *r = lw->plan->ratios + (size_t)seg * (size_t)lw->group_size;
-  if (len == NULL || hap_shard_lengths(extent, granule, r, lw->group_size, len, NULL) != HAP_OK) {
-    free(len);
-    return NULL;
-  }
-  c->e[c->n++] = (len_entry){extent, granule, seg, len};
-  return len;
+  return hap_shard_cache_get(&lw->priv->lengths, extent, granule < 1 ? 1 : granule, seg);
 }
 
 /* ---- building -------------------------------------------------------------------------- */
@@ -545,9 +515,7 @@ void hap_lowered_destroy(hap_lowered *lw) {
   if (lw == NULL)
     return;
   if (lw->priv) {
-    for (int32_t i = 0; i < lw->priv->n; i++)
-      free(lw->priv->e[i].len);
-    free(lw->priv->e);
+    hap_shard_cache_free(&lw->priv->lengths);
     hap_arena_free(&lw->priv->names);
     free(lw->priv);
   }
@@ -607,6 +575,7 @@ hap_status hap_lower(const hap_plan *p, const hap_graph *g, hap_lowered **out, h
     goto out;
   }
   hap_arena_init(&lw->priv->names);
+  hap_shard_cache_init(&lw->priv->lengths, p->ratios, p->n_segments, p->group_size);
   for (int32_t t = 0; t < g->n_tensors; t++)
     lw->source_step[t] = b.head[t] = -1;
   memset(b.in, 0xff, ns * HAP_MAX_OP_INPUTS * sizeof *b.in); /* every entry -1 */

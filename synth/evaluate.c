@@ -9,12 +9,6 @@
 #include "plan/replica.h"
 #include "synth_internal.h"
 
-struct syn_len_entry {
-  int64_t extent, granule;
-  int32_t seg;
-  int64_t *len; /* [n] */
-};
-
 /* A cached result: kind COMM (a -> b), SOURCE (a) or MEMORY (a, stored as `storage`: its
  * per-class bytes at memo_vals + vals), each a function of the properties and the ratios only. */
 enum { MEMO_EMPTY = 0, MEMO_COMM, MEMO_SOURCE, MEMO_MEMORY };
@@ -110,15 +104,13 @@ static bool same_device_spec(const hap_device *a, const hap_device *b) {
 }
 
 static void clear_lengths(syn_ctx *x) {
-  for (int32_t i = 0; i < x->n_lens; i++)
-    free(x->lens[i].len);
-  x->n_lens = 0;
+  hap_shard_cache_clear(&x->lengths);
   memo_clear(x);
 }
 
 void syn_ctx_free(syn_ctx *x) {
   clear_lengths(x);
-  free(x->lens);
+  hap_shard_cache_free(&x->lengths);
   free(x->memo);
   free(x->memo_vals);
   free(x->ratios);
@@ -163,6 +155,7 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
   x->n = c->n_devices;
   x->n_segments = g->n_segments;
   x->ratios = calloc((size_t)x->n_segments * (size_t)x->n, sizeof *x->ratios);
+  hap_shard_cache_init(&x->lengths, x->ratios, x->n_segments, x->n);
   x->nodes = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *x->nodes);
   x->last_use = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *x->last_use);
   x->n_uses = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *x->n_uses);
@@ -253,27 +246,7 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
 }
 
 const int64_t *syn_lengths(syn_ctx *x, int64_t extent, int64_t granule, int32_t seg) {
-  for (int32_t i = 0; i < x->n_lens; i++) {
-    syn_len_entry *e = &x->lens[i];
-    if (e->extent == extent && e->granule == granule && e->seg == seg)
-      return e->len;
-  }
-  if (x->n_lens == x->cap_lens) {
-    int32_t cap = x->cap_lens ? 2 * x->cap_lens : 64;
-    syn_len_entry *p = realloc(x->lens, (size_t)cap * sizeof *p);
-    if (p == NULL)
-      return NULL;
-    x->lens = p;
-    x->cap_lens = cap;
-  }
-  int64_t *len = malloc((size_t)x->n * sizeof *len);
-  if (len == NULL || hap_shard_lengths(extent, granule, x->ratios + (size_t)seg * (size_t)x->n,
-                                       x->n, len, NULL) != HAP_OK) {
-    free(len);
-    return NULL;
-  }
-  x->lens[x->n_lens++] = (syn_len_entry){extent, granule, seg, len};
-  return len;
+  return hap_shard_cache_get(&x->lengths, extent, granule, seg);
 }
 
 double syn_node_time(syn_ctx *x, int32_t k, int v, double *per_device) {
