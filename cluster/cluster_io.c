@@ -47,6 +47,7 @@
 #include "base/json_read.h"
 #include "base/json_write.h"
 #include "base/utf8.h"
+#include "base/vec.h"
 #include "cluster/presets.h"
 
 #define GROUP_MAX_HOSTS  65536   /* "count" of one host group */
@@ -645,14 +646,8 @@ static hap_status add_host(reader *r, size_t gi, const char *gpath, const char *
     return hap_jr_fail(&r->jr, HAP_EPARSE, hap_jpath_key(p, gpath, "name"),
                        "host '%s' is already defined by hosts[%d], expected unique host names",
                        hap_json_quote(name, b), r->group_of_host[prev]);
-  if (r->c->n_hosts >= r->cap_hosts) {
-    int32_t cap = r->cap_hosts ? r->cap_hosts * 2 : 16;
-    int32_t *t = realloc(r->group_of_host, (size_t)cap * sizeof *t);
-    if (t == NULL)
-      return hap_jr_oom(&r->jr);
-    r->group_of_host = t;
-    r->cap_hosts = cap;
-  }
+  if (HAP_VEC_RESERVE(r->group_of_host, r->cap_hosts, (int64_t)r->c->n_hosts + 1, 16) != 0)
+    return hap_jr_oom(&r->jr);
   r->group_of_host[r->c->n_hosts] = (int32_t)gi;
   hap_status st = hap_cluster_add_host(r->c, name, intra, nic, NULL, &e);
   if (st != HAP_OK)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/vec.h"
 #include "cluster/cluster_io.h"
 #include "model/graph_io.h"
 #include "plan/replica.h"
@@ -166,16 +167,10 @@ void hap_plan_destroy(hap_plan *p) {
 }
 
 hap_status hap_plan_add_step(hap_plan *p, const hap_step *step, hap_err *err) {
-  if (p->n_steps == p->cap_steps) {
-    if (p->cap_steps > INT32_MAX / 2)
-      return hap_err_set(err, HAP_ENOMEM, "plan: too many steps (%d)", p->n_steps);
-    int32_t cap = p->cap_steps ? 2 * p->cap_steps : 64;
-    hap_step *s = realloc(p->steps, (size_t)cap * sizeof *s);
-    if (s == NULL)
-      return hap_err_set(err, HAP_ENOMEM, "plan: out of memory adding step %d", p->n_steps);
-    p->steps = s;
-    p->cap_steps = cap;
-  }
+  if (p->n_steps == p->cap_steps && p->cap_steps > INT32_MAX / 2)
+    return hap_err_set(err, HAP_ENOMEM, "plan: too many steps (%d)", p->n_steps);
+  if (HAP_VEC_RESERVE(p->steps, p->cap_steps, (int64_t)p->n_steps + 1, 64) != 0)
+    return hap_err_set(err, HAP_ENOMEM, "plan: out of memory adding step %d", p->n_steps);
   p->steps[p->n_steps++] = *step;
   return HAP_OK;
 }
@@ -328,14 +323,8 @@ static bool has_prop(const flow *f, int32_t t, prop p) {
 static hap_status add_prop(flow *f, int32_t t, prop p) {
   if (has_prop(f, t, p))
     return HAP_OK;
-  if (f->n_ent == f->cap_ent) {
-    int32_t cap = f->cap_ent ? 2 * f->cap_ent : 256;
-    entry *e = cap > f->cap_ent ? realloc(f->ent, (size_t)cap * sizeof *e) : NULL;
-    if (e == NULL)
-      return fail(f, HAP_ENOMEM, "out of memory validating the plan");
-    f->ent = e;
-    f->cap_ent = cap;
-  }
+  if (HAP_VEC_RESERVE(f->ent, f->cap_ent, (int64_t)f->n_ent + 1, 256) != 0)
+    return fail(f, HAP_ENOMEM, "out of memory validating the plan");
   f->ent[f->n_ent] = (entry){.p = p, .next = f->head[t]};
   f->head[t] = f->n_ent++;
   return HAP_OK;

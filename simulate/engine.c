@@ -55,16 +55,9 @@ void hap_sim_destroy(hap_sim *s) {
 /* Copy a name into the pool; its offset in *off. */
 static hap_status push_name(hap_sim *s, const char *name, size_t *off, hap_err *err) {
   size_t len = strlen(name) + 1;
-  if (s->names_len + len > s->names_cap) {
-    size_t cap = s->names_cap > 0 ? s->names_cap : 4096;
-    while (cap < s->names_len + len)
-      cap *= 2;
-    char *p = realloc(s->names, cap);
-    if (p == NULL)
-      return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory for names");
-    s->names = p;
-    s->names_cap = cap;
-  }
+  if (s->names_len + len > (size_t)INT64_MAX ||
+      HAP_VEC_RESERVE64(s->names, s->names_cap, (int64_t)(s->names_len + len), 4096) != 0)
+    return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory for names");
   memcpy(s->names + s->names_len, name, len);
   *off = s->names_len;
   s->names_len += len;

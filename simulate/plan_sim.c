@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/hash.h"
+#include "base/vec.h"
 #include "plan/replica.h"
 
 static hap_status oom(hap_err *err) {
@@ -320,14 +321,9 @@ static hap_status simulate(hap_plan_sim *ps, const double *dur, bool serial, hap
     if (k->kind == HAP_TASK_COLLECTIVE &&
         ((st = collective_ids(ps, t, sim, &x, coll, folded_ok, err)) != HAP_OK || !*folded_ok))
       break;
-    if (k->n_deps > cap) {
-      cap = k->n_deps;
-      int32_t *p = realloc(deps, (size_t)cap * sizeof *p);
-      if (p == NULL) {
-        st = oom(err);
-        break;
-      }
-      deps = p;
+    if (HAP_VEC_RESERVE(deps, cap, k->n_deps, 16) != 0) {
+      st = oom(err);
+      break;
     }
     for (int32_t g = 0; g < G && st == HAP_OK; g++) {
       for (int32_t i = 0; i < k->n_deps; i++)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/hash.h"
+#include "base/vec.h"
 #include "plan/replica.h"
 #include "synth_internal.h"
 
@@ -381,14 +382,15 @@ void syn_prop_memory(syn_ctx *x, const syn_prop *p, hap_storage storage, double 
   const syn_memo_entry *e = memo_get(x, MEMO_MEMORY, p, &none, storage);
   if (e == NULL) {
     if (x->n_memo_vals + nc > x->cap_memo_vals) {
-      size_t cap = x->cap_memo_vals ? 2 * x->cap_memo_vals : 64 * nc;
-      double *v = realloc(x->memo_vals, cap * sizeof *v);
+      int64_t cap = hap_vec_next_cap((int64_t)x->cap_memo_vals, (int64_t)(x->n_memo_vals + nc),
+                                     64 * (int64_t)nc, INT64_MAX);
+      double *v = hap_vec_realloc(x->memo_vals, cap, sizeof *v);
       if (v == NULL) {
         prop_memory(x, p, storage, NULL, per_class);
         return;
       }
       x->memo_vals = v;
-      x->cap_memo_vals = cap;
+      x->cap_memo_vals = (size_t)cap;
     }
     double *vals = x->memo_vals + x->n_memo_vals;
     memset(vals, 0, nc * sizeof *vals);

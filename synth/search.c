@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "base/hash.h"
+#include "base/vec.h"
 #include "synth_internal.h"
 
 typedef struct syn_state {
@@ -146,14 +147,8 @@ typedef struct search {
 } search;
 
 static int heap_push(search *s, heap_item it) {
-  if (s->n_heap == s->cap_heap) {
-    int64_t cap = s->cap_heap ? 2 * s->cap_heap : 4096;
-    heap_item *h = realloc(s->heap, (size_t)cap * sizeof *h);
-    if (h == NULL)
-      return -1;
-    s->heap = h;
-    s->cap_heap = cap;
-  }
+  if (HAP_VEC_RESERVE64(s->heap, s->cap_heap, s->n_heap + 1, 4096) != 0)
+    return -1;
   int64_t i = s->n_heap++;
   s->heap[i] = it;
   while (i > 0 && heap_before(&s->heap[i], &s->heap[(i - 1) / 2])) {
@@ -299,13 +294,8 @@ static int32_t apply(search *s, const syn_prop *from, const double *from_mem, in
   const syn_node *sn = &x->nodes[k];
   const hap_variant *var = &sn->variants[v];
   int32_t need = n + node->n_inputs + node->n_outputs + 1;
-  if (need > s->cap_scratch || s->scratch == NULL) {
-    syn_prop *p = realloc(s->scratch, (size_t)need * 2 * sizeof *p);
-    if (p == NULL)
-      return -1;
-    s->scratch = p;
-    s->cap_scratch = need * 2;
-  }
+  if (HAP_VEC_RESERVE(s->scratch, s->cap_scratch, need, 64) != 0)
+    return -1;
   syn_prop *w = s->scratch;
   if (n > 0)
     memcpy(w, from, (size_t)n * sizeof *w);

@@ -14,6 +14,7 @@
 #include "base/fileio.h"
 #include "base/json_write.h"
 #include "base/utf8.h"
+#include "base/vec.h"
 
 struct hap_trace {
   hap_atomic_file af;
@@ -369,16 +370,16 @@ hap_status hap_trace_counter(hap_trace *t, const char *name, int pid, int64_t ts
 static bool meta_reserve(hap_trace *t) {
   if (t->n_meta < t->cap_meta)
     return true;
-  size_t cap = t->cap_meta != 0 ? t->cap_meta * 2 : 8;
-  char **keys = realloc(t->meta_keys, cap * sizeof *keys);
+  int64_t cap = hap_vec_next_cap((int64_t)t->cap_meta, (int64_t)t->n_meta + 1, 8, INT64_MAX);
+  char **keys = hap_vec_realloc(t->meta_keys, cap, sizeof *keys);
   if (keys == NULL)
     return false;
   t->meta_keys = keys;
-  char **vals = realloc(t->meta_vals, cap * sizeof *vals);
+  char **vals = hap_vec_realloc(t->meta_vals, cap, sizeof *vals);
   if (vals == NULL)
     return false;
   t->meta_vals = vals;
-  t->cap_meta = cap;
+  t->cap_meta = (size_t)cap;
   return true;
 }
 
