@@ -716,7 +716,7 @@ const int64_t *hap_shard_cache_get(hap_shard_cache *c, int64_t extent, int64_t g
   if (seg < 0 || seg >= c->n_segments || c->n < 1 ||
       HAP_VEC_RESERVE(c->entries, c->cap_entries, (int64_t)c->n_entries + 1, 16) != 0)
     return NULL;
-  int64_t *len = malloc((size_t)c->n * sizeof *len);
+  int64_t *len = calloc((size_t)c->n, sizeof *len);
   if (len == NULL || hap_shard_lengths(extent, granule, c->ratios + (size_t)seg * (size_t)c->n,
                                        c->n, len, NULL) != HAP_OK) {
     free(len);
