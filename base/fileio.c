@@ -11,23 +11,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/vec.h"
+
 /* Read all of `f` into a growing NUL-terminated buffer (works for pipes too). */
 static hap_status slurp(FILE *f, const char *path, char **data, size_t *len, hap_err *err) {
-  size_t cap = 65536, n = 0;
-  char *buf = malloc(cap);
+  int64_t cap = 65536;
+  size_t n = 0;
+  char *buf = malloc((size_t)cap);
   if (buf == NULL)
     return hap_err_set(err, HAP_ENOMEM, "%s: out of memory reading the file", path);
   for (;;) {
-    if (cap - n < 2) {
-      char *grown = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
-      if (grown == NULL) {
-        free(buf);
-        return hap_err_set(err, HAP_ENOMEM, "%s: out of memory reading %zu bytes", path, n);
-      }
-      buf = grown;
-      cap *= 2;
+    if (HAP_VEC_RESERVE64(buf, cap, (int64_t)n + 2, 65536) != 0) { /* the byte read and a NUL */
+      free(buf);
+      return hap_err_set(err, HAP_ENOMEM, "%s: out of memory reading %zu bytes", path, n);
     }
-    size_t got = fread(buf + n, 1, cap - n - 1, f);
+    size_t got = fread(buf + n, 1, (size_t)cap - n - 1, f);
     n += got;
     if (got == 0) {
       if (ferror(f)) {

@@ -3,14 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t hash_str(const char *s) {
-  uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-  for (; *s; s++) {
-    h ^= (unsigned char)*s;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
+#include "base/hash.h"
+
+static uint64_t hash_str(const char *s) { return hap_fnv1a_more(HAP_KEY_HASH_BASIS, s, strlen(s)); }
 
 void hap_strmap_init(hap_strmap *m) { memset(m, 0, sizeof *m); }
 
@@ -32,7 +27,8 @@ int32_t hap_strmap_get(const hap_strmap *m, const char *key) {
   }
 }
 
-static int grow(hap_strmap *m) {
+/* Twice the slots (64 at first), every key re-inserted: a rehash, not an array growing. */
+static int rehash(hap_strmap *m) {
   size_t cap = m->cap ? m->cap * 2 : 64;
   const char **keys = calloc(cap, sizeof *keys);
   int32_t *vals = calloc(cap, sizeof *vals);
@@ -59,7 +55,7 @@ static int grow(hap_strmap *m) {
 }
 
 int hap_strmap_put(hap_strmap *m, const char *key, int32_t val) {
-  if ((m->len + 1) * 2 > m->cap && grow(m) != 0)
+  if ((m->len + 1) * 2 > m->cap && rehash(m) != 0)
     return -1;
   size_t mask = m->cap - 1;
   size_t i = hash_str(key) & mask;

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "base/strmap.h"
+#include "base/vec.h"
 
 typedef struct link_override {
   int32_t src, dst;
@@ -87,21 +89,6 @@ hap_status hap_cluster_set_source(hap_cluster *c, const char *source) {
   return (source && !c->source) ? HAP_ENOMEM : HAP_OK;
 }
 
-/* Grow *arr (elements of `size` bytes) to hold one more than *len. */
-static int grow(void **arr, int32_t *cap, int32_t len, size_t size) {
-  if (len < *cap)
-    return 0;
-  if (*cap > INT32_MAX / 2)
-    return -1;
-  int32_t ncap = *cap ? *cap * 2 : 16;
-  void *p = realloc(*arr, (size_t)ncap * size);
-  if (p == NULL)
-    return -1;
-  *arr = p;
-  *cap = ncap;
-  return 0;
-}
-
 hap_status hap_cluster_add_host(hap_cluster *c, const char *name, hap_link intra, hap_link nic,
                                 int32_t *id, hap_err *err) {
   hap_cluster_impl *im = c->impl;
@@ -109,7 +96,7 @@ hap_status hap_cluster_add_host(hap_cluster *c, const char *name, hap_link intra
     return hap_err_set(err, HAP_EINVAL, "host name is empty");
   if (hap_strmap_get(&im->host_ids, name) >= 0)
     return hap_err_set(err, HAP_EINVAL, "host '%s' is defined twice", name);
-  if (grow((void **)&c->hosts, &im->cap_hosts, c->n_hosts, sizeof *c->hosts) != 0)
+  if (HAP_VEC_RESERVE(c->hosts, im->cap_hosts, (int64_t)c->n_hosts + 1, 16) != 0)
     return hap_err_set(err, HAP_ENOMEM, "out of memory adding host '%s'", name);
   hap_host *h = &c->hosts[c->n_hosts];
   memset(h, 0, sizeof *h);
@@ -143,7 +130,7 @@ hap_status hap_cluster_add_device(hap_cluster *c, const char *name, const hap_de
     return hap_err_set(err, HAP_EINVAL, "device name is empty");
   if (hap_strmap_get(&im->device_ids, name) >= 0)
     return hap_err_set(err, HAP_EINVAL, "device '%s' is defined twice", name);
-  if (grow((void **)&c->devices, &im->cap_devices, c->n_devices, sizeof *c->devices) != 0)
+  if (HAP_VEC_RESERVE(c->devices, im->cap_devices, (int64_t)c->n_devices + 1, 16) != 0)
     return hap_err_set(err, HAP_ENOMEM, "out of memory adding device '%s'", name);
   hap_device *d = &c->devices[c->n_devices];
   *d = *proto;
@@ -287,7 +274,7 @@ hap_status hap_cluster_add_fit(hap_cluster *c, const hap_coll_fit *fit, hap_err 
     if (fit->ranks[i] < 0 || fit->ranks[i] >= c->n_devices)
       return hap_err_set(err, HAP_EINVAL, "collective fit (%s): rank %d refers to no device",
                          hap_coll_kind_name(fit->kind), fit->ranks[i]);
-  if (grow((void **)&c->fits, &c->impl->cap_fits, c->n_fits, sizeof *c->fits) != 0)
+  if (HAP_VEC_RESERVE(c->fits, c->impl->cap_fits, (int64_t)c->n_fits + 1, 16) != 0)
     return hap_err_set(err, HAP_ENOMEM, "out of memory adding a collective fit");
   hap_coll_fit *f = &c->fits[c->n_fits];
   *f = *fit;
@@ -449,11 +436,51 @@ hap_status hap_cluster_validate(const hap_cluster *c, hap_err *err) {
 }
 
 uint64_t hap_kernel_shape_key(const hap_op_io *io) {
-  uint64_t h = 1469598103934665603ULL; /* FNV-1a over ranks and dims */
+  uint64_t h = HAP_KEY_HASH_BASIS; /* FNV-1a over ranks and dims */
   for (int i = 0; i < io->n_in; i++) {
-    h = (h ^ (uint64_t)(uint32_t)io->in[i].rank) * 1099511628211ULL;
+    h = hap_fnv1a_word(h, (uint64_t)(uint32_t)io->in[i].rank);
     for (int d = 0; d < io->in[i].rank; d++)
-      h = (h ^ (uint64_t)io->in[i].dims[d]) * 1099511628211ULL;
+      h = hap_fnv1a_word(h, (uint64_t)io->in[i].dims[d]);
   }
   return h;
+}
+
+const hap_kernel_sample *hap_device_kernel(const hap_device *d, hap_op op, bool backward,
+                                           uint64_t shape_key) {
+  const hap_kernel_sample probe = {.op = op, .backward = backward, .shape_key = shape_key};
+  int32_t lo = 0, hi = d->n_kernels - 1;
+  while (lo <= hi) {
+    int32_t mid = lo + (hi - lo) / 2;
+    int c = cmp_kernel(&d->kernels[mid], &probe); /* the order hap_cluster_add_device sorts in */
+    if (c == 0)
+      return &d->kernels[mid];
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid - 1;
+  }
+  return NULL;
+}
+
+double hap_device_flops(const hap_device *d, hap_dtype dtype) {
+  double r = d->sustained_flops[dtype];
+  return r > 0 ? r : d->sustained_flops[HAP_F32];
+}
+
+double hap_gemm_rate(const hap_device *d, hap_dtype dtype, double m, double n, double k) {
+  double lm = log(m), ln = log(n), lk = log(k);
+  double wsum = 0, acc = 0;
+  for (int32_t i = 0; i < d->n_gemm; i++) {
+    const hap_gemm_sample *s = &d->gemm[i];
+    if (s->dtype != dtype)
+      continue;
+    double dm = lm - log((double)s->m), dn = ln - log((double)s->n), dk = lk - log((double)s->k);
+    double d2 = dm * dm + dn * dn + dk * dk;
+    if (d2 < 1e-18)
+      return s->flops_per_s;
+    double w = 1 / (d2 * d2); /* inverse distance weighting, power 4: nearest samples dominate */
+    wsum += w;
+    acc += w * log(s->flops_per_s);
+  }
+  return wsum > 0 ? exp(acc / wsum) : hap_device_flops(d, dtype);
 }

@@ -37,25 +37,24 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/fileio.h"
+#include "base/hash.h"
 #include "base/json_read.h"
 #include "base/json_write.h"
 #include "base/spec.h"
+#include "base/utf8.h"
+#include "base/vec.h"
 #include "cluster/presets.h"
 
 #define GROUP_MAX_HOSTS  65536   /* "count" of one host group */
 #define HOST_MAX_DEVICES 4096    /* devices of one host */
 #define NAME_MAX_LEN     200     /* bytes of a host group, host or device name */
 #define SAMPLES_MAX      1000000 /* GEMM or kernel samples of one device */
-
-typedef hap_jpath pathbuf;
-typedef hap_jquote quotebuf;
 
 /* ---- spec parameters ------------------------------------------------------------------------ */
 
@@ -190,9 +189,7 @@ typedef struct link_spec {
 } link_spec;
 
 typedef struct reader {
-  const char *label; /* file name for messages */
-  hap_err *err;
-  bool strict; /* unknown keys are errors (file version <= ours) */
+  hap_jr jr; /* label, error record, strictness */
   const cl_params *params;
   hap_cluster *c;
   link_spec def_intra, def_nic;
@@ -200,142 +197,28 @@ typedef struct reader {
   int32_t cap_hosts;
 } reader;
 
-__attribute__((format(printf, 4, 5))) static hap_status
-fail(reader *r, hap_status st, const char *path, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  hap_status s = hap_json_vfail(r->label, r->err, st, path, fmt, ap);
-  va_end(ap);
-  return s;
-}
-
-static hap_status oom(reader *r) {
-  return hap_err_set(r->err, HAP_ENOMEM, "%s: out of memory", r->label);
-}
-
-static const char *at_index(pathbuf b, const char *base, size_t i) {
-  return hap_jpath_index(b, base, i);
-}
-static const char *at_key(pathbuf b, const char *base, const char *key) {
-  return hap_jpath_key(b, base, key);
-}
-static const char *q(const char *s, quotebuf b) { return hap_json_quote(s, b); }
-
-static hap_status member(reader *r, const json_t *obj, const char *path, const char *key,
-                         bool required, const char *expected, json_t **out) {
-  return hap_json_member(r->label, r->err, obj, path, key, required, expected, out);
-}
-static hap_status want_type(reader *r, const json_t *v, json_type type, const char *path,
-                            const char *expected) {
-  return hap_json_want_type(r->label, r->err, v, type, path, expected);
-}
-static hap_status want_str(reader *r, const json_t *v, const char *path, const char *expected,
-                           const char **out) {
-  return hap_json_want_str(r->label, r->err, v, path, expected, out);
-}
-
-/* Plain text: no control characters (messages stay one line). */
-static hap_status want_text(reader *r, const json_t *v, const char *path, const char *expected,
-                            const char **out) {
-  HAP_TRY(want_str(r, v, path, expected, out));
-  for (const unsigned char *p = (const unsigned char *)*out; *p; p++) {
-    quotebuf b;
-    if (*p < 0x20 || *p == 0x7F)
-      return fail(r, HAP_EPARSE, path, "'%s' contains a control character, expected plain text",
-                  q(*out, b));
-  }
-  return HAP_OK;
-}
-
 /* A host group or device name: non-empty plain text of at most NAME_MAX_LEN bytes. */
 static hap_status want_name(reader *r, const json_t *v, const char *path, const char **out) {
-  HAP_TRY(want_text(r, v, path, "a non-empty name", out));
-  if ((*out)[0] == '\0')
-    return fail(r, HAP_EPARSE, path, "is empty, expected a non-empty name");
+  HAP_TRY(hap_jr_want_name(&r->jr, v, path, out));
   if (strlen(*out) > NAME_MAX_LEN) {
-    quotebuf b;
-    return fail(r, HAP_EPARSE, path, "'%s' is longer than %d bytes, expected a shorter name",
-                q(*out, b), NAME_MAX_LEN);
+    hap_jquote b;
+    return hap_jr_fail(&r->jr, HAP_EPARSE, path,
+                       "'%s' is longer than %d bytes, expected a shorter name",
+                       hap_json_quote(*out, b), NAME_MAX_LEN);
   }
-  return HAP_OK;
-}
-
-static hap_status want_int(reader *r, const json_t *v, const char *path, int64_t lo, int64_t hi,
-                           const char *expected, int64_t *out) {
-  HAP_TRY(want_type(r, v, JSON_INTEGER, path, expected));
-  json_int_t x = json_integer_value(v);
-  if (x < lo || x > hi)
-    return fail(r, HAP_EPARSE, path, "is %lld, expected %s", (long long)x, expected);
-  *out = (int64_t)x;
-  return HAP_OK;
-}
-
-typedef enum num_range { NUM_POSITIVE, NUM_NON_NEGATIVE } num_range;
-
-/* A JSON number (integer or real) in range; `what` names the quantity with its unit. */
-static hap_status want_num(reader *r, const json_t *v, const char *path, num_range range,
-                           const char *what, double *out) {
-  const char *rel = range == NUM_POSITIVE ? "> 0" : ">= 0";
-  if (!json_is_number(v))
-    return fail(r, HAP_EPARSE, path, "expected %s %s (a number), got %s", what, rel,
-                hap_json_kind(v));
-  double x = json_number_value(v);
-  bool ok = isfinite(x) && (range == NUM_POSITIVE ? x > 0 : x >= 0);
-  if (!ok)
-    return fail(r, HAP_EPARSE, path, "is %g, expected %s %s", x, what, rel);
-  *out = x;
-  return HAP_OK;
-}
-
-static hap_status want_bool(reader *r, const json_t *v, const char *path, bool *out) {
-  if (!json_is_boolean(v))
-    return fail(r, HAP_EPARSE, path, "expected true or false, got %s", hap_json_kind(v));
-  *out = json_is_true(v);
-  return HAP_OK;
-}
-
-/* In strict mode, reject keys of `obj` not in the NULL-terminated `allowed`. */
-static hap_status check_keys(reader *r, const json_t *obj, const char *path,
-                             const char *const *allowed, const char *list) {
-  if (!r->strict)
-    return HAP_OK;
-  const char *key;
-  json_t *val;
-  json_object_foreach((json_t *)obj, key, val) {
-    bool ok = false;
-    for (int i = 0; allowed[i] && !ok; i++)
-      ok = strcmp(key, allowed[i]) == 0;
-    if (!ok) {
-      pathbuf p;
-      quotebuf b;
-      return fail(r, HAP_EPARSE, at_key(p, path, q(key, b)), "unknown key, expected one of %s",
-                  list);
-    }
-  }
-  return HAP_OK;
-}
-
-/* An array of at most `max` entries. */
-static hap_status want_array(reader *r, const json_t *v, const char *path, const char *expected,
-                             size_t max) {
-  HAP_TRY(want_type(r, v, JSON_ARRAY, path, expected));
-  if (json_array_size(v) > max)
-    return fail(r, HAP_EPARSE, path, "has %zu entries, expected at most %zu", json_array_size(v),
-                max);
   return HAP_OK;
 }
 
 /* ---- header --------------------------------------------------------------------------------- */
 
 static hap_status read_header(reader *r, const json_t *root) {
-  HAP_TRY(hap_json_read_header(r->label, r->err, root, HAP_CLUSTER_FORMAT,
-                               HAP_CLUSTER_VERSION_MAJOR, HAP_CLUSTER_VERSION_MINOR, &r->strict));
   static const char *const keys[] = {"format", "version",         "name",     "doc",
                                      "source", "inter_latency_s", "defaults", "hosts",
                                      "links",  "collectives",     NULL};
-  return check_keys(r, root, "", keys,
-                    "format, version, name, doc, source, inter_latency_s, defaults, hosts, links, "
-                    "collectives");
+  return hap_jr_read_header(&r->jr, root, HAP_CLUSTER_FORMAT, HAP_CLUSTER_VERSION_MAJOR,
+                            HAP_CLUSTER_VERSION_MINOR, keys,
+                            "format, version, name, doc, source, inter_latency_s, defaults, hosts, "
+                            "links, collectives");
 }
 
 /* ---- links ---------------------------------------------------------------------------------- */
@@ -344,18 +227,18 @@ static hap_status read_header(reader *r, const json_t *root) {
 
 static hap_status read_link(reader *r, const json_t *v, const char *path, link_spec *l) {
   static const char *const keys[] = {"bandwidth_Bps", "latency_s", NULL};
-  pathbuf p;
+  hap_jpath p;
   json_t *m;
-  HAP_TRY(want_type(r, v, JSON_OBJECT, path, LINK_EXPECTED));
-  HAP_TRY(check_keys(r, v, path, keys, "bandwidth_Bps, latency_s"));
+  HAP_TRY(hap_jr_want_type(&r->jr, v, JSON_OBJECT, path, LINK_EXPECTED));
+  HAP_TRY(hap_jr_check_keys(&r->jr, v, path, keys, "bandwidth_Bps, latency_s"));
   if ((m = json_object_get(v, "bandwidth_Bps")) != NULL) {
-    HAP_TRY(want_num(r, m, at_key(p, path, "bandwidth_Bps"), NUM_POSITIVE, "a bandwidth in bytes/s",
-                     &l->bw));
+    HAP_TRY(hap_jr_want_amount(&r->jr, m, hap_jpath_key(p, path, "bandwidth_Bps"), HAP_JR_POSITIVE,
+                               "a bandwidth in bytes/s", &l->bw));
     l->has_bw = true;
   }
   if ((m = json_object_get(v, "latency_s")) != NULL) {
-    HAP_TRY(
-        want_num(r, m, at_key(p, path, "latency_s"), NUM_NON_NEGATIVE, "a latency in s", &l->lat));
+    HAP_TRY(hap_jr_want_amount(&r->jr, m, hap_jpath_key(p, path, "latency_s"), HAP_JR_NON_NEGATIVE,
+                               "a latency in s", &l->lat));
     l->has_lat = true;
   }
   return HAP_OK;
@@ -364,16 +247,17 @@ static hap_status read_link(reader *r, const json_t *v, const char *path, link_s
 static hap_status read_defaults(reader *r, const json_t *root) {
   static const char *const keys[] = {"intra_host", "nic", NULL};
   json_t *v, *m;
-  pathbuf p;
-  HAP_TRY(member(r, root, "", "defaults", false, NULL, &v));
+  hap_jpath p;
+  HAP_TRY(hap_jr_member(&r->jr, root, "", "defaults", false, NULL, &v));
   if (v == NULL)
     return HAP_OK;
-  HAP_TRY(want_type(r, v, JSON_OBJECT, "defaults", "an object {\"intra_host\", \"nic\"}"));
-  HAP_TRY(check_keys(r, v, "defaults", keys, "intra_host, nic"));
+  HAP_TRY(
+      hap_jr_want_type(&r->jr, v, JSON_OBJECT, "defaults", "an object {\"intra_host\", \"nic\"}"));
+  HAP_TRY(hap_jr_check_keys(&r->jr, v, "defaults", keys, "intra_host, nic"));
   if ((m = json_object_get(v, "intra_host")) != NULL)
-    HAP_TRY(read_link(r, m, at_key(p, "defaults", "intra_host"), &r->def_intra));
+    HAP_TRY(read_link(r, m, hap_jpath_key(p, "defaults", "intra_host"), &r->def_intra));
   if ((m = json_object_get(v, "nic")) != NULL)
-    HAP_TRY(read_link(r, m, at_key(p, "defaults", "nic"), &r->def_nic));
+    HAP_TRY(read_link(r, m, hap_jpath_key(p, "defaults", "nic"), &r->def_nic));
   return HAP_OK;
 }
 
@@ -383,9 +267,9 @@ static hap_status final_link(reader *r, const json_t *group, const char *gpath, 
                              const link_spec *def, double param_bw, double param_lat,
                              hap_link *out) {
   link_spec l = *def;
-  pathbuf p;
+  hap_jpath p;
   json_t *m = json_object_get(group, key);
-  at_key(p, gpath, key);
+  hap_jpath_key(p, gpath, key);
   if (m != NULL)
     HAP_TRY(read_link(r, m, p, &l));
   if (param_bw >= 0) {
@@ -397,13 +281,14 @@ static hap_status final_link(reader *r, const json_t *group, const char *gpath, 
     l.has_lat = true;
   }
   if (!l.has_bw && !l.has_lat)
-    return fail(r, HAP_EPARSE, p, "missing, expected %s here or in defaults.%s", LINK_EXPECTED,
-                key);
+    return hap_jr_fail(&r->jr, HAP_EPARSE, p, "missing, expected %s here or in defaults.%s",
+                       LINK_EXPECTED, key);
   if (!l.has_bw || !l.has_lat) {
     const char *field = l.has_bw ? "latency_s" : "bandwidth_Bps";
-    pathbuf f;
-    return fail(r, HAP_EPARSE, at_key(f, p, field), "missing, expected %s here or in defaults.%s",
-                l.has_bw ? "a latency in s >= 0" : "a bandwidth in bytes/s > 0", key);
+    hap_jpath f;
+    return hap_jr_fail(&r->jr, HAP_EPARSE, hap_jpath_key(f, p, field),
+                       "missing, expected %s here or in defaults.%s",
+                       l.has_bw ? "a latency in s >= 0" : "a bandwidth in bytes/s > 0", key);
   }
   out->bandwidth_Bps = l.bw;
   out->latency_s = l.lat;
@@ -419,28 +304,30 @@ static const char *kind_name(hap_device_kind k) { return k == HAP_DEVICE_CPU ? "
 
 static hap_status want_dtype(reader *r, const json_t *v, const char *path, hap_dtype *out) {
   const char *s;
-  quotebuf b;
-  HAP_TRY(want_str(r, v, path, "a dtype string such as \"float32\"", &s));
+  hap_jquote b;
+  HAP_TRY(hap_jr_want_str(&r->jr, v, path, "a dtype string such as \"float32\"", &s));
   if (hap_dtype_parse(s, out) != HAP_OK)
-    return fail(r, HAP_EPARSE, path, "unknown dtype '%s', expected " DTYPES_EXPECTED, q(s, b));
+    return hap_jr_fail(&r->jr, HAP_EPARSE, path, "unknown dtype '%s', expected " DTYPES_EXPECTED,
+                       hap_json_quote(s, b));
   return HAP_OK;
 }
 
 /* {dtype: FLOP/s}: sets out[] and given[] for the dtypes present. */
 static hap_status read_flops(reader *r, const json_t *v, const char *path, double *out,
                              bool *given) {
-  HAP_TRY(
-      want_type(r, v, JSON_OBJECT, path, "an object {dtype: FLOP/s} such as {\"float32\": 1e13}"));
+  HAP_TRY(hap_jr_want_type(&r->jr, v, JSON_OBJECT, path,
+                           "an object {dtype: FLOP/s} such as {\"float32\": 1e13}"));
   const char *key;
   json_t *val;
   json_object_foreach((json_t *)v, key, val) {
-    pathbuf p;
-    quotebuf b;
+    hap_jpath p;
+    hap_jquote b;
     hap_dtype t;
-    at_key(p, path, q(key, b));
+    hap_jpath_key(p, path, hap_json_quote(key, b));
     if (hap_dtype_parse(key, &t) != HAP_OK)
-      return fail(r, HAP_EPARSE, p, "unknown dtype '%s', expected " DTYPES_EXPECTED, q(key, b));
-    HAP_TRY(want_num(r, val, p, NUM_NON_NEGATIVE, "a rate in FLOP/s", &out[t]));
+      return hap_jr_fail(&r->jr, HAP_EPARSE, p, "unknown dtype '%s', expected " DTYPES_EXPECTED,
+                         hap_json_quote(key, b));
+    HAP_TRY(hap_jr_want_amount(&r->jr, val, p, HAP_JR_NON_NEGATIVE, "a rate in FLOP/s", &out[t]));
     given[t] = true;
   }
   return HAP_OK;
@@ -448,34 +335,34 @@ static hap_status read_flops(reader *r, const json_t *v, const char *path, doubl
 
 static hap_status read_gemm(reader *r, const json_t *v, const char *path, hap_device *d) {
   static const char *const keys[] = {"m", "n", "k", "dtype", "flops_per_s", NULL};
-  HAP_TRY(want_array(r, v, path, "an array of GEMM samples", SAMPLES_MAX));
+  HAP_TRY(hap_jr_want_array(&r->jr, v, path, "an array of GEMM samples", SAMPLES_MAX));
   size_t n = json_array_size(v);
   if (n == 0)
     return HAP_OK;
   d->gemm = calloc(n, sizeof *d->gemm);
   if (d->gemm == NULL)
-    return oom(r);
+    return hap_jr_oom(&r->jr);
   for (size_t i = 0; i < n; i++) {
     const json_t *e = json_array_get(v, i);
     hap_gemm_sample *g = &d->gemm[i];
-    pathbuf ep, p;
+    hap_jpath ep, p;
     json_t *m;
-    at_index(ep, path, i);
-    HAP_TRY(
-        want_type(r, e, JSON_OBJECT, ep, "a GEMM sample {\"m\", \"n\", \"k\", \"dtype\", ...}"));
-    HAP_TRY(check_keys(r, e, ep, keys, "m, n, k, dtype, flops_per_s"));
+    hap_jpath_index(ep, path, i);
+    HAP_TRY(hap_jr_want_type(&r->jr, e, JSON_OBJECT, ep,
+                             "a GEMM sample {\"m\", \"n\", \"k\", \"dtype\", ...}"));
+    HAP_TRY(hap_jr_check_keys(&r->jr, e, ep, keys, "m, n, k, dtype, flops_per_s"));
     int64_t *dims[3] = {&g->m, &g->n, &g->k};
     static const char *const dim_keys[3] = {"m", "n", "k"};
     for (int k = 0; k < 3; k++) {
-      HAP_TRY(member(r, e, ep, dim_keys[k], true, "a positive integer", &m));
-      HAP_TRY(
-          want_int(r, m, at_key(p, ep, dim_keys[k]), 1, INT64_MAX, "a positive integer", dims[k]));
+      HAP_TRY(hap_jr_member(&r->jr, e, ep, dim_keys[k], true, "a positive integer", &m));
+      HAP_TRY(hap_jr_want_int(&r->jr, m, hap_jpath_key(p, ep, dim_keys[k]), 1, INT64_MAX,
+                              "a positive integer", dims[k]));
     }
-    HAP_TRY(member(r, e, ep, "dtype", true, "a dtype such as \"float32\"", &m));
-    HAP_TRY(want_dtype(r, m, at_key(p, ep, "dtype"), &g->dtype));
-    HAP_TRY(member(r, e, ep, "flops_per_s", true, "a rate in FLOP/s > 0", &m));
-    HAP_TRY(want_num(r, m, at_key(p, ep, "flops_per_s"), NUM_POSITIVE, "a rate in FLOP/s",
-                     &g->flops_per_s));
+    HAP_TRY(hap_jr_member(&r->jr, e, ep, "dtype", true, "a dtype such as \"float32\"", &m));
+    HAP_TRY(want_dtype(r, m, hap_jpath_key(p, ep, "dtype"), &g->dtype));
+    HAP_TRY(hap_jr_member(&r->jr, e, ep, "flops_per_s", true, "a rate in FLOP/s > 0", &m));
+    HAP_TRY(hap_jr_want_amount(&r->jr, m, hap_jpath_key(p, ep, "flops_per_s"), HAP_JR_POSITIVE,
+                               "a rate in FLOP/s", &g->flops_per_s));
     d->n_gemm = (int32_t)(i + 1);
   }
   return HAP_OK;
@@ -500,38 +387,44 @@ static bool parse_shape_key(const char *s, uint64_t *out) {
 
 static hap_status read_kernel(reader *r, const json_t *e, const char *ep, hap_kernel_sample *k) {
   static const char *const keys[] = {"op", "backward", "shape_key", "seconds", NULL};
-  pathbuf p;
-  quotebuf b;
+  hap_jpath p;
+  hap_jquote b;
   json_t *m;
   const char *s;
-  HAP_TRY(want_type(r, e, JSON_OBJECT, ep, "a kernel sample {\"op\", \"backward\", ...}"));
-  HAP_TRY(check_keys(r, e, ep, keys, "op, backward, shape_key, seconds"));
-  HAP_TRY(member(r, e, ep, "op", true, "an op name such as \"linear\"", &m));
-  HAP_TRY(want_str(r, m, at_key(p, ep, "op"), "an op name such as \"linear\"", &s));
+  HAP_TRY(
+      hap_jr_want_type(&r->jr, e, JSON_OBJECT, ep, "a kernel sample {\"op\", \"backward\", ...}"));
+  HAP_TRY(hap_jr_check_keys(&r->jr, e, ep, keys, "op, backward, shape_key, seconds"));
+  HAP_TRY(hap_jr_member(&r->jr, e, ep, "op", true, "an op name such as \"linear\"", &m));
+  HAP_TRY(
+      hap_jr_want_str(&r->jr, m, hap_jpath_key(p, ep, "op"), "an op name such as \"linear\"", &s));
   if (hap_op_lookup(s, &k->op) != HAP_OK)
-    return fail(r, HAP_EPARSE, p, "unknown op '%s', expected an op of the op table (docs/ops.md)",
-                q(s, b));
-  HAP_TRY(member(r, e, ep, "backward", true, "true or false", &m));
-  HAP_TRY(want_bool(r, m, at_key(p, ep, "backward"), &k->backward));
-  HAP_TRY(member(r, e, ep, "shape_key", true, "a hex string such as \"0x1f\"", &m));
-  HAP_TRY(want_str(r, m, at_key(p, ep, "shape_key"), "a hex string such as \"0x1f\"", &s));
+    return hap_jr_fail(&r->jr, HAP_EPARSE, p,
+                       "unknown op '%s', expected an op of the op table (docs/ops.md)",
+                       hap_json_quote(s, b));
+  HAP_TRY(hap_jr_member(&r->jr, e, ep, "backward", true, "true or false", &m));
+  HAP_TRY(hap_jr_want_bool(&r->jr, m, hap_jpath_key(p, ep, "backward"), &k->backward));
+  HAP_TRY(hap_jr_member(&r->jr, e, ep, "shape_key", true, "a hex string such as \"0x1f\"", &m));
+  HAP_TRY(hap_jr_want_str(&r->jr, m, hap_jpath_key(p, ep, "shape_key"),
+                          "a hex string such as \"0x1f\"", &s));
   if (!parse_shape_key(s, &k->shape_key))
-    return fail(r, HAP_EPARSE, p, "is \"%s\", expected \"0x\" and 1 to 16 hex digits", q(s, b));
-  HAP_TRY(member(r, e, ep, "seconds", true, "a time in s >= 0", &m));
-  return want_num(r, m, at_key(p, ep, "seconds"), NUM_NON_NEGATIVE, "a time in s", &k->seconds);
+    return hap_jr_fail(&r->jr, HAP_EPARSE, p, "is \"%s\", expected \"0x\" and 1 to 16 hex digits",
+                       hap_json_quote(s, b));
+  HAP_TRY(hap_jr_member(&r->jr, e, ep, "seconds", true, "a time in s >= 0", &m));
+  return hap_jr_want_amount(&r->jr, m, hap_jpath_key(p, ep, "seconds"), HAP_JR_NON_NEGATIVE,
+                            "a time in s", &k->seconds);
 }
 
 static hap_status read_kernels(reader *r, const json_t *v, const char *path, hap_device *d) {
-  HAP_TRY(want_array(r, v, path, "an array of kernel samples", SAMPLES_MAX));
+  HAP_TRY(hap_jr_want_array(&r->jr, v, path, "an array of kernel samples", SAMPLES_MAX));
   size_t n = json_array_size(v);
   if (n == 0)
     return HAP_OK;
   d->kernels = calloc(n, sizeof *d->kernels);
   if (d->kernels == NULL)
-    return oom(r);
+    return hap_jr_oom(&r->jr);
   for (size_t i = 0; i < n; i++) {
-    pathbuf ep;
-    HAP_TRY(read_kernel(r, json_array_get(v, i), at_index(ep, path, i), &d->kernels[i]));
+    hap_jpath ep;
+    HAP_TRY(read_kernel(r, json_array_get(v, i), hap_jpath_index(ep, path, i), &d->kernels[i]));
     d->n_kernels = (int32_t)(i + 1);
   }
   return HAP_OK;
@@ -547,84 +440,89 @@ static void device_free(hap_device *d) {
 static hap_status want_preset(reader *r, const json_t *v, const char *path,
                               const hap_device_preset **out) {
   const char *s;
-  quotebuf b;
-  HAP_TRY(want_str(r, v, path, "a device preset name such as \"V100-16GB\"", &s));
+  hap_jquote b;
+  HAP_TRY(hap_jr_want_str(&r->jr, v, path, "a device preset name such as \"V100-16GB\"", &s));
   *out = hap_preset_find(s);
   if (*out != NULL)
     return HAP_OK;
   const char *hint = hap_preset_suggest(s);
   if (hint != NULL)
-    return fail(r, HAP_EPARSE, path, "unknown device preset '%s' (did you mean '%s'?)", q(s, b),
-                hint);
+    return hap_jr_fail(&r->jr, HAP_EPARSE, path, "unknown device preset '%s' (did you mean '%s'?)",
+                       hap_json_quote(s, b), hint);
   char list[512];
   size_t o = 0;
   list[0] = '\0';
   for (int i = 0; i < hap_preset_count() && o < sizeof list; i++)
     o +=
         (size_t)snprintf(list + o, sizeof list - o, "%s%s", i ? ", " : "", hap_preset_get(i)->name);
-  return fail(r, HAP_EPARSE, path, "unknown device preset '%s', expected one of %s", q(s, b), list);
+  return hap_jr_fail(&r->jr, HAP_EPARSE, path, "unknown device preset '%s', expected one of %s",
+                     hap_json_quote(s, b), list);
 }
 
 /* peak_flops and sustained_flops; a custom device's dtype without a peak takes its sustained rate.
  */
 static hap_status read_rates(reader *r, const json_t *v, const char *path, bool custom,
                              hap_device *d) {
-  pathbuf p;
+  hap_jpath p;
   json_t *m;
   bool peak_given[HAP_DTYPE_COUNT] = {false}, sus_given[HAP_DTYPE_COUNT] = {false};
   if ((m = json_object_get(v, "peak_flops")) != NULL)
-    HAP_TRY(read_flops(r, m, at_key(p, path, "peak_flops"), d->peak_flops, peak_given));
-  HAP_TRY(member(r, v, path, "sustained_flops", custom,
-                 "an object {dtype: FLOP/s} (required without a preset)", &m));
+    HAP_TRY(read_flops(r, m, hap_jpath_key(p, path, "peak_flops"), d->peak_flops, peak_given));
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "sustained_flops", custom,
+                        "an object {dtype: FLOP/s} (required without a preset)", &m));
   if (m != NULL)
-    HAP_TRY(read_flops(r, m, at_key(p, path, "sustained_flops"), d->sustained_flops, sus_given));
+    HAP_TRY(
+        read_flops(r, m, hap_jpath_key(p, path, "sustained_flops"), d->sustained_flops, sus_given));
   for (int t = 0; custom && t < HAP_DTYPE_COUNT; t++)
     if (!peak_given[t])
       d->peak_flops[t] = d->sustained_flops[t];
   for (int t = 0; t < HAP_DTYPE_COUNT; t++)
     if (hap_dtype_is_float((hap_dtype)t) && d->sustained_flops[t] > 0)
       return HAP_OK;
-  return fail(r, HAP_EPARSE, at_key(p, path, "sustained_flops"),
-              "no float dtype has a rate > 0, expected e.g. {\"float32\": 1.2e13}");
+  return hap_jr_fail(&r->jr, HAP_EPARSE, hap_jpath_key(p, path, "sustained_flops"),
+                     "no float dtype has a rate > 0, expected e.g. {\"float32\": 1.2e13}");
 }
 
 /* The values a device object may set besides its preset (all required ones when `custom`). */
 static hap_status read_device_values(reader *r, const json_t *v, const char *path, bool custom,
                                      hap_device *d) {
-  pathbuf p;
+  hap_jpath p;
   json_t *m;
   const char *s;
-  quotebuf b;
+  hap_jquote b;
   if ((m = json_object_get(v, "model")) != NULL)
-    HAP_TRY(
-        want_text(r, m, at_key(p, path, "model"), "a model name such as \"V100-16GB\"", &d->model));
+    HAP_TRY(hap_jr_want_text(&r->jr, m, hap_jpath_key(p, path, "model"),
+                             "a model name such as \"V100-16GB\"", &d->model));
   if ((m = json_object_get(v, "kind")) != NULL) {
-    HAP_TRY(want_str(r, m, at_key(p, path, "kind"), "\"gpu\" or \"cpu\"", &s));
+    HAP_TRY(hap_jr_want_str(&r->jr, m, hap_jpath_key(p, path, "kind"), "\"gpu\" or \"cpu\"", &s));
     if (strcmp(s, "gpu") != 0 && strcmp(s, "cpu") != 0)
-      return fail(r, HAP_EPARSE, p, "is \"%s\", expected \"gpu\" or \"cpu\"", q(s, b));
+      return hap_jr_fail(&r->jr, HAP_EPARSE, p, "is \"%s\", expected \"gpu\" or \"cpu\"",
+                         hap_json_quote(s, b));
     d->kind = s[0] == 'c' ? HAP_DEVICE_CPU : HAP_DEVICE_GPU;
     if (custom)
       d->launch_s = d->kind == HAP_DEVICE_CPU ? HAP_PRESET_CPU_LAUNCH_S : HAP_PRESET_GPU_LAUNCH_S;
   }
   HAP_TRY(read_rates(r, v, path, custom, d));
-  HAP_TRY(member(r, v, path, "memory_bytes", custom, "a size in bytes > 0", &m));
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "memory_bytes", custom, "a size in bytes > 0", &m));
   if (m != NULL)
-    HAP_TRY(want_num(r, m, at_key(p, path, "memory_bytes"), NUM_POSITIVE, "a size in bytes",
-                     &d->memory_bytes));
-  HAP_TRY(member(r, v, path, "memory_bw_Bps", custom, "a bandwidth in bytes/s > 0", &m));
+    HAP_TRY(hap_jr_want_amount(&r->jr, m, hap_jpath_key(p, path, "memory_bytes"), HAP_JR_POSITIVE,
+                               "a size in bytes", &d->memory_bytes));
+  HAP_TRY(
+      hap_jr_member(&r->jr, v, path, "memory_bw_Bps", custom, "a bandwidth in bytes/s > 0", &m));
   if (m != NULL)
-    HAP_TRY(want_num(r, m, at_key(p, path, "memory_bw_Bps"), NUM_POSITIVE, "a bandwidth in bytes/s",
-                     &d->memory_bw_Bps));
+    HAP_TRY(hap_jr_want_amount(&r->jr, m, hap_jpath_key(p, path, "memory_bw_Bps"), HAP_JR_POSITIVE,
+                               "a bandwidth in bytes/s", &d->memory_bw_Bps));
   if ((m = json_object_get(v, "launch_s")) != NULL)
-    HAP_TRY(
-        want_num(r, m, at_key(p, path, "launch_s"), NUM_NON_NEGATIVE, "a time in s", &d->launch_s));
+    HAP_TRY(hap_jr_want_amount(&r->jr, m, hap_jpath_key(p, path, "launch_s"), HAP_JR_NON_NEGATIVE,
+                               "a time in s", &d->launch_s));
   if ((m = json_object_get(v, "update_bw_Bps")) != NULL)
-    HAP_TRY(want_num(r, m, at_key(p, path, "update_bw_Bps"), NUM_NON_NEGATIVE,
-                     "a bandwidth in bytes/s (0: priced at memory_bw_Bps)", &d->update_bw_Bps));
+    HAP_TRY(hap_jr_want_amount(
+        &r->jr, m, hap_jpath_key(p, path, "update_bw_Bps"), HAP_JR_NON_NEGATIVE,
+        "a bandwidth in bytes/s (0: priced at memory_bw_Bps)", &d->update_bw_Bps));
   if ((m = json_object_get(v, "gemm")) != NULL)
-    HAP_TRY(read_gemm(r, m, at_key(p, path, "gemm"), d));
+    HAP_TRY(read_gemm(r, m, hap_jpath_key(p, path, "gemm"), d));
   if ((m = json_object_get(v, "kernels")) != NULL)
-    HAP_TRY(read_kernels(r, m, at_key(p, path, "kernels"), d));
+    HAP_TRY(read_kernels(r, m, hap_jpath_key(p, path, "kernels"), d));
   return HAP_OK;
 }
 
@@ -645,18 +543,19 @@ static hap_status read_device(reader *r, const json_t *v, const char *path, hap_
     hap_preset_to_device(preset, d);
     return HAP_OK;
   }
-  HAP_TRY(want_type(r, v, JSON_OBJECT, path, DEVICE_EXPECTED));
-  HAP_TRY(check_keys(r, v, path, name ? keys : keys + 1,
-                     name ? "name, preset, model, kind, peak_flops, sustained_flops, memory_bytes, "
-                            "memory_bw_Bps, launch_s, update_bw_Bps, gemm, kernels"
-                          : "preset, model, kind, peak_flops, sustained_flops, memory_bytes, "
-                            "memory_bw_Bps, launch_s, update_bw_Bps, gemm, kernels"));
-  pathbuf p;
+  HAP_TRY(hap_jr_want_type(&r->jr, v, JSON_OBJECT, path, DEVICE_EXPECTED));
+  HAP_TRY(hap_jr_check_keys(
+      &r->jr, v, path, name ? keys : keys + 1,
+      name ? "name, preset, model, kind, peak_flops, sustained_flops, memory_bytes, "
+             "memory_bw_Bps, launch_s, update_bw_Bps, gemm, kernels"
+           : "preset, model, kind, peak_flops, sustained_flops, memory_bytes, "
+             "memory_bw_Bps, launch_s, update_bw_Bps, gemm, kernels"));
+  hap_jpath p;
   json_t *m;
   if (name != NULL && (m = json_object_get(v, "name")) != NULL)
-    HAP_TRY(want_name(r, m, at_key(p, path, "name"), name));
+    HAP_TRY(want_name(r, m, hap_jpath_key(p, path, "name"), name));
   if ((m = json_object_get(v, "preset")) != NULL) {
-    HAP_TRY(want_preset(r, m, at_key(p, path, "preset"), &preset));
+    HAP_TRY(want_preset(r, m, hap_jpath_key(p, path, "preset"), &preset));
     hap_preset_to_device(preset, d);
   } else {
     d->model = "custom";
@@ -685,94 +584,93 @@ static void group_devices_free(group_devices *g) {
 
 static hap_status read_group_devices(reader *r, const json_t *v, const char *gpath,
                                      group_devices *gd) {
-  pathbuf p;
+  hap_jpath p;
   json_t *dev = json_object_get(v, "device"), *list = json_object_get(v, "devices");
   json_t *per = json_object_get(v, "devices_per_host");
   const cl_params *prm = r->params;
   if (dev != NULL && list != NULL)
-    return fail(r, HAP_EPARSE, gpath, "has both \"device\" and \"devices\", expected one of them");
+    return hap_jr_fail(&r->jr, HAP_EPARSE, gpath,
+                       "has both \"device\" and \"devices\", expected one of them");
   if (list != NULL) {
     if (per != NULL)
-      return fail(r, HAP_EPARSE, at_key(p, gpath, "devices_per_host"),
-                  "not allowed with a \"devices\" list (its length is the device count)");
+      return hap_jr_fail(&r->jr, HAP_EPARSE, hap_jpath_key(p, gpath, "devices_per_host"),
+                         "not allowed with a \"devices\" list (its length is the device count)");
     if (has(prm, P_GPUS_PER_HOST))
-      return fail(r, HAP_EPARSE, at_key(p, gpath, "devices"),
-                  "parameter gpus_per_host cannot resize a group that lists its devices, expected "
-                  "\"device\" with \"devices_per_host\"");
-    HAP_TRY(
-        want_array(r, list, at_key(p, gpath, "devices"), "an array of devices", HOST_MAX_DEVICES));
+      return hap_jr_fail(
+          &r->jr, HAP_EPARSE, hap_jpath_key(p, gpath, "devices"),
+          "parameter gpus_per_host cannot resize a group that lists its devices, expected "
+          "\"device\" with \"devices_per_host\"");
+    HAP_TRY(hap_jr_want_array(&r->jr, list, hap_jpath_key(p, gpath, "devices"),
+                              "an array of devices", HOST_MAX_DEVICES));
     gd->n = (int32_t)json_array_size(list);
     if (gd->n == 0)
-      return fail(r, HAP_EPARSE, p, "is empty, expected at least one device");
+      return hap_jr_fail(&r->jr, HAP_EPARSE, p, "is empty, expected at least one device");
     gd->protos = calloc((size_t)gd->n, sizeof *gd->protos);
     gd->names = calloc((size_t)gd->n, sizeof *gd->names);
     if (gd->protos == NULL || gd->names == NULL)
-      return oom(r);
+      return hap_jr_oom(&r->jr);
     for (int32_t i = 0; i < gd->n; i++) {
-      pathbuf ep;
-      at_index(ep, p, (size_t)i);
+      hap_jpath ep;
+      hap_jpath_index(ep, p, (size_t)i);
       HAP_TRY(read_device(r, json_array_get(list, (size_t)i), ep, &gd->protos[i], &gd->names[i]));
     }
     return HAP_OK;
   }
   if (dev == NULL)
-    return fail(r, HAP_EPARSE, gpath,
-                "has no devices, expected \"device\" with \"devices_per_host\", or a \"devices\" "
-                "list");
+    return hap_jr_fail(
+        &r->jr, HAP_EPARSE, gpath,
+        "has no devices, expected \"device\" with \"devices_per_host\", or a \"devices\" "
+        "list");
   int64_t n = 0;
-  HAP_TRY(member(r, v, gpath, "devices_per_host", true, "an integer 1..4096", &per));
-  HAP_TRY(want_int(r, per, at_key(p, gpath, "devices_per_host"), 1, HOST_MAX_DEVICES,
-                   "an integer 1..4096", &n));
+  HAP_TRY(hap_jr_member(&r->jr, v, gpath, "devices_per_host", true, "an integer 1..4096", &per));
+  HAP_TRY(hap_jr_want_int(&r->jr, per, hap_jpath_key(p, gpath, "devices_per_host"), 1,
+                          HOST_MAX_DEVICES, "an integer 1..4096", &n));
   gd->n = has(prm, P_GPUS_PER_HOST) ? (int32_t)prm->v[P_GPUS_PER_HOST] : (int32_t)n;
   gd->shared = true;
   gd->protos = calloc(1, sizeof *gd->protos);
   if (gd->protos == NULL)
-    return oom(r);
-  return read_device(r, dev, at_key(p, gpath, "device"), gd->protos, NULL);
+    return hap_jr_oom(&r->jr);
+  return read_device(r, dev, hap_jpath_key(p, gpath, "device"), gd->protos, NULL);
 }
 
 /* Add host `name` of group `gi` and its devices. */
 static hap_status add_host(reader *r, size_t gi, const char *gpath, const char *name,
                            hap_link intra, hap_link nic, const group_devices *gd) {
-  pathbuf p;
-  quotebuf b;
+  hap_jpath p;
+  hap_jquote b;
   hap_err e = {0};
   int32_t prev = hap_cluster_find_host(r->c, name);
   if (prev >= 0)
-    return fail(r, HAP_EPARSE, at_key(p, gpath, "name"),
-                "host '%s' is already defined by hosts[%d], expected unique host names", q(name, b),
-                r->group_of_host[prev]);
-  if (r->c->n_hosts >= r->cap_hosts) {
-    int32_t cap = r->cap_hosts ? r->cap_hosts * 2 : 16;
-    int32_t *t = realloc(r->group_of_host, (size_t)cap * sizeof *t);
-    if (t == NULL)
-      return oom(r);
-    r->group_of_host = t;
-    r->cap_hosts = cap;
-  }
+    return hap_jr_fail(&r->jr, HAP_EPARSE, hap_jpath_key(p, gpath, "name"),
+                       "host '%s' is already defined by hosts[%d], expected unique host names",
+                       hap_json_quote(name, b), r->group_of_host[prev]);
+  if (HAP_VEC_RESERVE(r->group_of_host, r->cap_hosts, (int64_t)r->c->n_hosts + 1, 16) != 0)
+    return hap_jr_oom(&r->jr);
   r->group_of_host[r->c->n_hosts] = (int32_t)gi;
   hap_status st = hap_cluster_add_host(r->c, name, intra, nic, NULL, &e);
   if (st != HAP_OK)
-    return fail(r, st, gpath, "%s", e.msg);
+    return hap_jr_fail(&r->jr, st, gpath, "%s", e.msg);
   for (int32_t i = 0; i < gd->n; i++) {
     char dname[NAME_MAX_LEN + 24]; /* host name + ":4095" */
     const char *use = gd->names && gd->names[i] ? gd->names[i] : dname;
     snprintf(dname, sizeof dname, "%s:%d", name, i);
     int32_t other = hap_cluster_find_device(r->c, use);
     if (other >= 0) {
-      pathbuf dp, np;
-      quotebuf hb;
+      hap_jpath dp, np;
+      hap_jquote hb;
       if (gd->shared)
-        at_key(np, gpath, "device");
+        hap_jpath_key(np, gpath, "device");
       else
-        at_key(np, at_index(dp, at_key(p, gpath, "devices"), (size_t)i), "name");
-      return fail(r, HAP_EPARSE, np,
-                  "device '%s' is already defined on host '%s', expected unique device names",
-                  q(use, b), q(r->c->hosts[r->c->devices[other].host].name, hb));
+        hap_jpath_key(np, hap_jpath_index(dp, hap_jpath_key(p, gpath, "devices"), (size_t)i),
+                      "name");
+      return hap_jr_fail(
+          &r->jr, HAP_EPARSE, np,
+          "device '%s' is already defined on host '%s', expected unique device names",
+          hap_json_quote(use, b), hap_json_quote(r->c->hosts[r->c->devices[other].host].name, hb));
     }
     st = hap_cluster_add_device(r->c, use, &gd->protos[gd->shared ? 0 : i], NULL, &e);
     if (st != HAP_OK)
-      return fail(r, st, gpath, "%s", e.msg);
+      return hap_jr_fail(&r->jr, st, gpath, "%s", e.msg);
   }
   return HAP_OK;
 }
@@ -781,21 +679,22 @@ static hap_status read_group_hosts(reader *r, const json_t *v, size_t gi, const 
                                    const group_devices *gd) {
   static const double not_given = -1;
   const cl_params *prm = r->params;
-  pathbuf p;
+  hap_jpath p;
   json_t *m;
   const char *name;
-  HAP_TRY(member(r, v, gpath, "name", true, "the host group's name", &m));
-  HAP_TRY(want_name(r, m, at_key(p, gpath, "name"), &name));
+  HAP_TRY(hap_jr_member(&r->jr, v, gpath, "name", true, "the host group's name", &m));
+  HAP_TRY(want_name(r, m, hap_jpath_key(p, gpath, "name"), &name));
   int64_t count = 1;
   if ((m = json_object_get(v, "count")) != NULL)
-    HAP_TRY(want_int(r, m, at_key(p, gpath, "count"), 1, GROUP_MAX_HOSTS, "an integer 1..65536",
-                     &count));
+    HAP_TRY(hap_jr_want_int(&r->jr, m, hap_jpath_key(p, gpath, "count"), 1, GROUP_MAX_HOSTS,
+                            "an integer 1..65536", &count));
   if (has(prm, P_HOSTS))
     count = (int64_t)prm->v[P_HOSTS];
   int64_t total = r->c->n_devices + count * gd->n;
   if (total > HAP_CLUSTER_MAX_DEVICES)
-    return fail(r, HAP_EPARSE, gpath, "the cluster would have %lld devices, expected at most %d",
-                (long long)total, HAP_CLUSTER_MAX_DEVICES);
+    return hap_jr_fail(&r->jr, HAP_EPARSE, gpath,
+                       "the cluster would have %lld devices, expected at most %d", (long long)total,
+                       HAP_CLUSTER_MAX_DEVICES);
 
   hap_link intra = {0}, nic = {0};
   double intra_bw = has(prm, P_INTRA_GBPS) ? prm->v[P_INTRA_GBPS] * 1e9 / 8 : not_given;
@@ -819,16 +718,17 @@ static hap_status read_group_hosts(reader *r, const json_t *v, size_t gi, const 
 static hap_status read_group(reader *r, const json_t *v, size_t gi) {
   static const char *const keys[] = {
       "name", "doc", "count", "devices_per_host", "device", "devices", "intra_host", "nic", NULL};
-  pathbuf gpath, p;
+  hap_jpath gpath, p;
   json_t *m;
   const char *s;
-  at_index(gpath, "hosts", gi);
+  hap_jpath_index(gpath, "hosts", gi);
+  HAP_TRY(hap_jr_want_type(&r->jr, v, JSON_OBJECT, gpath,
+                           "a host group {\"name\", \"count\", \"device\", ...}"));
   HAP_TRY(
-      want_type(r, v, JSON_OBJECT, gpath, "a host group {\"name\", \"count\", \"device\", ...}"));
-  HAP_TRY(check_keys(r, v, gpath, keys,
-                     "name, doc, count, devices_per_host, device, devices, intra_host, nic"));
+      hap_jr_check_keys(&r->jr, v, gpath, keys,
+                        "name, doc, count, devices_per_host, device, devices, intra_host, nic"));
   if ((m = json_object_get(v, "doc")) != NULL)
-    HAP_TRY(want_str(r, m, at_key(p, gpath, "doc"), "a string", &s));
+    HAP_TRY(hap_jr_want_str(&r->jr, m, hap_jpath_key(p, gpath, "doc"), "a string", &s));
   group_devices gd = {0};
   hap_status st = read_group_devices(r, v, gpath, &gd);
   if (st == HAP_OK)
@@ -839,10 +739,11 @@ static hap_status read_group(reader *r, const json_t *v, size_t gi) {
 
 static hap_status read_hosts(reader *r, const json_t *root) {
   json_t *arr;
-  HAP_TRY(member(r, root, "", "hosts", true, "an array of host groups", &arr));
-  HAP_TRY(want_array(r, arr, "hosts", "an array of host groups", HAP_CLUSTER_MAX_DEVICES));
+  HAP_TRY(hap_jr_member(&r->jr, root, "", "hosts", true, "an array of host groups", &arr));
+  HAP_TRY(
+      hap_jr_want_array(&r->jr, arr, "hosts", "an array of host groups", HAP_CLUSTER_MAX_DEVICES));
   if (json_array_size(arr) == 0)
-    return fail(r, HAP_EPARSE, "hosts", "is empty, expected at least one host group");
+    return hap_jr_fail(&r->jr, HAP_EPARSE, "hosts", "is empty, expected at least one host group");
   for (size_t i = 0; i < json_array_size(arr); i++)
     HAP_TRY(read_group(r, json_array_get(arr, i), i));
   return HAP_OK;
@@ -852,43 +753,47 @@ static hap_status read_hosts(reader *r, const json_t *root) {
 
 static hap_status want_device(reader *r, const json_t *v, const char *path, int32_t *id) {
   const char *s;
-  quotebuf b, b2;
-  HAP_TRY(want_str(r, v, path, "a device name such as \"host:0\"", &s));
+  hap_jquote b, b2;
+  HAP_TRY(hap_jr_want_str(&r->jr, v, path, "a device name such as \"host:0\"", &s));
   *id = hap_cluster_find_device(r->c, s);
   if (*id < 0)
-    return fail(r, HAP_EPARSE, path, "unknown device '%s', expected a device name such as '%s'",
-                q(s, b), q(r->c->devices[0].name, b2));
+    return hap_jr_fail(&r->jr, HAP_EPARSE, path,
+                       "unknown device '%s', expected a device name such as '%s'",
+                       hap_json_quote(s, b), hap_json_quote(r->c->devices[0].name, b2));
   return HAP_OK;
 }
 
 static hap_status read_link_override(reader *r, const json_t *v, const char *lpath) {
   static const char *const keys[] = {"src", "dst", "bandwidth_Bps", "latency_s", "symmetric", NULL};
-  pathbuf p;
+  hap_jpath p;
   json_t *m;
   int32_t src, dst;
   hap_link l;
   bool symmetric = false;
-  HAP_TRY(want_type(r, v, JSON_OBJECT, lpath, "a link {\"src\", \"dst\", \"bandwidth_Bps\", ...}"));
-  HAP_TRY(check_keys(r, v, lpath, keys, "src, dst, bandwidth_Bps, latency_s, symmetric"));
-  HAP_TRY(member(r, v, lpath, "src", true, "a device name", &m));
-  HAP_TRY(want_device(r, m, at_key(p, lpath, "src"), &src));
-  HAP_TRY(member(r, v, lpath, "dst", true, "a device name", &m));
-  HAP_TRY(want_device(r, m, at_key(p, lpath, "dst"), &dst));
+  HAP_TRY(hap_jr_want_type(&r->jr, v, JSON_OBJECT, lpath,
+                           "a link {\"src\", \"dst\", \"bandwidth_Bps\", ...}"));
+  HAP_TRY(
+      hap_jr_check_keys(&r->jr, v, lpath, keys, "src, dst, bandwidth_Bps, latency_s, symmetric"));
+  HAP_TRY(hap_jr_member(&r->jr, v, lpath, "src", true, "a device name", &m));
+  HAP_TRY(want_device(r, m, hap_jpath_key(p, lpath, "src"), &src));
+  HAP_TRY(hap_jr_member(&r->jr, v, lpath, "dst", true, "a device name", &m));
+  HAP_TRY(want_device(r, m, hap_jpath_key(p, lpath, "dst"), &dst));
   if (src == dst)
-    return fail(r, HAP_EPARSE, p, "is the same device as src, expected two different devices");
-  HAP_TRY(member(r, v, lpath, "bandwidth_Bps", true, "a bandwidth in bytes/s > 0", &m));
-  HAP_TRY(want_num(r, m, at_key(p, lpath, "bandwidth_Bps"), NUM_POSITIVE, "a bandwidth in bytes/s",
-                   &l.bandwidth_Bps));
-  HAP_TRY(member(r, v, lpath, "latency_s", true, "a latency in s >= 0", &m));
-  HAP_TRY(want_num(r, m, at_key(p, lpath, "latency_s"), NUM_NON_NEGATIVE, "a latency in s",
-                   &l.latency_s));
+    return hap_jr_fail(&r->jr, HAP_EPARSE, p,
+                       "is the same device as src, expected two different devices");
+  HAP_TRY(hap_jr_member(&r->jr, v, lpath, "bandwidth_Bps", true, "a bandwidth in bytes/s > 0", &m));
+  HAP_TRY(hap_jr_want_amount(&r->jr, m, hap_jpath_key(p, lpath, "bandwidth_Bps"), HAP_JR_POSITIVE,
+                             "a bandwidth in bytes/s", &l.bandwidth_Bps));
+  HAP_TRY(hap_jr_member(&r->jr, v, lpath, "latency_s", true, "a latency in s >= 0", &m));
+  HAP_TRY(hap_jr_want_amount(&r->jr, m, hap_jpath_key(p, lpath, "latency_s"), HAP_JR_NON_NEGATIVE,
+                             "a latency in s", &l.latency_s));
   if ((m = json_object_get(v, "symmetric")) != NULL)
-    HAP_TRY(want_bool(r, m, at_key(p, lpath, "symmetric"), &symmetric));
+    HAP_TRY(hap_jr_want_bool(&r->jr, m, hap_jpath_key(p, lpath, "symmetric"), &symmetric));
   hap_err e = {0};
   hap_status st = hap_cluster_set_link(r->c, src, dst, l, &e);
   if (st == HAP_OK && symmetric)
     st = hap_cluster_set_link(r->c, dst, src, l, &e);
-  return st == HAP_OK ? HAP_OK : fail(r, st, lpath, "%s", e.msg);
+  return st == HAP_OK ? HAP_OK : hap_jr_fail(&r->jr, st, lpath, "%s", e.msg);
 }
 
 /* Device names into ranks[]; `seen` (one entry per device, all -1) records where each was listed.
@@ -897,15 +802,15 @@ static hap_status read_ranks(reader *r, const json_t *v, const char *path, int32
                              int32_t *seen, int32_t *n) {
   size_t cnt = json_array_size(v);
   if (cnt == 0)
-    return fail(r, HAP_EPARSE, path, "is empty, expected at least one device name");
+    return hap_jr_fail(&r->jr, HAP_EPARSE, path, "is empty, expected at least one device name");
   for (size_t i = 0; i < cnt; i++) {
-    pathbuf p;
-    quotebuf b;
-    HAP_TRY(want_device(r, json_array_get(v, i), at_index(p, path, i), &ranks[i]));
+    hap_jpath p;
+    hap_jquote b;
+    HAP_TRY(want_device(r, json_array_get(v, i), hap_jpath_index(p, path, i), &ranks[i]));
     if (seen[ranks[i]] >= 0)
-      return fail(r, HAP_EPARSE, p,
-                  "device '%s' is already listed at [%d], expected distinct ranks",
-                  q(r->c->devices[ranks[i]].name, b), seen[ranks[i]]);
+      return hap_jr_fail(&r->jr, HAP_EPARSE, p,
+                         "device '%s' is already listed at [%d], expected distinct ranks",
+                         hap_json_quote(r->c->devices[ranks[i]].name, b), seen[ranks[i]]);
     seen[ranks[i]] = (int32_t)i;
   }
   *n = (int32_t)cnt;
@@ -914,60 +819,65 @@ static hap_status read_ranks(reader *r, const json_t *v, const char *path, int32
 
 /* Required number `key` of a fit (or its default when `def` >= 0 and the key is absent). */
 static hap_status fit_num(reader *r, const json_t *v, const char *fpath, const char *key,
-                          num_range range, const char *what, double def, double *out) {
-  pathbuf p;
+                          hap_jr_range range, const char *what, double def, double *out) {
+  hap_jpath p;
   json_t *m = json_object_get(v, key);
   if (m == NULL && def >= 0) {
     *out = def;
     return HAP_OK;
   }
-  HAP_TRY(member(r, v, fpath, key, true, what, &m));
-  return want_num(r, m, at_key(p, fpath, key), range, what, out);
+  HAP_TRY(hap_jr_member(&r->jr, v, fpath, key, true, what, &m));
+  return hap_jr_want_amount(&r->jr, m, hap_jpath_key(p, fpath, key), range, what, out);
 }
 
 /* "pieces": [{"below_bytes", "alpha_s", "beta_Bps"}, ..., {"alpha_s", "beta_Bps"}] (the last
  * without a bound). */
 static hap_status read_pieces(reader *r, const json_t *arr, const char *ppath, hap_ab_fit *f) {
   static const char *const keys[] = {"below_bytes", "alpha_s", "beta_Bps", NULL};
-  HAP_TRY(want_array(r, arr, ppath, "an array of pieces", HAP_FIT_MAX_PIECES));
+  HAP_TRY(hap_jr_want_array(&r->jr, arr, ppath, "an array of pieces", HAP_FIT_MAX_PIECES));
   size_t n = json_array_size(arr);
   if (n == 0)
-    return fail(r, HAP_EPARSE, ppath, "is empty, expected 1 to %d pieces", HAP_FIT_MAX_PIECES);
+    return hap_jr_fail(&r->jr, HAP_EPARSE, ppath, "is empty, expected 1 to %d pieces",
+                       HAP_FIT_MAX_PIECES);
   f->n_pieces = (int32_t)n;
   for (size_t i = 0; i < n; i++) {
-    pathbuf ip, p;
+    hap_jpath ip, p;
     json_t *v = json_array_get(arr, i);
-    at_index(ip, ppath, i);
-    HAP_TRY(
-        want_type(r, v, JSON_OBJECT, ip, "a piece {\"below_bytes\", \"alpha_s\", \"beta_Bps\"}"));
-    HAP_TRY(check_keys(r, v, ip, keys, "below_bytes, alpha_s, beta_Bps"));
+    hap_jpath_index(ip, ppath, i);
+    HAP_TRY(hap_jr_want_type(&r->jr, v, JSON_OBJECT, ip,
+                             "a piece {\"below_bytes\", \"alpha_s\", \"beta_Bps\"}"));
+    HAP_TRY(hap_jr_check_keys(&r->jr, v, ip, keys, "below_bytes, alpha_s, beta_Bps"));
     f->upper_bytes[i] = INFINITY;
     if (i + 1 < n) {
-      HAP_TRY(fit_num(r, v, ip, "below_bytes", NUM_POSITIVE, "a size in bytes", -1,
+      HAP_TRY(fit_num(r, v, ip, "below_bytes", HAP_JR_POSITIVE, "a size in bytes", -1,
                       &f->upper_bytes[i]));
       if (i > 0 && !(f->upper_bytes[i] > f->upper_bytes[i - 1]))
-        return fail(r, HAP_EPARSE, at_key(p, ip, "below_bytes"),
-                    "is %g, expected a size above the previous piece's %g (increasing)",
-                    f->upper_bytes[i], f->upper_bytes[i - 1]);
+        return hap_jr_fail(&r->jr, HAP_EPARSE, hap_jpath_key(p, ip, "below_bytes"),
+                           "is %g, expected a size above the previous piece's %g (increasing)",
+                           f->upper_bytes[i], f->upper_bytes[i - 1]);
     } else if (json_object_get(v, "below_bytes") != NULL) {
-      return fail(r, HAP_EPARSE, at_key(p, ip, "below_bytes"),
-                  "is set on the last piece, expected none (the last piece has no upper bound)");
+      return hap_jr_fail(
+          &r->jr, HAP_EPARSE, hap_jpath_key(p, ip, "below_bytes"),
+          "is set on the last piece, expected none (the last piece has no upper bound)");
     }
-    HAP_TRY(fit_num(r, v, ip, "alpha_s", NUM_NON_NEGATIVE, "a latency in s", -1, &f->alpha_s[i]));
     HAP_TRY(
-        fit_num(r, v, ip, "beta_Bps", NUM_POSITIVE, "a bandwidth in bytes/s", -1, &f->beta_Bps[i]));
+        fit_num(r, v, ip, "alpha_s", HAP_JR_NON_NEGATIVE, "a latency in s", -1, &f->alpha_s[i]));
+    HAP_TRY(fit_num(r, v, ip, "beta_Bps", HAP_JR_POSITIVE, "a bandwidth in bytes/s", -1,
+                    &f->beta_Bps[i]));
   }
   return HAP_OK;
 }
 
 /* The two-piece keys of hap-cluster 1.0 (threshold_bytes 0 = one piece). */
 static hap_status read_two_piece(reader *r, const json_t *v, const char *fpath, hap_ab_fit *f) {
-  double thr, as, bs, al, bl;
-  HAP_TRY(fit_num(r, v, fpath, "alpha_large_s", NUM_NON_NEGATIVE, "a latency in s", -1, &al));
-  HAP_TRY(fit_num(r, v, fpath, "beta_large_Bps", NUM_POSITIVE, "a bandwidth in bytes/s", -1, &bl));
-  HAP_TRY(fit_num(r, v, fpath, "threshold_bytes", NUM_NON_NEGATIVE, "a size in bytes", 0, &thr));
-  HAP_TRY(fit_num(r, v, fpath, "alpha_small_s", NUM_NON_NEGATIVE, "a latency in s", al, &as));
-  HAP_TRY(fit_num(r, v, fpath, "beta_small_Bps", NUM_POSITIVE, "a bandwidth in bytes/s", bl, &bs));
+  double thr = 0, as = 0, bs = 0, al = 0, bl = 0;
+  HAP_TRY(fit_num(r, v, fpath, "alpha_large_s", HAP_JR_NON_NEGATIVE, "a latency in s", -1, &al));
+  HAP_TRY(
+      fit_num(r, v, fpath, "beta_large_Bps", HAP_JR_POSITIVE, "a bandwidth in bytes/s", -1, &bl));
+  HAP_TRY(fit_num(r, v, fpath, "threshold_bytes", HAP_JR_NON_NEGATIVE, "a size in bytes", 0, &thr));
+  HAP_TRY(fit_num(r, v, fpath, "alpha_small_s", HAP_JR_NON_NEGATIVE, "a latency in s", al, &as));
+  HAP_TRY(
+      fit_num(r, v, fpath, "beta_small_Bps", HAP_JR_POSITIVE, "a bandwidth in bytes/s", bl, &bs));
   *f = hap_ab_fit_two(thr, as, bs, al, bl);
   return HAP_OK;
 }
@@ -978,37 +888,40 @@ static hap_status read_fit(reader *r, const json_t *v, const char *fpath) {
                                      "beta_large_Bps", "pieces",         NULL};
   static const char *const two_piece[] = {"threshold_bytes", "alpha_small_s", "beta_small_Bps",
                                           "alpha_large_s", "beta_large_Bps"};
-  pathbuf p;
-  quotebuf b;
+  hap_jpath p;
+  hap_jquote b;
   json_t *m;
   const char *s;
   hap_coll_fit fit = {0};
-  HAP_TRY(want_type(r, v, JSON_OBJECT, fpath, "a collective fit {\"kind\", \"ranks\", ...}"));
-  HAP_TRY(check_keys(r, v, fpath, keys,
-                     "kind, ranks, pieces, threshold_bytes, alpha_small_s, beta_small_Bps, "
-                     "alpha_large_s, beta_large_Bps"));
-  HAP_TRY(member(r, v, fpath, "kind", true, "a collective such as \"all_reduce\"", &m));
-  HAP_TRY(want_str(r, m, at_key(p, fpath, "kind"), "a collective such as \"all_reduce\"", &s));
+  HAP_TRY(hap_jr_want_type(&r->jr, v, JSON_OBJECT, fpath,
+                           "a collective fit {\"kind\", \"ranks\", ...}"));
+  HAP_TRY(hap_jr_check_keys(&r->jr, v, fpath, keys,
+                            "kind, ranks, pieces, threshold_bytes, alpha_small_s, beta_small_Bps, "
+                            "alpha_large_s, beta_large_Bps"));
+  HAP_TRY(hap_jr_member(&r->jr, v, fpath, "kind", true, "a collective such as \"all_reduce\"", &m));
+  HAP_TRY(hap_jr_want_str(&r->jr, m, hap_jpath_key(p, fpath, "kind"),
+                          "a collective such as \"all_reduce\"", &s));
   if (hap_coll_kind_parse(s, &fit.kind) != HAP_OK)
-    return fail(r, HAP_EPARSE, p,
-                "unknown collective '%s', expected all_reduce, all_gather, reduce_scatter, "
-                "all_to_all or broadcast",
-                q(s, b));
+    return hap_jr_fail(&r->jr, HAP_EPARSE, p,
+                       "unknown collective '%s', expected all_reduce, all_gather, reduce_scatter, "
+                       "all_to_all or broadcast",
+                       hap_json_quote(s, b));
   if ((m = json_object_get(v, "pieces")) != NULL) {
     for (size_t k = 0; k < sizeof two_piece / sizeof two_piece[0]; k++)
       if (json_object_get(v, two_piece[k]) != NULL)
-        return fail(r, HAP_EPARSE, at_key(p, fpath, two_piece[k]),
-                    "is set together with pieces, expected either pieces or the two-piece keys");
-    HAP_TRY(read_pieces(r, m, at_key(p, fpath, "pieces"), &fit.fit));
+        return hap_jr_fail(
+            &r->jr, HAP_EPARSE, hap_jpath_key(p, fpath, two_piece[k]),
+            "is set together with pieces, expected either pieces or the two-piece keys");
+    HAP_TRY(read_pieces(r, m, hap_jpath_key(p, fpath, "pieces"), &fit.fit));
   } else {
     HAP_TRY(read_two_piece(r, v, fpath, &fit.fit));
   }
-  HAP_TRY(member(r, v, fpath, "ranks", true, "an array of device names", &m));
-  HAP_TRY(want_array(r, m, at_key(p, fpath, "ranks"), "an array of device names",
-                     (size_t)r->c->n_devices));
+  HAP_TRY(hap_jr_member(&r->jr, v, fpath, "ranks", true, "an array of device names", &m));
+  HAP_TRY(hap_jr_want_array(&r->jr, m, hap_jpath_key(p, fpath, "ranks"), "an array of device names",
+                            (size_t)r->c->n_devices));
   int32_t *ranks = malloc((json_array_size(m) + (size_t)r->c->n_devices + 1) * sizeof *ranks);
   if (ranks == NULL)
-    return oom(r);
+    return hap_jr_oom(&r->jr);
   int32_t *seen = ranks + json_array_size(m);
   for (int32_t d = 0; d < r->c->n_devices; d++)
     seen[d] = -1;
@@ -1018,25 +931,26 @@ static hap_status read_fit(reader *r, const json_t *v, const char *fpath) {
   if (st == HAP_OK)
     st = hap_cluster_add_fit(r->c, &fit, &e);
   free(ranks);
-  return st == HAP_OK || e.status == HAP_OK ? st : fail(r, st, fpath, "%s", e.msg);
+  return st == HAP_OK || e.status == HAP_OK ? st : hap_jr_fail(&r->jr, st, fpath, "%s", e.msg);
 }
 
 static hap_status read_overrides(reader *r, const json_t *root) {
   json_t *arr;
-  HAP_TRY(member(r, root, "", "links", false, NULL, &arr));
+  HAP_TRY(hap_jr_member(&r->jr, root, "", "links", false, NULL, &arr));
   if (arr != NULL) {
-    HAP_TRY(want_type(r, arr, JSON_ARRAY, "links", "an array of link overrides"));
+    HAP_TRY(hap_jr_want_type(&r->jr, arr, JSON_ARRAY, "links", "an array of link overrides"));
     for (size_t i = 0; i < json_array_size(arr); i++) {
-      pathbuf p;
-      HAP_TRY(read_link_override(r, json_array_get(arr, i), at_index(p, "links", i)));
+      hap_jpath p;
+      HAP_TRY(read_link_override(r, json_array_get(arr, i), hap_jpath_index(p, "links", i)));
     }
   }
-  HAP_TRY(member(r, root, "", "collectives", false, NULL, &arr));
+  HAP_TRY(hap_jr_member(&r->jr, root, "", "collectives", false, NULL, &arr));
   if (arr != NULL) {
-    HAP_TRY(want_type(r, arr, JSON_ARRAY, "collectives", "an array of collective fits"));
+    HAP_TRY(
+        hap_jr_want_type(&r->jr, arr, JSON_ARRAY, "collectives", "an array of collective fits"));
     for (size_t i = 0; i < json_array_size(arr); i++) {
-      pathbuf p;
-      HAP_TRY(read_fit(r, json_array_get(arr, i), at_index(p, "collectives", i)));
+      hap_jpath p;
+      HAP_TRY(read_fit(r, json_array_get(arr, i), hap_jpath_index(p, "collectives", i)));
     }
   }
   return HAP_OK;
@@ -1045,27 +959,25 @@ static hap_status read_overrides(reader *r, const json_t *root) {
 /* ---- the document --------------------------------------------------------------------------- */
 
 static hap_status read_cluster(reader *r, const json_t *root, const char *source) {
-  if (!json_is_object(root))
-    return fail(r, HAP_EPARSE, "root",
-                "expected a hap-cluster object {\"format\": \"hap-cluster\", ...}, got %s",
-                hap_json_kind(root));
   HAP_TRY(read_header(r, root));
   json_t *m;
   const char *name, *s;
-  HAP_TRY(member(r, root, "", "name", true, "the cluster's name (a string)", &m));
+  HAP_TRY(hap_jr_member(&r->jr, root, "", "name", true, "the cluster's name (a string)", &m));
   HAP_TRY(want_name(r, m, "name", &name));
   if ((m = json_object_get(root, "doc")) != NULL)
-    HAP_TRY(want_str(r, m, "doc", "a string", &s));
+    HAP_TRY(hap_jr_want_str(&r->jr, m, "doc", "a string", &s));
   if ((m = json_object_get(root, "source")) != NULL)
-    HAP_TRY(want_text(r, m, "source", "a string saying how the file was made", &source));
+    HAP_TRY(
+        hap_jr_want_text(&r->jr, m, "source", "a string saying how the file was made", &source));
   double inter_latency = 0;
   if ((m = json_object_get(root, "inter_latency_s")) != NULL)
-    HAP_TRY(want_num(r, m, "inter_latency_s", NUM_NON_NEGATIVE, "a latency in s", &inter_latency));
+    HAP_TRY(hap_jr_want_amount(&r->jr, m, "inter_latency_s", HAP_JR_NON_NEGATIVE, "a latency in s",
+                               &inter_latency));
   if (has(r->params, P_INTER_LATENCY_US))
     inter_latency = r->params->v[P_INTER_LATENCY_US] * 1e-6;
   r->c = hap_cluster_create(name);
   if (r->c == NULL || hap_cluster_set_source(r->c, source) != HAP_OK)
-    return oom(r);
+    return hap_jr_oom(&r->jr);
   hap_cluster_set_inter_latency(r->c, inter_latency);
   HAP_TRY(read_defaults(r, root));
   HAP_TRY(read_hosts(r, root));
@@ -1073,44 +985,23 @@ static hap_status read_cluster(reader *r, const json_t *root, const char *source
   hap_err e = {0};
   hap_status st = hap_cluster_validate(r->c, &e);
   if (st != HAP_OK)
-    return hap_err_set(r->err, st, "%s: %s", r->label, e.msg);
+    return hap_err_set(r->jr.err, st, "%s: %s", r->jr.label, e.msg);
   return HAP_OK;
-}
-
-/* Keep a message on one line whatever the input held (jansson quotes input in its texts). */
-static void one_line(hap_err *err) {
-  if (err == NULL)
-    return;
-  for (char *p = err->msg; *p; p++)
-    if ((unsigned char)*p < 0x20 || *p == 0x7F)
-      *p = ' ';
 }
 
 /* Parse with already-checked parameters; `source` is recorded unless the file names its own. */
 static hap_status parse_cluster(const char *json, size_t len, const char *label, const char *source,
                                 const cl_params *params, hap_cluster **out, hap_err *err) {
   *out = NULL;
-  reader r = {.label = label, .err = err, .strict = true, .params = params};
-  size_t skip = 0;
-  while (skip < len &&
-         (json[skip] == ' ' || json[skip] == '\n' || json[skip] == '\r' || json[skip] == '\t'))
-    skip++;
-  if (skip == len)
-    return hap_err_set(err, HAP_EPARSE, "%s: the file is empty, expected a hap-cluster JSON object",
-                       label);
-  json_error_t je;
-  json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
-  if (root == NULL) {
-    hap_err_set(err, HAP_EPARSE, "%s: line %d, column %d: %s", label, je.line, je.column, je.text);
-    one_line(err);
-    return HAP_EPARSE;
-  }
+  reader r = {.jr = {.label = label, .err = err, .strict = true}, .params = params};
+  json_t *root;
+  HAP_TRY(hap_jr_load(&r.jr, json, len, HAP_CLUSTER_FORMAT, &root));
   hap_status st = read_cluster(&r, root, source);
   json_decref(root);
   free(r.group_of_host);
   if (st != HAP_OK) {
     hap_cluster_destroy(r.c);
-    one_line(err);
+    hap_jr_one_line(err);
     return st;
   }
   *out = r.c;
@@ -1300,35 +1191,10 @@ hap_status hap_cluster_load(const char *spec, hap_cluster **out, hap_err *err) {
 
 /* ---- writer --------------------------------------------------------------------------------- */
 
-/* Valid UTF-8 (what any JSON reader, ours included, requires). */
-static bool utf8_ok(const char *s) {
-  const unsigned char *p = (const unsigned char *)s;
-  while (*p) {
-    int n = *p < 0x80             ? 0
-            : (*p & 0xE0) == 0xC0 ? 1
-            : (*p & 0xF0) == 0xE0 ? 2
-            : (*p & 0xF8) == 0xF0 ? 3
-                                  : -1;
-    if (n < 0 || (n == 1 && *p < 0xC2) || (n == 3 && *p > 0xF4))
-      return false;
-    uint32_t cp = n == 0 ? *p : *p & (0x3F >> n);
-    for (int k = 1; k <= n; k++) {
-      if ((p[k] & 0xC0) != 0x80)
-        return false;
-      cp = (cp << 6) | (p[k] & 0x3F);
-    }
-    if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-        (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
-      return false;
-    p += n + 1;
-  }
-  return true;
-}
-
 /* Text the reader accepts back: UTF-8 without control characters; names also non-empty and at
  * most NAME_MAX_LEN bytes. */
 static bool text_ok(const char *s, bool is_name) {
-  if (s == NULL || !utf8_ok(s) || (is_name && (s[0] == '\0' || strlen(s) > NAME_MAX_LEN)))
+  if (s == NULL || !hap_utf8_valid(s) || (is_name && (s[0] == '\0' || strlen(s) > NAME_MAX_LEN)))
     return false;
   for (const unsigned char *p = (const unsigned char *)s; *p; p++)
     if (*p < 0x20 || *p == 0x7F)
@@ -1338,29 +1204,30 @@ static bool text_ok(const char *s, bool is_name) {
 
 /* Refuse what could not be read back, so written files always round-trip. */
 static hap_status check_writable(const hap_cluster *c, hap_err *err) {
-  quotebuf b;
+  hap_jquote b;
   HAP_TRY(hap_cluster_validate(c, err));
   if (!text_ok(c->name, true) || (c->source && !text_ok(c->source, false)))
     return hap_err_set(err, HAP_EINVAL,
                        "cluster '%s': name or source is empty, too long, not UTF-8 or holds "
                        "control characters",
-                       q(c->name ? c->name : "", b));
+                       hap_json_quote(c->name ? c->name : "", b));
   if (c->n_devices > HAP_CLUSTER_MAX_DEVICES)
     return hap_err_set(err, HAP_EINVAL, "cluster '%s' has %d devices, more than a file holds (%d)",
-                       q(c->name, b), c->n_devices, HAP_CLUSTER_MAX_DEVICES);
+                       hap_json_quote(c->name, b), c->n_devices, HAP_CLUSTER_MAX_DEVICES);
   for (int32_t h = 0; h < c->n_hosts; h++)
     if (!text_ok(c->hosts[h].name, true) || c->hosts[h].n_devices > HOST_MAX_DEVICES)
       return hap_err_set(err, HAP_EINVAL,
                          "host %d '%s': name must be 1..%d bytes of UTF-8 without control "
                          "characters, and at most %d devices",
-                         h, q(c->hosts[h].name ? c->hosts[h].name : "", b), NAME_MAX_LEN,
-                         HOST_MAX_DEVICES);
+                         h, hap_json_quote(c->hosts[h].name ? c->hosts[h].name : "", b),
+                         NAME_MAX_LEN, HOST_MAX_DEVICES);
   for (int32_t d = 0; d < c->n_devices; d++)
     if (!text_ok(c->devices[d].name, true) || !text_ok(c->devices[d].model, false))
       return hap_err_set(err, HAP_EINVAL,
                          "device %d '%s': name and model must be UTF-8 without control "
                          "characters (name 1..%d bytes)",
-                         d, q(c->devices[d].name ? c->devices[d].name : "", b), NAME_MAX_LEN);
+                         d, hap_json_quote(c->devices[d].name ? c->devices[d].name : "", b),
+                         NAME_MAX_LEN);
   return HAP_OK;
 }
 
@@ -1607,4 +1474,17 @@ hap_status hap_cluster_write_file(const hap_cluster *c, const char *path, hap_er
     return hap_err_set(err, st, "%s: %s", path, e.msg);
   }
   return hap_atomic_commit(&af, err);
+}
+
+hap_status hap_cluster_digest(const hap_cluster *c, uint64_t *out, hap_err *err) {
+  hap_cluster canon = *c; /* a shallow copy without the provenance */
+  canon.source = NULL;
+  hap_digest_stream ds;
+  if (!hap_digest_open(&ds))
+    return hap_err_set(err, HAP_ENOMEM, "cluster '%s': out of memory computing its digest",
+                       c->name);
+  hap_status st = hap_cluster_write(&canon, ds.f, err);
+  if (!hap_digest_close(&ds, st == HAP_OK ? out : NULL) && st == HAP_OK)
+    st = hap_err_set(err, HAP_ENOMEM, "cluster '%s': out of memory computing its digest", c->name);
+  return st;
 }

@@ -303,54 +303,11 @@ double hap_p2p_time(const hap_cluster *c, int32_t src, int32_t dst, double bytes
 
 /* ---- compute ------------------------------------------------------------------------------- */
 
-static double base_rate(const hap_device *d, hap_dtype dtype) {
-  double r = d->sustained_flops[dtype];
-  return r > 0 ? r : d->sustained_flops[HAP_F32];
-}
-
-double hap_gemm_rate(const hap_device *d, hap_dtype dtype, double m, double n, double k) {
-  double lm = log(m), ln = log(n), lk = log(k);
-  double wsum = 0, acc = 0;
-  for (int32_t i = 0; i < d->n_gemm; i++) {
-    const hap_gemm_sample *s = &d->gemm[i];
-    if (s->dtype != dtype)
-      continue;
-    double dm = lm - log((double)s->m), dn = ln - log((double)s->n), dk = lk - log((double)s->k);
-    double d2 = dm * dm + dn * dn + dk * dk;
-    if (d2 < 1e-18)
-      return s->flops_per_s;
-    double w = 1 / (d2 * d2); /* inverse distance weighting, power 4: nearest samples dominate */
-    wsum += w;
-    acc += w * log(s->flops_per_s);
-  }
-  return wsum > 0 ? exp(acc / wsum) : base_rate(d, dtype);
-}
-
-static const hap_kernel_sample *find_kernel(const hap_device *d, hap_op op, bool backward,
-                                            uint64_t key) {
-  int32_t lo = 0, hi = d->n_kernels - 1;
-  while (lo <= hi) {
-    int32_t mid = lo + (hi - lo) / 2;
-    const hap_kernel_sample *s = &d->kernels[mid];
-    int c = s->op != op               ? (s->op < op ? -1 : 1)
-            : s->backward != backward ? (s->backward ? 1 : -1)
-            : s->shape_key != key     ? (s->shape_key < key ? -1 : 1)
-                                      : 0;
-    if (c == 0)
-      return s;
-    if (c < 0)
-      lo = mid + 1;
-    else
-      hi = mid - 1;
-  }
-  return NULL;
-}
-
 double hap_compute_time(const hap_cluster *c, int32_t dev, hap_op op, const hap_op_io *io,
                         bool backward) {
   const hap_device *d = &c->devices[dev];
   if (d->n_kernels > 0) {
-    const hap_kernel_sample *s = find_kernel(d, op, backward, hap_kernel_shape_key(io));
+    const hap_kernel_sample *s = hap_device_kernel(d, op, backward, hap_kernel_shape_key(io));
     if (s != NULL)
       return s->seconds;
   }
@@ -369,8 +326,8 @@ double hap_compute_time(const hap_cluster *c, int32_t dev, hap_op op, const hap_
     }
   }
   double m, n, k;
-  double rate =
-      hap_op_gemm_dims(op, io, &m, &n, &k) ? hap_gemm_rate(d, dtype, m, n, k) : base_rate(d, dtype);
+  double rate = hap_op_gemm_dims(op, io, &m, &n, &k) ? hap_gemm_rate(d, dtype, m, n, k)
+                                                     : hap_device_flops(d, dtype);
   double work_s = fmax(flops / rate, bytes / d->memory_bw_Bps); /* roofline, s */
   double model_s = hap_kernel_model_time(d, op, backward, dtype, work_s);
   return model_s >= 0 ? model_s : d->launch_s + work_s;

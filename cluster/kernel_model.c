@@ -6,8 +6,6 @@
 #include <string.h>
 #include <threads.h>
 
-#include "cluster/cost.h"
-
 void hap_kgrid_case_fix(hap_kgrid_case *kc) { kc->io.attrs = &kc->attrs; }
 
 /* ---- the grid -------------------------------------------------------------------------------- */
@@ -286,15 +284,10 @@ static void build_table(void) {
 /* ---- the model --------------------------------------------------------------------------------
  */
 
-static double rate_of(const hap_device *d, hap_dtype dtype) {
-  double r = d->sustained_flops[dtype];
-  return r > 0 ? r : d->sustained_flops[HAP_F32];
-}
-
 /* Roofline work, s. */
 static double roofline(const hap_device *d, hap_dtype dtype, double flops, double bytes, bool gemm,
                        double m, double n, double k) {
-  double rate = gemm ? hap_gemm_rate(d, dtype, m, n, k) : rate_of(d, dtype);
+  double rate = gemm ? hap_gemm_rate(d, dtype, m, n, k) : hap_device_flops(d, dtype);
   return fmax(flops / rate, bytes / d->memory_bw_Bps);
 }
 
@@ -310,27 +303,6 @@ double hap_kernel_work_s(const hap_device *d, hap_op op, const hap_op_io *io, bo
   return roofline(d, dtype, flops, bytes, gemm, m, n, k);
 }
 
-/* d's row for (op, backward, key) by binary search (rows sorted as cluster.h says), or NULL. */
-static const hap_kernel_sample *find_row(const hap_device *d, hap_op op, bool backward,
-                                         uint64_t key) {
-  int32_t lo = 0, hi = d->n_kernels - 1;
-  while (lo <= hi) {
-    int32_t mid = lo + (hi - lo) / 2;
-    const hap_kernel_sample *s = &d->kernels[mid];
-    int c = s->op != op               ? (s->op < op ? -1 : 1)
-            : s->backward != backward ? (s->backward ? 1 : -1)
-            : s->shape_key != key     ? (s->shape_key < key ? -1 : 1)
-                                      : 0;
-    if (c == 0)
-      return s;
-    if (c < 0)
-      lo = mid + 1;
-    else
-      hi = mid - 1;
-  }
-  return NULL;
-}
-
 enum { MAX_POINTS = 8 };
 
 double hap_kernel_model_time(const hap_device *d, hap_op op, bool backward, hap_dtype dtype,
@@ -344,7 +316,7 @@ double hap_kernel_model_time(const hap_device *d, hap_op op, bool backward, hap_
   int dir = backward ? 1 : 0;
   for (int32_t i = op_first[op]; i < op_first[op + 1] && np < MAX_POINTS; i++) {
     const grid_entry *e = &table[i];
-    const hap_kernel_sample *s = find_row(d, op, backward, e->key);
+    const hap_kernel_sample *s = hap_device_kernel(d, op, backward, e->key);
     if (s == NULL || !(s->seconds > 0))
       continue;
     double wi = roofline(d, HAP_F32, e->flops[dir], e->bytes[dir], e->gemm, e->m, e->n, e->k);

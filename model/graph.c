@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/strmap.h"
+#include "base/vec.h"
 
 struct hap_graph_impl {
   hap_arena strings;
@@ -115,16 +116,10 @@ hap_status hap_graph_add_tensor(hap_graph *g, const char *name, hap_tensor_kind 
   if ((unsigned)kind > HAP_TENSOR_ACTIVATION || (unsigned)dtype >= HAP_DTYPE_COUNT)
     return hap_err_set(err, HAP_EINVAL, "tensor '%s': bad kind or dtype", name);
   HAP_TRY(check_shape(shape, "tensor", name, err));
-  if (g->n_tensors == im->cap_tensors) {
-    if (im->cap_tensors > INT32_MAX / 2)
-      return hap_err_set(err, HAP_EOVERFLOW, "too many tensors (limit %d)", INT32_MAX / 2);
-    int32_t cap = im->cap_tensors ? im->cap_tensors * 2 : 64;
-    hap_tensor *t = realloc(g->tensors, (size_t)cap * sizeof *t);
-    if (t == NULL)
-      return hap_err_set(err, HAP_ENOMEM, "out of memory adding tensor '%s'", name);
-    g->tensors = t;
-    im->cap_tensors = cap;
-  }
+  if (g->n_tensors == im->cap_tensors && im->cap_tensors > INT32_MAX / 2)
+    return hap_err_set(err, HAP_EOVERFLOW, "too many tensors (limit %d)", INT32_MAX / 2);
+  if (HAP_VEC_RESERVE(g->tensors, im->cap_tensors, (int64_t)g->n_tensors + 1, 64) != 0)
+    return hap_err_set(err, HAP_ENOMEM, "out of memory adding tensor '%s'", name);
   hap_tensor *t = &g->tensors[g->n_tensors];
   memset(t, 0, sizeof *t);
   t->name = name;
@@ -152,16 +147,10 @@ static hap_status push_node(hap_graph *g, const char *name, hap_op op, const hap
     return hap_err_set(err, HAP_EINVAL, "node '%s' is defined twice", name);
   if ((unsigned)op >= HAP_OP_COUNT)
     return hap_err_set(err, HAP_EINVAL, "node '%s': unknown op", name);
-  if (g->n_nodes == im->cap_nodes) {
-    if (im->cap_nodes > INT32_MAX / 2)
-      return hap_err_set(err, HAP_EOVERFLOW, "too many nodes (limit %d)", INT32_MAX / 2);
-    int32_t cap = im->cap_nodes ? im->cap_nodes * 2 : 64;
-    hap_node *n = realloc(g->nodes, (size_t)cap * sizeof *n);
-    if (n == NULL)
-      return hap_err_set(err, HAP_ENOMEM, "out of memory adding node '%s'", name);
-    g->nodes = n;
-    im->cap_nodes = cap;
-  }
+  if (g->n_nodes == im->cap_nodes && im->cap_nodes > INT32_MAX / 2)
+    return hap_err_set(err, HAP_EOVERFLOW, "too many nodes (limit %d)", INT32_MAX / 2);
+  if (HAP_VEC_RESERVE(g->nodes, im->cap_nodes, (int64_t)g->n_nodes + 1, 64) != 0)
+    return hap_err_set(err, HAP_ENOMEM, "out of memory adding node '%s'", name);
   hap_node *n = &g->nodes[g->n_nodes];
   memset(n, 0, sizeof *n);
   n->name = hap_arena_strdup(&im->strings, name);

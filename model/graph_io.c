@@ -38,190 +38,113 @@
 
 #include <jansson.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/fileio.h"
+#include "base/hash.h"
 #include "base/json_read.h"
 #include "base/json_write.h"
+#include "base/utf8.h"
 
 /* ---- reader helpers ------------------------------------------------------------------------- */
 
 typedef struct reader {
-  const char *label; /* file name for messages */
-  hap_err *err;
-  bool strict; /* unknown keys are errors (file version <= ours) */
+  hap_jr jr; /* label, error record, strictness */
   hap_graph *g;
   int32_t *producer; /* per tensor: index of the node that outputs it in the file, or -1 */
 } reader;
 
-typedef hap_jpath pathbuf;
-typedef hap_jquote quotebuf;
-
-__attribute__((format(printf, 4, 5))) static hap_status
-fail(reader *r, hap_status st, const char *path, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  hap_status s = hap_json_vfail(r->label, r->err, st, path, fmt, ap);
-  va_end(ap);
-  return s;
-}
-
-static const char *at_index(pathbuf b, const char *base, size_t i) {
-  return hap_jpath_index(b, base, i);
-}
-static const char *at_key(pathbuf b, const char *base, const char *key) {
-  return hap_jpath_key(b, base, key);
-}
-static const char *q(const char *s, quotebuf b) { return hap_json_quote(s, b); }
-
-static hap_status member(reader *r, const json_t *obj, const char *path, const char *key,
-                         bool required, const char *expected, json_t **out) {
-  return hap_json_member(r->label, r->err, obj, path, key, required, expected, out);
-}
-static hap_status want_type(reader *r, const json_t *v, json_type type, const char *path,
-                            const char *expected) {
-  return hap_json_want_type(r->label, r->err, v, type, path, expected);
-}
-static hap_status want_str(reader *r, const json_t *v, const char *path, const char *expected,
-                           const char **out) {
-  return hap_json_want_str(r->label, r->err, v, path, expected, out);
-}
-
-/* A tensor or node name: non-empty and free of control characters (messages stay one line). */
-static hap_status want_name(reader *r, const json_t *v, const char *path, const char **out) {
-  HAP_TRY(want_str(r, v, path, "a non-empty name", out));
-  if ((*out)[0] == '\0')
-    return fail(r, HAP_EPARSE, path, "is empty, expected a non-empty name");
-  if (strlen(*out) != json_string_length(v))
-    return fail(r, HAP_EPARSE, path, "contains a NUL byte, expected plain text");
-  for (const unsigned char *p = (const unsigned char *)*out; *p; p++) {
-    quotebuf b;
-    if (*p < 0x20 || *p == 0x7F)
-      return fail(r, HAP_EPARSE, path, "'%s' contains a control character, expected plain text",
-                  q(*out, b));
-  }
-  return HAP_OK;
-}
-
-static hap_status want_int(reader *r, const json_t *v, const char *path, int64_t lo, int64_t hi,
-                           const char *expected, int64_t *out) {
-  HAP_TRY(want_type(r, v, JSON_INTEGER, path, expected));
-  json_int_t x = json_integer_value(v);
-  if (x < lo || x > hi)
-    return fail(r, HAP_EPARSE, path, "is %lld, expected %s", (long long)x, expected);
-  *out = (int64_t)x;
-  return HAP_OK;
-}
-
-/* In strict mode, reject keys of `obj` not in the NULL-terminated `allowed`. */
-static hap_status check_keys(reader *r, const json_t *obj, const char *path,
-                             const char *const *allowed, const char *list) {
-  if (!r->strict)
-    return HAP_OK;
-  const char *key;
-  json_t *val;
-  json_object_foreach((json_t *)obj, key, val) {
-    bool ok = false;
-    for (int i = 0; allowed[i] && !ok; i++)
-      ok = strcmp(key, allowed[i]) == 0;
-    if (!ok) {
-      pathbuf p;
-      quotebuf b;
-      return fail(r, HAP_EPARSE, at_key(p, path, q(key, b)), "unknown key, expected one of %s",
-                  list);
-    }
-  }
-  return HAP_OK;
-}
-
 /* ---- header --------------------------------------------------------------------------------- */
 
 static hap_status read_header(reader *r, const json_t *root) {
-  HAP_TRY(hap_json_read_header(r->label, r->err, root, HAP_GRAPH_FORMAT, HAP_GRAPH_VERSION_MAJOR,
-                               HAP_GRAPH_VERSION_MINOR, &r->strict));
   static const char *const keys[] = {"format",  "version", "name", "source",
                                      "tensors", "nodes",   "loss", NULL};
-  return check_keys(r, root, "", keys, "format, version, name, source, tensors, nodes, loss");
+  return hap_jr_read_header(&r->jr, root, HAP_GRAPH_FORMAT, HAP_GRAPH_VERSION_MAJOR,
+                            HAP_GRAPH_VERSION_MINOR, keys,
+                            "format, version, name, source, tensors, nodes, loss");
 }
 
 /* ---- tensors -------------------------------------------------------------------------------- */
 
 static hap_status read_shape(reader *r, const json_t *v, const char *path, hap_dtype dtype,
                              hap_shape *shape) {
-  HAP_TRY(want_type(r, v, JSON_ARRAY, path, "an array of dims such as [256, 768]"));
+  HAP_TRY(hap_jr_want_type(&r->jr, v, JSON_ARRAY, path, "an array of dims such as [256, 768]"));
   size_t n = json_array_size(v);
   if (n > HAP_MAX_DIMS)
-    return fail(r, HAP_EPARSE, path, "has %zu dims, expected at most %d", n, HAP_MAX_DIMS);
+    return hap_jr_fail(&r->jr, HAP_EPARSE, path, "has %zu dims, expected at most %d", n,
+                       HAP_MAX_DIMS);
   memset(shape, 0, sizeof *shape);
   shape->rank = (int32_t)n;
   for (size_t i = 0; i < n; i++) {
-    pathbuf p;
-    HAP_TRY(want_int(r, json_array_get(v, i), at_index(p, path, i), 1, INT64_MAX,
-                     "a positive integer", &shape->dims[i]));
+    hap_jpath p;
+    HAP_TRY(hap_jr_want_int(&r->jr, json_array_get(v, i), hap_jpath_index(p, path, i), 1, INT64_MAX,
+                            "a positive integer", &shape->dims[i]));
   }
   int64_t numel, bytes;
   if (hap_shape_numel(shape, &numel) != HAP_OK ||
       __builtin_mul_overflow(numel, (int64_t)hap_dtype_size(dtype), &bytes)) {
     char sb[160];
-    return fail(r, HAP_EOVERFLOW, path,
-                "%s of %s has more bytes than int64 holds, expected a size below 2^63 bytes",
-                hap_shape_str(shape, sb, sizeof sb), hap_dtype_name(dtype));
+    return hap_jr_fail(&r->jr, HAP_EOVERFLOW, path,
+                       "%s of %s has more bytes than int64 holds, expected a size below 2^63 bytes",
+                       hap_shape_str(shape, sb, sizeof sb), hap_dtype_name(dtype));
   }
   return HAP_OK;
 }
 
 static hap_status read_tensor(reader *r, const json_t *v, size_t i) {
   static const char *const keys[] = {"name", "kind", "dtype", "shape", NULL};
-  pathbuf path, p;
-  quotebuf b;
-  at_index(path, "tensors", i);
-  HAP_TRY(want_type(r, v, JSON_OBJECT, path, "a tensor object {\"name\", \"kind\", ...}"));
-  HAP_TRY(check_keys(r, v, path, keys, "name, kind, dtype, shape"));
+  hap_jpath path, p;
+  hap_jquote b;
+  hap_jpath_index(path, "tensors", i);
+  HAP_TRY(
+      hap_jr_want_type(&r->jr, v, JSON_OBJECT, path, "a tensor object {\"name\", \"kind\", ...}"));
+  HAP_TRY(hap_jr_check_keys(&r->jr, v, path, keys, "name, kind, dtype, shape"));
   json_t *m;
   const char *name, *s;
-  HAP_TRY(member(r, v, path, "name", true, "the tensor's name", &m));
-  HAP_TRY(want_name(r, m, at_key(p, path, "name"), &name));
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "name", true, "the tensor's name", &m));
+  HAP_TRY(hap_jr_want_name(&r->jr, m, hap_jpath_key(p, path, "name"), &name));
   int32_t prev = hap_graph_find_tensor(r->g, name);
   if (prev >= 0)
-    return fail(r, HAP_EPARSE, p,
-                "tensor '%s' is already defined by tensors[%d], expected unique names", q(name, b),
-                prev);
+    return hap_jr_fail(&r->jr, HAP_EPARSE, p,
+                       "tensor '%s' is already defined by tensors[%d], expected unique names",
+                       hap_json_quote(name, b), prev);
 
   hap_tensor_kind kind;
-  HAP_TRY(member(r, v, path, "kind", true, "input, parameter, buffer or activation", &m));
-  HAP_TRY(want_str(r, m, at_key(p, path, "kind"), "a tensor kind string", &s));
+  HAP_TRY(
+      hap_jr_member(&r->jr, v, path, "kind", true, "input, parameter, buffer or activation", &m));
+  HAP_TRY(hap_jr_want_str(&r->jr, m, hap_jpath_key(p, path, "kind"), "a tensor kind string", &s));
   if (hap_tensor_kind_parse(s, &kind) != HAP_OK)
-    return fail(r, HAP_EPARSE, p,
-                "unknown kind '%s', expected input, parameter, buffer or activation", q(s, b));
+    return hap_jr_fail(&r->jr, HAP_EPARSE, p,
+                       "unknown kind '%s', expected input, parameter, buffer or activation",
+                       hap_json_quote(s, b));
 
   hap_dtype dtype;
-  HAP_TRY(member(r, v, path, "dtype", true, "a dtype such as \"float32\"", &m));
-  HAP_TRY(want_str(r, m, at_key(p, path, "dtype"), "a dtype string", &s));
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "dtype", true, "a dtype such as \"float32\"", &m));
+  HAP_TRY(hap_jr_want_str(&r->jr, m, hap_jpath_key(p, path, "dtype"), "a dtype string", &s));
   if (hap_dtype_parse(s, &dtype) != HAP_OK)
-    return fail(
-        r, HAP_EPARSE, p,
+    return hap_jr_fail(
+        &r->jr, HAP_EPARSE, p,
         "unknown dtype '%s', expected float32, float16, bfloat16, float64, int64, int32 or bool",
-        q(s, b));
+        hap_json_quote(s, b));
 
   hap_shape shape;
-  HAP_TRY(member(r, v, path, "shape", true, "an array of dims such as [256, 768]", &m));
-  HAP_TRY(read_shape(r, m, at_key(p, path, "shape"), dtype, &shape));
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "shape", true, "an array of dims such as [256, 768]", &m));
+  HAP_TRY(read_shape(r, m, hap_jpath_key(p, path, "shape"), dtype, &shape));
 
   hap_err e = {0};
   hap_status st = hap_graph_add_tensor(r->g, name, kind, dtype, &shape, NULL, &e);
   if (st != HAP_OK)
-    return fail(r, st, path, "%s", e.msg);
+    return hap_jr_fail(&r->jr, st, path, "%s", e.msg);
   return HAP_OK;
 }
 
 static hap_status read_tensors(reader *r, const json_t *root) {
   json_t *arr;
-  HAP_TRY(member(r, root, "", "tensors", true, "an array of tensors", &arr));
-  HAP_TRY(want_type(r, arr, JSON_ARRAY, "tensors", "an array of tensors"));
+  HAP_TRY(hap_jr_member(&r->jr, root, "", "tensors", true, "an array of tensors", &arr));
+  HAP_TRY(hap_jr_want_type(&r->jr, arr, JSON_ARRAY, "tensors", "an array of tensors"));
   if (json_array_size(arr) > INT32_MAX / 2)
-    return fail(r, HAP_EPARSE, "tensors", "too many tensors");
+    return hap_jr_fail(&r->jr, HAP_EPARSE, "tensors", "too many tensors");
   for (size_t i = 0; i < json_array_size(arr); i++)
     HAP_TRY(read_tensor(r, json_array_get(arr, i), i));
   return HAP_OK;
@@ -272,7 +195,7 @@ static hap_status read_attr(reader *r, const json_t *v, const char *path, hap_op
   case HAP_ATTR_STR:
     if ((type_ok = json_is_string(v))) {
       if (strlen(json_string_value(v)) != json_string_length(v))
-        return fail(r, HAP_EPARSE, path, "contains a NUL byte, expected plain text");
+        return hap_jr_fail(&r->jr, HAP_EPARSE, path, "contains a NUL byte, expected plain text");
       st = hap_attrs_set_str(a, op, spec->name, json_string_value(v), &e);
     }
     break;
@@ -281,22 +204,23 @@ static hap_status read_attr(reader *r, const json_t *v, const char *path, hap_op
       break;
     size_t n = json_array_size(v);
     if (n > HAP_MAX_DIMS)
-      return fail(r, HAP_EPARSE, path, "has %zu entries, expected at most %d", n, HAP_MAX_DIMS);
+      return hap_jr_fail(&r->jr, HAP_EPARSE, path, "has %zu entries, expected at most %d", n,
+                         HAP_MAX_DIMS);
     int64_t vals[HAP_MAX_DIMS];
     for (size_t k = 0; k < n; k++) {
-      pathbuf p;
-      HAP_TRY(want_int(r, json_array_get(v, k), at_index(p, path, k), INT64_MIN, INT64_MAX,
-                       "an integer", &vals[k]));
+      hap_jpath p;
+      HAP_TRY(hap_jr_want_int(&r->jr, json_array_get(v, k), hap_jpath_index(p, path, k), INT64_MIN,
+                              INT64_MAX, "an integer", &vals[k]));
     }
     st = hap_attrs_set_ints(a, op, spec->name, vals, (int32_t)n, &e);
     break;
   }
   }
   if (!type_ok)
-    return fail(r, HAP_EPARSE, path, "expected %s (attribute '%s' of op '%s'), got %s",
-                attr_type_name(spec->type), spec->name, hap_op_name(op), hap_json_kind(v));
+    return hap_jr_fail(&r->jr, HAP_EPARSE, path, "expected %s (attribute '%s' of op '%s'), got %s",
+                       attr_type_name(spec->type), spec->name, hap_op_name(op), hap_json_kind(v));
   if (st != HAP_OK)
-    return fail(r, HAP_EPARSE, path, "%s", e.msg);
+    return hap_jr_fail(&r->jr, HAP_EPARSE, path, "%s", e.msg);
   return HAP_OK;
 }
 
@@ -306,28 +230,29 @@ static hap_status read_attrs(reader *r, const json_t *v, const char *path, hap_o
   char names[256];
   hap_attrs_init(a, op);
   if (v != NULL) {
-    HAP_TRY(want_type(r, v, JSON_OBJECT, path, "an object of attributes"));
+    HAP_TRY(hap_jr_want_type(&r->jr, v, JSON_OBJECT, path, "an object of attributes"));
     const char *key;
     json_t *val;
     json_object_foreach((json_t *)v, key, val) {
-      pathbuf p;
-      quotebuf b;
-      at_key(p, path, q(key, b));
+      hap_jpath p;
+      hap_jquote b;
+      hap_jpath_key(p, path, hap_json_quote(key, b));
       int idx = hap_op_attr_index(op, key);
       if (idx < 0 && def->n_attrs == 0)
-        return fail(r, HAP_EPARSE, p, "op '%s' takes no attributes, expected \"attrs\": {}",
-                    def->name);
+        return hap_jr_fail(&r->jr, HAP_EPARSE, p,
+                           "op '%s' takes no attributes, expected \"attrs\": {}", def->name);
       if (idx < 0)
-        return fail(r, HAP_EPARSE, p, "op '%s' has no such attribute, expected one of: %s",
-                    def->name, attr_list(def, names, sizeof names));
+        return hap_jr_fail(&r->jr, HAP_EPARSE, p,
+                           "op '%s' has no such attribute, expected one of: %s", def->name,
+                           attr_list(def, names, sizeof names));
       HAP_TRY(read_attr(r, val, p, op, idx, a));
     }
   }
   for (int i = 0; i < def->n_attrs; i++) {
     if (def->attrs[i].required && !(a->given & (1u << i)))
-      return fail(r, HAP_EPARSE, path, "missing required attribute '%s' of op '%s' (%s: %s)",
-                  def->attrs[i].name, def->name, attr_type_name(def->attrs[i].type),
-                  def->attrs[i].doc);
+      return hap_jr_fail(&r->jr, HAP_EPARSE, path,
+                         "missing required attribute '%s' of op '%s' (%s: %s)", def->attrs[i].name,
+                         def->name, attr_type_name(def->attrs[i].type), def->attrs[i].doc);
   }
   return HAP_OK;
 }
@@ -337,30 +262,33 @@ static hap_status read_attrs(reader *r, const json_t *v, const char *path, hap_o
 /* Tensor id of the name at v; errors name the path. */
 static hap_status read_ref(reader *r, const json_t *v, const char *path, int32_t *id) {
   const char *s;
-  quotebuf b;
-  HAP_TRY(want_str(r, v, path, "a tensor name", &s));
+  hap_jquote b;
+  HAP_TRY(hap_jr_want_str(&r->jr, v, path, "a tensor name", &s));
   *id = hap_graph_find_tensor(r->g, s);
   if (*id < 0)
-    return fail(r, HAP_EPARSE, path,
-                "unknown tensor '%s', expected the name of a tensor in \"tensors\"", q(s, b));
+    return hap_jr_fail(&r->jr, HAP_EPARSE, path,
+                       "unknown tensor '%s', expected the name of a tensor in \"tensors\"",
+                       hap_json_quote(s, b));
   return HAP_OK;
 }
 
 static hap_status read_inputs(reader *r, const json_t *v, const char *path, hap_op op, int32_t *ids,
                               int32_t *n) {
   const hap_op_def *def = hap_op_get(op);
-  HAP_TRY(want_type(r, v, JSON_ARRAY, path, "an array of tensor names"));
+  HAP_TRY(hap_jr_want_type(&r->jr, v, JSON_ARRAY, path, "an array of tensor names"));
   size_t cnt = json_array_size(v);
   if (cnt < (size_t)def->min_in || cnt > (size_t)def->max_in) {
     if (def->min_in == def->max_in)
-      return fail(r, HAP_EPARSE, path, "has %zu entries, expected %d (op '%s' takes %d input%s)",
-                  cnt, def->min_in, def->name, def->min_in, def->min_in == 1 ? "" : "s");
-    return fail(r, HAP_EPARSE, path, "has %zu entries, expected %d to %d (inputs of op '%s')", cnt,
-                def->min_in, def->max_in, def->name);
+      return hap_jr_fail(&r->jr, HAP_EPARSE, path,
+                         "has %zu entries, expected %d (op '%s' takes %d input%s)", cnt,
+                         def->min_in, def->name, def->min_in, def->min_in == 1 ? "" : "s");
+    return hap_jr_fail(&r->jr, HAP_EPARSE, path,
+                       "has %zu entries, expected %d to %d (inputs of op '%s')", cnt, def->min_in,
+                       def->max_in, def->name);
   }
   for (size_t i = 0; i < cnt; i++) {
-    pathbuf p;
-    HAP_TRY(read_ref(r, json_array_get(v, i), at_index(p, path, i), &ids[i]));
+    hap_jpath p;
+    HAP_TRY(read_ref(r, json_array_get(v, i), hap_jpath_index(p, path, i), &ids[i]));
   }
   *n = (int32_t)cnt;
   return HAP_OK;
@@ -370,28 +298,31 @@ static hap_status read_inputs(reader *r, const json_t *v, const char *path, hap_
 static hap_status read_outputs(reader *r, const json_t *v, const char *path, hap_op op,
                                int32_t node, int32_t *ids, int32_t *n) {
   const hap_op_def *def = hap_op_get(op);
-  HAP_TRY(want_type(r, v, JSON_ARRAY, path, "an array of tensor names"));
+  HAP_TRY(hap_jr_want_type(&r->jr, v, JSON_ARRAY, path, "an array of tensor names"));
   size_t cnt = json_array_size(v);
   if (cnt != (size_t)def->n_out)
-    return fail(r, HAP_EPARSE, path, "has %zu entries, expected %d (op '%s' produces %d output%s)",
-                cnt, def->n_out, def->name, def->n_out, def->n_out == 1 ? "" : "s");
+    return hap_jr_fail(&r->jr, HAP_EPARSE, path,
+                       "has %zu entries, expected %d (op '%s' produces %d output%s)", cnt,
+                       def->n_out, def->name, def->n_out, def->n_out == 1 ? "" : "s");
   for (size_t i = 0; i < cnt; i++) {
-    pathbuf p;
-    quotebuf b;
-    HAP_TRY(read_ref(r, json_array_get(v, i), at_index(p, path, i), &ids[i]));
+    hap_jpath p;
+    hap_jquote b;
+    HAP_TRY(read_ref(r, json_array_get(v, i), hap_jpath_index(p, path, i), &ids[i]));
     const hap_tensor *t = &r->g->tensors[ids[i]];
     if (t->kind != HAP_TENSOR_ACTIVATION)
-      return fail(r, HAP_EPARSE, p,
-                  "'%s' is a %s, expected an activation (only activations are computed by nodes)",
-                  q(t->name, b), hap_tensor_kind_name(t->kind));
+      return hap_jr_fail(
+          &r->jr, HAP_EPARSE, p,
+          "'%s' is a %s, expected an activation (only activations are computed by nodes)",
+          hap_json_quote(t->name, b), hap_tensor_kind_name(t->kind));
     int32_t prev = r->producer[ids[i]];
     if (prev == node)
-      return fail(r, HAP_EPARSE, p, "lists '%s' twice, expected distinct outputs", q(t->name, b));
+      return hap_jr_fail(&r->jr, HAP_EPARSE, p, "lists '%s' twice, expected distinct outputs",
+                         hap_json_quote(t->name, b));
     if (prev >= 0)
-      return fail(
-          r, HAP_EPARSE, p,
+      return hap_jr_fail(
+          &r->jr, HAP_EPARSE, p,
           "activation '%s' is already produced by nodes[%d] '%s', expected exactly one producer",
-          q(t->name, b), prev, r->g->nodes[prev].name);
+          hap_json_quote(t->name, b), prev, r->g->nodes[prev].name);
     r->producer[ids[i]] = node;
   }
   *n = (int32_t)cnt;
@@ -400,77 +331,81 @@ static hap_status read_outputs(reader *r, const json_t *v, const char *path, hap
 
 static hap_status read_node(reader *r, const json_t *v, size_t i, size_t n_nodes) {
   static const char *const keys[] = {"name", "inputs", "outputs", "op", "attrs", "segment", NULL};
-  pathbuf path, p;
-  quotebuf b;
-  at_index(path, "nodes", i);
-  HAP_TRY(want_type(r, v, JSON_OBJECT, path, "a node object {\"name\", \"op\", ...}"));
-  HAP_TRY(check_keys(r, v, path, keys, "name, op, inputs, outputs, attrs, segment"));
+  hap_jpath path, p;
+  hap_jquote b;
+  hap_jpath_index(path, "nodes", i);
+  HAP_TRY(hap_jr_want_type(&r->jr, v, JSON_OBJECT, path, "a node object {\"name\", \"op\", ...}"));
+  HAP_TRY(hap_jr_check_keys(&r->jr, v, path, keys, "name, op, inputs, outputs, attrs, segment"));
   json_t *m;
   const char *name, *s;
-  HAP_TRY(member(r, v, path, "name", true, "the node's name", &m));
-  HAP_TRY(want_name(r, m, at_key(p, path, "name"), &name));
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "name", true, "the node's name", &m));
+  HAP_TRY(hap_jr_want_name(&r->jr, m, hap_jpath_key(p, path, "name"), &name));
   int32_t prev = hap_graph_find_node(r->g, name);
   if (prev >= 0)
-    return fail(r, HAP_EPARSE, p,
-                "node '%s' is already defined by nodes[%d], expected unique names", q(name, b),
-                prev);
+    return hap_jr_fail(&r->jr, HAP_EPARSE, p,
+                       "node '%s' is already defined by nodes[%d], expected unique names",
+                       hap_json_quote(name, b), prev);
 
   hap_op op;
-  HAP_TRY(member(r, v, path, "op", true, "an op name such as \"linear\"", &m));
-  HAP_TRY(want_str(r, m, at_key(p, path, "op"), "an op name such as \"linear\"", &s));
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "op", true, "an op name such as \"linear\"", &m));
+  HAP_TRY(hap_jr_want_str(&r->jr, m, hap_jpath_key(p, path, "op"), "an op name such as \"linear\"",
+                          &s));
   if (hap_op_lookup(s, &op) != HAP_OK)
-    return fail(r, HAP_EPARSE, p, "unknown op '%s', expected an op of the op table (docs/ops.md)",
-                q(s, b));
+    return hap_jr_fail(&r->jr, HAP_EPARSE, p,
+                       "unknown op '%s', expected an op of the op table (docs/ops.md)",
+                       hap_json_quote(s, b));
 
   int32_t ins[HAP_MAX_OP_INPUTS], outs[HAP_MAX_OP_OUTPUTS], n_in = 0, n_out = 0;
-  HAP_TRY(member(r, v, path, "inputs", true, "an array of tensor names", &m));
-  HAP_TRY(read_inputs(r, m, at_key(p, path, "inputs"), op, ins, &n_in));
-  HAP_TRY(member(r, v, path, "outputs", true, "an array of tensor names", &m));
-  HAP_TRY(read_outputs(r, m, at_key(p, path, "outputs"), op, (int32_t)i, outs, &n_out));
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "inputs", true, "an array of tensor names", &m));
+  HAP_TRY(read_inputs(r, m, hap_jpath_key(p, path, "inputs"), op, ins, &n_in));
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "outputs", true, "an array of tensor names", &m));
+  HAP_TRY(read_outputs(r, m, hap_jpath_key(p, path, "outputs"), op, (int32_t)i, outs, &n_out));
 
   hap_attrs attrs;
-  HAP_TRY(member(r, v, path, "attrs", false, NULL, &m));
-  HAP_TRY(read_attrs(r, m, at_key(p, path, "attrs"), op, &attrs));
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "attrs", false, NULL, &m));
+  HAP_TRY(read_attrs(r, m, hap_jpath_key(p, path, "attrs"), op, &attrs));
 
   int64_t segment = 0;
-  HAP_TRY(member(r, v, path, "segment", false, NULL, &m));
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "segment", false, NULL, &m));
   if (m != NULL) {
     char want[64];
     snprintf(want, sizeof want, "an integer 0..%zu", n_nodes);
-    HAP_TRY(want_int(r, m, at_key(p, path, "segment"), 0, (int64_t)n_nodes, want, &segment));
+    HAP_TRY(hap_jr_want_int(&r->jr, m, hap_jpath_key(p, path, "segment"), 0, (int64_t)n_nodes, want,
+                            &segment));
   }
 
   hap_err e = {0};
   hap_status st =
       hap_graph_link_node(r->g, name, op, ins, n_in, outs, n_out, &attrs, (int32_t)segment, &e);
   if (st != HAP_OK)
-    return fail(r, st, path, "%s", e.msg);
+    return hap_jr_fail(&r->jr, st, path, "%s", e.msg);
   return HAP_OK;
 }
 
 static hap_status read_nodes(reader *r, const json_t *root) {
   json_t *arr;
-  HAP_TRY(member(r, root, "", "nodes", true, "an array of nodes", &arr));
-  HAP_TRY(want_type(r, arr, JSON_ARRAY, "nodes", "an array of nodes"));
+  HAP_TRY(hap_jr_member(&r->jr, root, "", "nodes", true, "an array of nodes", &arr));
+  HAP_TRY(hap_jr_want_type(&r->jr, arr, JSON_ARRAY, "nodes", "an array of nodes"));
   size_t n = json_array_size(arr);
   if (n > INT32_MAX / 2)
-    return fail(r, HAP_EPARSE, "nodes", "too many nodes");
+    return hap_jr_fail(&r->jr, HAP_EPARSE, "nodes", "too many nodes");
   r->producer = malloc((size_t)(r->g->n_tensors ? r->g->n_tensors : 1) * sizeof *r->producer);
   if (r->producer == NULL)
-    return hap_err_set(r->err, HAP_ENOMEM, "%s: out of memory", r->label);
+    return hap_err_set(r->jr.err, HAP_ENOMEM, "%s: out of memory", r->jr.label);
   for (int32_t t = 0; t < r->g->n_tensors; t++)
     r->producer[t] = -1;
   for (size_t i = 0; i < n; i++)
     HAP_TRY(read_node(r, json_array_get(arr, i), i, n));
   for (int32_t t = 0; t < r->g->n_tensors; t++) {
-    pathbuf p;
-    quotebuf b;
+    hap_jpath p;
+    hap_jquote b;
     const hap_tensor *ten = &r->g->tensors[t];
     if (ten->kind == HAP_TENSOR_ACTIVATION && r->producer[t] < 0)
-      return fail(r, HAP_EPARSE, at_index(p, "tensors", (size_t)t),
-                  "activation '%s' is produced by no node, expected it among the \"outputs\" of "
-                  "one node (or kind input, parameter or buffer)",
-                  q(ten->name, b));
+      return hap_jr_fail(
+          &r->jr, HAP_EPARSE, hap_jpath_index(p, "tensors", (size_t)t),
+          "activation '%s' is produced by no node, expected it among the \"outputs\" of "
+          "one node (or kind input, parameter or buffer)",
+          hap_json_quote(ten->name, b));
   }
   return HAP_OK;
 }
@@ -478,73 +413,47 @@ static hap_status read_nodes(reader *r, const json_t *root) {
 static hap_status read_loss(reader *r, const json_t *root) {
   json_t *m;
   int32_t id;
-  HAP_TRY(member(r, root, "", "loss", true, "the name of the scalar loss tensor", &m));
+  HAP_TRY(hap_jr_member(&r->jr, root, "", "loss", true, "the name of the scalar loss tensor", &m));
   HAP_TRY(read_ref(r, m, "loss", &id));
   hap_err e = {0};
   hap_status st = hap_graph_set_loss(r->g, id, &e);
-  return st == HAP_OK ? HAP_OK : fail(r, st, "loss", "%s", e.msg);
+  return st == HAP_OK ? HAP_OK : hap_jr_fail(&r->jr, st, "loss", "%s", e.msg);
 }
 
 static hap_status read_graph(reader *r, const json_t *root) {
-  if (!json_is_object(root))
-    return fail(r, HAP_EPARSE, "root",
-                "expected a hap-graph object {\"format\": \"hap-graph\", ...}, got %s",
-                hap_json_kind(root));
   HAP_TRY(read_header(r, root));
   json_t *m;
   const char *name, *source = NULL;
-  HAP_TRY(member(r, root, "", "name", true, "the model name (a string)", &m));
-  HAP_TRY(want_str(r, m, "name", "the model name (a string)", &name));
-  HAP_TRY(member(r, root, "", "source", false, NULL, &m));
+  HAP_TRY(hap_jr_member(&r->jr, root, "", "name", true, "the model name (a string)", &m));
+  HAP_TRY(hap_jr_want_str(&r->jr, m, "name", "the model name (a string)", &name));
+  HAP_TRY(hap_jr_member(&r->jr, root, "", "source", false, NULL, &m));
   if (m != NULL)
-    HAP_TRY(want_str(r, m, "source", "a string saying how the file was made", &source));
+    HAP_TRY(hap_jr_want_str(&r->jr, m, "source", "a string saying how the file was made", &source));
   r->g = hap_graph_create(name);
   if (r->g == NULL || hap_graph_set_source(r->g, source) != HAP_OK)
-    return hap_err_set(r->err, HAP_ENOMEM, "%s: out of memory", r->label);
+    return hap_err_set(r->jr.err, HAP_ENOMEM, "%s: out of memory", r->jr.label);
   HAP_TRY(read_tensors(r, root));
   HAP_TRY(read_nodes(r, root));
   HAP_TRY(read_loss(r, root));
   hap_err e = {0};
   hap_status st = hap_graph_validate(r->g, &e);
   if (st != HAP_OK)
-    return hap_err_set(r->err, st, "%s: %s", r->label, e.msg);
+    return hap_err_set(r->jr.err, st, "%s: %s", r->jr.label, e.msg);
   return HAP_OK;
-}
-
-/* Keep a message on one line whatever the input held (jansson quotes input in its texts). */
-static void one_line(hap_err *err) {
-  if (err == NULL)
-    return;
-  for (char *p = err->msg; *p; p++)
-    if ((unsigned char)*p < 0x20 || *p == 0x7F)
-      *p = ' ';
 }
 
 hap_status hap_graph_from_json(const char *json, size_t len, const char *label, hap_graph **out,
                                hap_err *err) {
   *out = NULL;
-  reader r = {.label = label ? label : "<json>", .err = err, .strict = true};
-  size_t skip = 0;
-  while (skip < len &&
-         (json[skip] == ' ' || json[skip] == '\n' || json[skip] == '\r' || json[skip] == '\t'))
-    skip++;
-  if (skip == len)
-    return hap_err_set(err, HAP_EPARSE, "%s: the file is empty, expected a hap-graph JSON object",
-                       r.label);
-  json_error_t je;
-  json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
-  if (root == NULL) {
-    hap_err_set(err, HAP_EPARSE, "%s: line %d, column %d: %s", r.label, je.line, je.column,
-                je.text);
-    one_line(err);
-    return HAP_EPARSE;
-  }
+  reader r = {.jr = {.label = label ? label : "<json>", .err = err, .strict = true}};
+  json_t *root;
+  HAP_TRY(hap_jr_load(&r.jr, json, len, HAP_GRAPH_FORMAT, &root));
   hap_status st = read_graph(&r, root);
   json_decref(root);
   free(r.producer);
   if (st != HAP_OK) {
     hap_graph_destroy(r.g);
-    one_line(err);
+    hap_jr_one_line(err);
     return st;
   }
   *out = r.g;
@@ -563,41 +472,16 @@ hap_status hap_graph_read_file(const char *path, hap_graph **out, hap_err *err) 
 
 /* ---- writer --------------------------------------------------------------------------------- */
 
-/* Valid UTF-8 (what any JSON reader, ours included, requires). */
-static bool utf8_ok(const char *s) {
-  const unsigned char *p = (const unsigned char *)s;
-  while (*p) {
-    int n = *p < 0x80             ? 0
-            : (*p & 0xE0) == 0xC0 ? 1
-            : (*p & 0xF0) == 0xE0 ? 2
-            : (*p & 0xF8) == 0xF0 ? 3
-                                  : -1;
-    if (n < 0 || (n == 1 && *p < 0xC2) || (n == 3 && *p > 0xF4))
-      return false;
-    uint32_t cp = n == 0 ? *p : *p & (0x3F >> n);
-    for (int k = 1; k <= n; k++) {
-      if ((p[k] & 0xC0) != 0x80)
-        return false;
-      cp = (cp << 6) | (p[k] & 0x3F);
-    }
-    if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-        (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
-      return false;
-    p += n + 1;
-  }
-  return true;
-}
-
 /* A name the reader accepts back: non-empty UTF-8 without control characters. */
 static hap_status check_name(const char *what, int32_t i, const char *name, hap_err *err) {
-  bool ok = name != NULL && name[0] != '\0' && utf8_ok(name);
+  bool ok = name != NULL && name[0] != '\0' && hap_utf8_valid(name);
   for (const unsigned char *p = (const unsigned char *)name; ok && *p; p++)
     ok = *p >= 0x20 && *p != 0x7F;
   if (!ok) {
-    quotebuf b;
+    hap_jquote b;
     return hap_err_set(err, HAP_EINVAL,
                        "%s[%d] '%s': name must be non-empty UTF-8 without control characters", what,
-                       i, q(name ? name : "", b));
+                       i, hap_json_quote(name ? name : "", b));
   }
   return HAP_OK;
 }
@@ -607,7 +491,7 @@ static hap_status check_writable(const hap_graph *g, hap_err *err) {
   if (g->loss < 0 || g->loss >= g->n_tensors)
     return hap_err_set(err, HAP_EINVAL, "graph '%s' has no loss tensor; validate it before writing",
                        g->name);
-  if (!utf8_ok(g->name) || (g->source && !utf8_ok(g->source)))
+  if (!hap_utf8_valid(g->name) || (g->source && !hap_utf8_valid(g->source)))
     return hap_err_set(err, HAP_EINVAL, "graph name or source is not valid UTF-8");
   for (int32_t t = 0; t < g->n_tensors; t++)
     HAP_TRY(check_name("tensors", t, g->tensors[t].name, err));
@@ -618,7 +502,7 @@ static hap_status check_writable(const hap_graph *g, hap_err *err) {
     for (int i = 0; def && i < def->n_attrs; i++) {
       const hap_attr_value *v = &node->attrs.v[i];
       if ((def->attrs[i].type == HAP_ATTR_FLOAT && !isfinite(v->u.f)) ||
-          (def->attrs[i].type == HAP_ATTR_STR && !utf8_ok(v->u.s)))
+          (def->attrs[i].type == HAP_ATTR_STR && !hap_utf8_valid(v->u.s)))
         return hap_err_set(err, HAP_EINVAL,
                            "nodes[%d] '%s': attribute '%s' is not finite or not UTF-8", n,
                            node->name, def->attrs[i].name);
@@ -735,4 +619,16 @@ hap_status hap_graph_write_file(const hap_graph *g, const char *path, hap_err *e
     return hap_err_set(err, st, "%s: %s", path, e.msg);
   }
   return hap_atomic_commit(&af, err);
+}
+
+hap_status hap_graph_digest(const hap_graph *g, uint64_t *out, hap_err *err) {
+  hap_graph canon = *g; /* a shallow copy without the provenance */
+  canon.source = NULL;
+  hap_digest_stream ds;
+  if (!hap_digest_open(&ds))
+    return hap_err_set(err, HAP_ENOMEM, "graph '%s': out of memory computing its digest", g->name);
+  hap_status st = hap_graph_write(&canon, ds.f, err);
+  if (!hap_digest_close(&ds, st == HAP_OK ? out : NULL) && st == HAP_OK)
+    st = hap_err_set(err, HAP_ENOMEM, "graph '%s': out of memory computing its digest", g->name);
+  return st;
 }

@@ -9,7 +9,10 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "base/vec.h"
 
 /* ---- variant list ---------------------------------------------------------------------------- */
 
@@ -686,4 +689,52 @@ hap_status hap_shard_lengths(int64_t len, int64_t granule, const double *ratios,
   for (int i = 0; i < n; i++)
     out[i] *= granule;
   return HAP_OK;
+}
+
+/* ---- shard-length cache ---------------------------------------------------------------------- */
+
+struct hap_shard_cache_entry {
+  int64_t extent, granule;
+  int32_t seg;
+  int64_t *len; /* [n] */
+};
+
+void hap_shard_cache_init(hap_shard_cache *c, const double *ratios, int32_t n_segments, int32_t n) {
+  memset(c, 0, sizeof *c);
+  c->ratios = ratios;
+  c->n_segments = n_segments;
+  c->n = n;
+}
+
+const int64_t *hap_shard_cache_get(hap_shard_cache *c, int64_t extent, int64_t granule,
+                                   int32_t seg) {
+  for (int32_t i = 0; i < c->n_entries; i++) {
+    const hap_shard_cache_entry *e = &c->entries[i];
+    if (e->extent == extent && e->granule == granule && e->seg == seg)
+      return e->len;
+  }
+  if (seg < 0 || seg >= c->n_segments || c->n < 1 ||
+      HAP_VEC_RESERVE(c->entries, c->cap_entries, (int64_t)c->n_entries + 1, 16) != 0)
+    return NULL;
+  int64_t *len = calloc((size_t)c->n, sizeof *len);
+  if (len == NULL || hap_shard_lengths(extent, granule, c->ratios + (size_t)seg * (size_t)c->n,
+                                       c->n, len, NULL) != HAP_OK) {
+    free(len);
+    return NULL;
+  }
+  c->entries[c->n_entries++] = (hap_shard_cache_entry){extent, granule, seg, len};
+  return len;
+}
+
+void hap_shard_cache_clear(hap_shard_cache *c) {
+  for (int32_t i = 0; i < c->n_entries; i++)
+    free(c->entries[i].len);
+  c->n_entries = 0;
+}
+
+void hap_shard_cache_free(hap_shard_cache *c) {
+  hap_shard_cache_clear(c);
+  free(c->entries);
+  c->entries = NULL;
+  c->cap_entries = 0;
 }

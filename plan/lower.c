@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/strmap.h"
+#include "base/vec.h"
 #include "plan/replica.h"
 
 static const char *const kind_names[HAP_TASK_KIND_COUNT] = {"compute", "local", "collective",
@@ -29,43 +30,13 @@ const char *hap_local_op_name(hap_local_op op) {
 
 /* ---- shard lengths cache ---------------------------------------------------------------- */
 
-typedef struct len_entry {
-  int64_t extent, granule;
-  int32_t seg;
-  int64_t *len;
-} len_entry;
-
 struct hap_lower_private {
-  hap_arena names; /* task names */
-  len_entry *e;    /* shard lengths per (extent, granule, segment) */
-  int32_t n, cap;
+  hap_arena names;         /* task names */
+  hap_shard_cache lengths; /* shard lengths per (extent, granule, segment) */
 };
 
 const int64_t *hap_lowered_lengths(hap_lowered *lw, int64_t extent, int64_t granule, int32_t seg) {
-  struct hap_lower_private *c = lw->priv;
-  if (granule < 1)
-    granule = 1;
-  for (int32_t i = 0; i < c->n; i++)
-    if (c->e[i].extent == extent && c->e[i].granule == granule && c->e[i].seg == seg)
-      return c->e[i].len;
-  if (seg < 0 || seg >= lw->plan->n_segments)
-    return NULL;
-  if (c->n == c->cap) {
-    int32_t cap = c->cap ? 2 * c->cap : 16;
-    len_entry *p = realloc(c->e, (size_t)cap * sizeof *p);
-    if (p == NULL)
-      return NULL;
-    c->e = p;
-    c->cap = cap;
-  }
-  int64_t *len = malloc((size_t)lw->group_size * sizeof *len);
-  const double *r = lw->plan->ratios + (size_t)seg * (size_t)lw->group_size;
-  if (len == NULL || hap_shard_lengths(extent, granule, r, lw->group_size, len, NULL) != HAP_OK) {
-    free(len);
-    return NULL;
-  }
-  c->e[c->n++] = (len_entry){extent, granule, seg, len};
-  return len;
+  return hap_shard_cache_get(&lw->priv->lengths, extent, granule < 1 ? 1 : granule, seg);
 }
 
 /* ---- building -------------------------------------------------------------------------- */
@@ -110,20 +81,6 @@ static hap_status oom(builder *b) {
   return hap_err_set(b->err, HAP_ENOMEM, "out of memory lowering the plan");
 }
 
-static int grow(void **arr, int32_t *cap, int32_t need, size_t elem) {
-  if (need <= *cap)
-    return 0;
-  int32_t c = *cap ? *cap : 64;
-  while (c < need)
-    c *= 2;
-  void *q = realloc(*arr, (size_t)c * elem);
-  if (q == NULL)
-    return -1;
-  *arr = q;
-  *cap = c;
-  return 0;
-}
-
 static lprop key(hap_layout l, int32_t t, int32_t segment, int64_t granule) {
   lprop k = {.tensor = t, .layout = l, .segment = -1, .granule = 1};
   if (l >= 0) {
@@ -145,7 +102,7 @@ static int32_t find_prop(const builder *b, lprop k) {
 /* A new prop made by `step` (a layout made again after it died gets a new one, which later
  * lookups find first); returns its id or -1. */
 static int32_t add_prop(builder *b, lprop k, int32_t step) {
-  if (grow((void **)&b->props, &b->cap_props, b->n_props + 1, sizeof *b->props))
+  if (HAP_VEC_RESERVE(b->props, b->cap_props, b->n_props + 1, 64))
     return -1;
   k.producer = step;
   k.next = b->head[k.tensor];
@@ -170,7 +127,7 @@ __attribute__((format(printf, 3, 4))) static int32_t add_task(builder *b, const 
     use = unique;
   }
   const char *owned = hap_arena_strdup(&lw->priv->names, use);
-  if (owned == NULL || grow((void **)&lw->tasks, &b->cap_tasks, lw->n_tasks + 1, sizeof(hap_task)))
+  if (owned == NULL || HAP_VEC_RESERVE(lw->tasks, b->cap_tasks, lw->n_tasks + 1, 64))
     return -1;
   /* deps: sorted, unique (insertion sort: a task has few) */
   for (int32_t i = 1; i < b->n_scratch; i++) {
@@ -182,7 +139,7 @@ __attribute__((format(printf, 3, 4))) static int32_t add_task(builder *b, const 
     b->scratch[j + 1] = v;
   }
   int32_t base = b->n_deps_total, n_deps = 0;
-  if (grow((void **)&lw->deps, &b->cap_deps, base + b->n_scratch, sizeof(int32_t)))
+  if (HAP_VEC_RESERVE(lw->deps, b->cap_deps, base + b->n_scratch, 64))
     return -1;
   for (int32_t i = 0; i < b->n_scratch; i++)
     if (i == 0 || b->scratch[i] != b->scratch[i - 1])
@@ -202,7 +159,7 @@ __attribute__((format(printf, 3, 4))) static int32_t add_task(builder *b, const 
 static int push_dep(builder *b, int32_t task) {
   if (task < 0)
     return 0;
-  if (grow((void **)&b->scratch, &b->cap_scratch, b->n_scratch + 1, sizeof *b->scratch))
+  if (HAP_VEC_RESERVE(b->scratch, b->cap_scratch, b->n_scratch + 1, 64))
     return -1;
   b->scratch[b->n_scratch++] = task;
   return 0;
@@ -353,11 +310,11 @@ static int push_grad_deps(builder *b, int32_t k) {
 static int set_frontier(builder *b, int32_t k, int32_t task) {
   b->front0[k] = b->n_front;
   if (task >= 0) {
-    if (grow((void **)&b->front, &b->cap_front, b->n_front + 1, sizeof *b->front))
+    if (HAP_VEC_RESERVE(b->front, b->cap_front, b->n_front + 1, 64))
       return -1;
     b->front[b->n_front++] = task;
   } else {
-    if (grow((void **)&b->front, &b->cap_front, b->n_front + b->n_scratch, sizeof *b->front))
+    if (HAP_VEC_RESERVE(b->front, b->cap_front, b->n_front + b->n_scratch, 64))
       return -1;
     for (int32_t i = 0; i < b->n_scratch; i++) {
       bool dup = false;
@@ -503,8 +460,7 @@ static hap_status updates(builder *b) {
       count += owner[g->nodes[k].inputs[i]] == k;
     if (count == 0)
       continue;
-    if (grow((void **)&lw->params, &b->cap_params, p0 + count, sizeof *lw->params) ||
-        lw->params == NULL) {
+    if (HAP_VEC_RESERVE(lw->params, b->cap_params, p0 + count, 64) || lw->params == NULL) {
       st = oom(b);
       break;
     }
@@ -559,9 +515,7 @@ void hap_lowered_destroy(hap_lowered *lw) {
   if (lw == NULL)
     return;
   if (lw->priv) {
-    for (int32_t i = 0; i < lw->priv->n; i++)
-      free(lw->priv->e[i].len);
-    free(lw->priv->e);
+    hap_shard_cache_free(&lw->priv->lengths);
     hap_arena_free(&lw->priv->names);
     free(lw->priv);
   }
@@ -621,6 +575,7 @@ hap_status hap_lower(const hap_plan *p, const hap_graph *g, hap_lowered **out, h
     goto out;
   }
   hap_arena_init(&lw->priv->names);
+  hap_shard_cache_init(&lw->priv->lengths, p->ratios, p->n_segments, p->group_size);
   for (int32_t t = 0; t < g->n_tensors; t++)
     lw->source_step[t] = b.head[t] = -1;
   memset(b.in, 0xff, ns * HAP_MAX_OP_INPUTS * sizeof *b.in); /* every entry -1 */

@@ -1,5 +1,5 @@
-/* plan.c — the plan data model: names, construction, digests of graphs and clusters, and
- * hap_plan_validate, which replays the program's property flow.
+/* plan.c — the plan data model: names, construction, and hap_plan_validate, which replays the
+ * program's property flow.
  *
  * The flow: an available set of properties (tensor, layout; a Gather also with its segment and
  * granule) starts empty. A source adds (tensor, to); a compute needs (input i, variant.in[i]) for
@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/vec.h"
 #include "cluster/cluster_io.h"
 #include "model/graph_io.h"
 #include "plan/replica.h"
@@ -166,66 +167,12 @@ void hap_plan_destroy(hap_plan *p) {
 }
 
 hap_status hap_plan_add_step(hap_plan *p, const hap_step *step, hap_err *err) {
-  if (p->n_steps == p->cap_steps) {
-    if (p->cap_steps > INT32_MAX / 2)
-      return hap_err_set(err, HAP_ENOMEM, "plan: too many steps (%d)", p->n_steps);
-    int32_t cap = p->cap_steps ? 2 * p->cap_steps : 64;
-    hap_step *s = realloc(p->steps, (size_t)cap * sizeof *s);
-    if (s == NULL)
-      return hap_err_set(err, HAP_ENOMEM, "plan: out of memory adding step %d", p->n_steps);
-    p->steps = s;
-    p->cap_steps = cap;
-  }
+  if (p->n_steps == p->cap_steps && p->cap_steps > INT32_MAX / 2)
+    return hap_err_set(err, HAP_ENOMEM, "plan: too many steps (%d)", p->n_steps);
+  if (HAP_VEC_RESERVE(p->steps, p->cap_steps, (int64_t)p->n_steps + 1, 64) != 0)
+    return hap_err_set(err, HAP_ENOMEM, "plan: out of memory adding step %d", p->n_steps);
   p->steps[p->n_steps++] = *step;
   return HAP_OK;
-}
-
-/* ---- digests -------------------------------------------------------------------------------- */
-
-/* 64-bit FNV-1a. */
-static uint64_t fnv1a(const char *s, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < n; i++) {
-    h ^= (unsigned char)s[i];
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
-/* Close the memory stream `f` that a writer filled (status `st`) and hash what it holds. */
-static hap_status finish_digest(FILE *f, char **buf, const size_t *len, hap_status st,
-                                uint64_t *out, hap_err *err, const char *what, const char *name) {
-  if (fclose(f) != 0 && st == HAP_OK)
-    st = hap_err_set(err, HAP_ENOMEM, "%s '%s': out of memory computing its digest", what, name);
-  if (st == HAP_OK)
-    *out = fnv1a(*buf, *len);
-  free(*buf);
-  return st;
-}
-
-hap_status hap_graph_digest(const hap_graph *g, uint64_t *out, hap_err *err) {
-  hap_graph canon = *g; /* a shallow copy without the provenance */
-  canon.source = NULL;
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  if (f == NULL)
-    return hap_err_set(err, HAP_ENOMEM, "graph '%s': out of memory computing its digest", g->name);
-  hap_status st = hap_graph_write(&canon, f, err);
-  return finish_digest(f, &buf, &len, st, out, err, "graph", g->name);
-}
-
-hap_status hap_cluster_digest(const hap_cluster *c, uint64_t *out, hap_err *err) {
-  hap_cluster canon = *c; /* a shallow copy without the provenance */
-  canon.source = NULL;
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  if (f == NULL)
-    return hap_err_set(err, HAP_ENOMEM, "cluster '%s': out of memory computing its digest",
-                       c->name);
-  hap_status st = hap_cluster_write(&canon, f, err);
-  return finish_digest(f, &buf, &len, st, out, err, "cluster", c->name);
 }
 
 /* ---- validation: plan header ---------------------------------------------------------------- */
@@ -376,14 +323,8 @@ static bool has_prop(const flow *f, int32_t t, prop p) {
 static hap_status add_prop(flow *f, int32_t t, prop p) {
   if (has_prop(f, t, p))
     return HAP_OK;
-  if (f->n_ent == f->cap_ent) {
-    int32_t cap = f->cap_ent ? 2 * f->cap_ent : 256;
-    entry *e = cap > f->cap_ent ? realloc(f->ent, (size_t)cap * sizeof *e) : NULL;
-    if (e == NULL)
-      return fail(f, HAP_ENOMEM, "out of memory validating the plan");
-    f->ent = e;
-    f->cap_ent = cap;
-  }
+  if (HAP_VEC_RESERVE(f->ent, f->cap_ent, (int64_t)f->n_ent + 1, 256) != 0)
+    return fail(f, HAP_ENOMEM, "out of memory validating the plan");
   f->ent[f->n_ent] = (entry){.p = p, .next = f->head[t]};
   f->head[t] = f->n_ent++;
   return HAP_OK;

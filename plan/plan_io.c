@@ -34,13 +34,14 @@
 #include "plan/plan_io.h"
 
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/fileio.h"
 #include "base/json_read.h"
 #include "base/json_write.h"
+#include "cluster/cluster_io.h"
+#include "model/graph_io.h"
 #include "plan/replica.h"
 
 /* Variant flag names, by bit (sharding.h HAP_VARIANT_*). */
@@ -124,9 +125,7 @@ static const char *ints_str(const int64_t *v, int32_t n, char *buf, size_t len) 
 /* ---- reader helpers ------------------------------------------------------------------------- */
 
 typedef struct reader {
-  const char *label; /* file name for messages */
-  hap_err *err;
-  bool strict; /* unknown keys are errors (file version <= ours) */
+  hap_jr jr; /* label, error record, strictness */
   const hap_graph *g;
   const hap_cluster *c;
   hap_plan *p;
@@ -135,111 +134,22 @@ typedef struct reader {
   const hap_graph *lg; /* the graph the steps' shapes come from: split, else g */
 } reader;
 
-typedef hap_jpath pathbuf;
-typedef hap_jquote quotebuf;
-
-__attribute__((format(printf, 4, 5))) static hap_status
-fail(reader *r, hap_status st, const char *path, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  hap_status s = hap_json_vfail(r->label, r->err, st, path, fmt, ap);
-  va_end(ap);
-  return s;
-}
-
-static const char *at_index(pathbuf b, const char *base, size_t i) {
-  return hap_jpath_index(b, base, i);
-}
-static const char *at_key(pathbuf b, const char *base, const char *key) {
-  return hap_jpath_key(b, base, key);
-}
-static const char *q(const char *s, quotebuf b) { return hap_json_quote(s, b); }
-
-static hap_status member(reader *r, const json_t *obj, const char *path, const char *key,
-                         bool required, const char *expected, json_t **out) {
-  return hap_json_member(r->label, r->err, obj, path, key, required, expected, out);
-}
-static hap_status want_type(reader *r, const json_t *v, json_type type, const char *path,
-                            const char *expected) {
-  return hap_json_want_type(r->label, r->err, v, type, path, expected);
-}
-static hap_status want_str(reader *r, const json_t *v, const char *path, const char *expected,
-                           const char **out) {
-  return hap_json_want_str(r->label, r->err, v, path, expected, out);
-}
-
-/* A name: non-empty and free of control characters (messages stay one line). */
-static hap_status want_name(reader *r, const json_t *v, const char *path, const char **out) {
-  HAP_TRY(want_str(r, v, path, "a non-empty name", out));
-  if ((*out)[0] == '\0')
-    return fail(r, HAP_EPARSE, path, "is empty, expected a non-empty name");
-  for (const unsigned char *p = (const unsigned char *)*out; *p; p++) {
-    quotebuf b;
-    if (*p < 0x20 || *p == 0x7F)
-      return fail(r, HAP_EPARSE, path, "'%s' contains a control character, expected plain text",
-                  q(*out, b));
-  }
-  return HAP_OK;
-}
-
-static hap_status want_int(reader *r, const json_t *v, const char *path, int64_t lo, int64_t hi,
-                           const char *expected, int64_t *out) {
-  HAP_TRY(want_type(r, v, JSON_INTEGER, path, expected));
-  json_int_t x = json_integer_value(v);
-  if (x < lo || x > hi)
-    return fail(r, HAP_EPARSE, path, "is %lld, expected %s", (long long)x, expected);
-  *out = (int64_t)x;
-  return HAP_OK;
-}
-
-/* Any JSON number (jansson only holds finite ones). */
-static hap_status want_num(reader *r, const json_t *v, const char *path, const char *expected,
-                           double *out) {
-  if (!json_is_number(v))
-    return fail(r, HAP_EPARSE, path, "expected %s, got %s", expected, hap_json_kind(v));
-  *out = json_number_value(v);
-  return HAP_OK;
-}
-
 /* Required member `key` of `obj` as a number. */
 static hap_status num_member(reader *r, const json_t *obj, const char *path, const char *key,
                              const char *expected, double *out) {
   json_t *m;
-  pathbuf p;
-  HAP_TRY(member(r, obj, path, key, true, expected, &m));
-  return want_num(r, m, at_key(p, path, key), expected, out);
-}
-
-/* In strict mode, reject keys of `obj` not in the NULL-terminated `allowed`. */
-static hap_status check_keys(reader *r, const json_t *obj, const char *path,
-                             const char *const *allowed, const char *list) {
-  if (!r->strict)
-    return HAP_OK;
-  const char *key;
-  json_t *val;
-  json_object_foreach((json_t *)obj, key, val) {
-    bool ok = false;
-    for (int i = 0; allowed[i] && !ok; i++)
-      ok = strcmp(key, allowed[i]) == 0;
-    if (!ok) {
-      pathbuf p;
-      quotebuf b;
-      return fail(r, HAP_EPARSE, at_key(p, path, q(key, b)), "unknown key, expected one of %s",
-                  list);
-    }
-  }
-  return HAP_OK;
+  hap_jpath p;
+  HAP_TRY(hap_jr_member(&r->jr, obj, path, key, true, expected, &m));
+  return hap_jr_want_num(&r->jr, m, hap_jpath_key(p, path, key), expected, out);
 }
 
 /* ---- header, graph and cluster -------------------------------------------------------------- */
 
 static hap_status read_header(reader *r, const json_t *root) {
-  HAP_TRY(hap_json_read_header(r->label, r->err, root, HAP_PLAN_FORMAT, HAP_PLAN_VERSION_MAJOR,
-                               HAP_PLAN_VERSION_MINOR, &r->strict));
   static const char *const keys[] = {"format",   "version",  "strategy", "graph",     "cluster",
                                      "replicas", "segments", "steps",    "predicted", NULL};
-  return check_keys(
-      r, root, "", keys,
+  return hap_jr_read_header(
+      &r->jr, root, HAP_PLAN_FORMAT, HAP_PLAN_VERSION_MAJOR, HAP_PLAN_VERSION_MINOR, keys,
       "format, version, strategy, graph, cluster, replicas, segments, steps, predicted");
 }
 
@@ -247,10 +157,11 @@ static hap_status read_header(reader *r, const json_t *root) {
 static hap_status read_digest(reader *r, const json_t *obj, const char *path, uint64_t *out) {
   json_t *m;
   const char *s;
-  pathbuf p;
-  quotebuf b;
-  HAP_TRY(member(r, obj, path, "digest", true, "a digest of 16 hex digits", &m));
-  HAP_TRY(want_str(r, m, at_key(p, path, "digest"), "a digest of 16 hex digits", &s));
+  hap_jpath p;
+  hap_jquote b;
+  HAP_TRY(hap_jr_member(&r->jr, obj, path, "digest", true, "a digest of 16 hex digits", &m));
+  HAP_TRY(hap_jr_want_str(&r->jr, m, hap_jpath_key(p, path, "digest"), "a digest of 16 hex digits",
+                          &s));
   uint64_t d = 0;
   size_t n = 0;
   for (; n < 17 && s[n]; n++) {
@@ -264,8 +175,9 @@ static hap_status read_digest(reader *r, const json_t *obj, const char *path, ui
     d = d << 4 | (uint64_t)x;
   }
   if (n != 16 || s[n] != '\0')
-    return fail(r, HAP_EPARSE, p, "is \"%s\", expected 16 hex digits such as \"0123456789abcdef\"",
-                q(s, b));
+    return hap_jr_fail(&r->jr, HAP_EPARSE, p,
+                       "is \"%s\", expected 16 hex digits such as \"0123456789abcdef\"",
+                       hap_json_quote(s, b));
   *out = d;
   return HAP_OK;
 }
@@ -275,41 +187,44 @@ static hap_status read_ref(reader *r, const json_t *root, const char *path, cons
                            const char *have_name, uint64_t have, const char **name,
                            uint64_t *digest) {
   json_t *obj, *m;
-  pathbuf p;
-  quotebuf b;
+  hap_jpath p;
+  hap_jquote b;
   char want[96];
   snprintf(want, sizeof want, "the %s the plan was made for {\"name\", \"digest\", ...}", what);
-  HAP_TRY(member(r, root, "", path, true, want, &obj));
-  HAP_TRY(want_type(r, obj, JSON_OBJECT, path, want));
-  HAP_TRY(member(r, obj, path, "name", true, "a name", &m));
-  HAP_TRY(want_name(r, m, at_key(p, path, "name"), name));
+  HAP_TRY(hap_jr_member(&r->jr, root, "", path, true, want, &obj));
+  HAP_TRY(hap_jr_want_type(&r->jr, obj, JSON_OBJECT, path, want));
+  HAP_TRY(hap_jr_member(&r->jr, obj, path, "name", true, "a name", &m));
+  HAP_TRY(hap_jr_want_name(&r->jr, m, hap_jpath_key(p, path, "name"), name));
   HAP_TRY(read_digest(r, obj, path, digest));
   if (*digest != have || strcmp(*name, have_name) != 0)
-    return fail(
-        r, HAP_EINVAL, path,
+    return hap_jr_fail(
+        &r->jr, HAP_EINVAL, path,
         "made for %s '%s' digest %016llx, this %s '%s' has digest %016llx; re-run hap-synth", what,
-        q(*name, b), (unsigned long long)*digest, what, have_name, (unsigned long long)have);
+        hap_json_quote(*name, b), (unsigned long long)*digest, what, have_name,
+        (unsigned long long)have);
   return HAP_OK;
 }
 
 static hap_status read_devices(reader *r, const json_t *root) {
   json_t *obj = json_object_get(root, "cluster"), *arr;
   const hap_cluster *c = r->c;
-  HAP_TRY(member(r, obj, "cluster", "devices", true, "the device names in rank order", &arr));
-  HAP_TRY(want_type(r, arr, JSON_ARRAY, "cluster.devices", "an array of device names"));
+  HAP_TRY(hap_jr_member(&r->jr, obj, "cluster", "devices", true, "the device names in rank order",
+                        &arr));
+  HAP_TRY(hap_jr_want_type(&r->jr, arr, JSON_ARRAY, "cluster.devices", "an array of device names"));
   if (json_array_size(arr) != (size_t)c->n_devices)
-    return fail(r, HAP_EPARSE, "cluster.devices",
-                "has %zu entries, expected %d (the devices of cluster '%s')", json_array_size(arr),
-                c->n_devices, c->name);
+    return hap_jr_fail(&r->jr, HAP_EPARSE, "cluster.devices",
+                       "has %zu entries, expected %d (the devices of cluster '%s')",
+                       json_array_size(arr), c->n_devices, c->name);
   for (int32_t i = 0; i < c->n_devices; i++) {
-    pathbuf p;
-    quotebuf b;
+    hap_jpath p;
+    hap_jquote b;
     const char *s;
-    HAP_TRY(want_name(r, json_array_get(arr, (size_t)i), at_index(p, "cluster.devices", (size_t)i),
-                      &s));
+    HAP_TRY(hap_jr_want_name(&r->jr, json_array_get(arr, (size_t)i),
+                             hap_jpath_index(p, "cluster.devices", (size_t)i), &s));
     if (strcmp(s, c->devices[i].name) != 0)
-      return fail(r, HAP_EPARSE, p, "is '%s', expected '%s' (device %d of cluster '%s')", q(s, b),
-                  c->devices[i].name, i, c->name);
+      return hap_jr_fail(&r->jr, HAP_EPARSE, p,
+                         "is '%s', expected '%s' (device %d of cluster '%s')", hap_json_quote(s, b),
+                         c->devices[i].name, i, c->name);
   }
   return HAP_OK;
 }
@@ -318,17 +233,18 @@ static hap_status read_devices(reader *r, const json_t *root) {
 static hap_status read_replicas(reader *r, const json_t *root) {
   r->lg = r->g;
   json_t *m;
-  HAP_TRY(member(r, root, "", "replicas", false, NULL, &m));
+  HAP_TRY(hap_jr_member(&r->jr, root, "", "replicas", false, NULL, &m));
   if (m == NULL)
     return HAP_OK;
-  int64_t n;
-  HAP_TRY(want_int(r, m, "replicas", 1, r->p->n_devices, "a number of device groups >= 1", &n));
+  int64_t n = 1;
+  HAP_TRY(hap_jr_want_int(&r->jr, m, "replicas", 1, r->p->n_devices,
+                          "a number of device groups >= 1", &n));
   hap_err e = {0};
   if (hap_plan_set_replicas(r->p, (int32_t)n, &e) != HAP_OK)
-    return fail(r, e.status, "replicas", "%lld, expected a divisor of the %d devices", (long long)n,
-                r->p->n_devices);
+    return hap_jr_fail(&r->jr, e.status, "replicas", "%lld, expected a divisor of the %d devices",
+                       (long long)n, r->p->n_devices);
   if (n > 1 && hap_graph_split_batch(r->g, (int32_t)n, &r->split, &e) != HAP_OK)
-    return fail(r, HAP_EINVAL, "replicas", "%s", e.msg);
+    return hap_jr_fail(&r->jr, HAP_EINVAL, "replicas", "%s", e.msg);
   if (r->split != NULL)
     r->lg = r->split;
   return HAP_OK;
@@ -340,26 +256,27 @@ static hap_status read_top(reader *r, const json_t *root) {
   json_t *m;
   const char *strategy, *gname, *cname;
   uint64_t gd, cd, have_g, have_c;
-  HAP_TRY(member(r, root, "", "strategy", true, "the strategy that made the plan", &m));
-  HAP_TRY(want_name(r, m, "strategy", &strategy));
+  HAP_TRY(hap_jr_member(&r->jr, root, "", "strategy", true, "the strategy that made the plan", &m));
+  HAP_TRY(hap_jr_want_name(&r->jr, m, "strategy", &strategy));
   hap_err e = {0};
   hap_status st = hap_graph_digest(r->g, &have_g, &e);
   if (st == HAP_OK)
     st = hap_cluster_digest(r->c, &have_c, &e);
   if (st != HAP_OK)
-    return hap_err_set(r->err, st, "%s: %s", r->label, e.msg);
+    return hap_err_set(r->jr.err, st, "%s: %s", r->jr.label, e.msg);
   HAP_TRY(read_ref(r, root, "graph", "graph", r->g->name, have_g, &gname, &gd));
   HAP_TRY(read_ref(r, root, "cluster", "cluster", r->c->name, have_c, &cname, &cd));
   static const char *const gkeys[] = {"name", "digest", NULL};
   static const char *const ckeys[] = {"name", "digest", "devices", NULL};
-  HAP_TRY(check_keys(r, json_object_get(root, "graph"), "graph", gkeys, "name, digest"));
   HAP_TRY(
-      check_keys(r, json_object_get(root, "cluster"), "cluster", ckeys, "name, digest, devices"));
+      hap_jr_check_keys(&r->jr, json_object_get(root, "graph"), "graph", gkeys, "name, digest"));
+  HAP_TRY(hap_jr_check_keys(&r->jr, json_object_get(root, "cluster"), "cluster", ckeys,
+                            "name, digest, devices"));
   HAP_TRY(read_devices(r, root));
   r->p = hap_plan_create(strategy, gname, gd, cname, cd, r->c->n_devices, r->g->n_segments);
   r->lengths = calloc((size_t)r->g->n_segments, sizeof(json_t *));
   if (r->p == NULL || r->lengths == NULL)
-    return hap_err_set(r->err, HAP_ENOMEM, "%s: out of memory", r->label);
+    return hap_err_set(r->jr.err, HAP_ENOMEM, "%s: out of memory", r->jr.label);
   return read_replicas(r, root);
 }
 
@@ -367,38 +284,40 @@ static hap_status read_top(reader *r, const json_t *root) {
 
 static hap_status read_segment(reader *r, const json_t *v, size_t s) {
   static const char *const keys[] = {"ratios", "lengths", NULL};
-  pathbuf path, p;
-  at_index(path, "segments", s);
-  HAP_TRY(want_type(r, v, JSON_OBJECT, path, "a segment object {\"ratios\", \"lengths\"}"));
-  HAP_TRY(check_keys(r, v, path, keys, "ratios, lengths"));
+  hap_jpath path, p;
+  hap_jpath_index(path, "segments", s);
+  HAP_TRY(
+      hap_jr_want_type(&r->jr, v, JSON_OBJECT, path, "a segment object {\"ratios\", \"lengths\"}"));
+  HAP_TRY(hap_jr_check_keys(&r->jr, v, path, keys, "ratios, lengths"));
   json_t *arr;
-  HAP_TRY(member(r, v, path, "ratios", true, "an array of per-device ratios", &arr));
-  at_key(p, path, "ratios");
-  HAP_TRY(want_type(r, arr, JSON_ARRAY, p, "an array of per-device ratios"));
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "ratios", true, "an array of per-device ratios", &arr));
+  hap_jpath_key(p, path, "ratios");
+  HAP_TRY(hap_jr_want_type(&r->jr, arr, JSON_ARRAY, p, "an array of per-device ratios"));
   int32_t n = r->p->group_size;
   if (json_array_size(arr) != (size_t)n)
-    return fail(r, HAP_EPARSE, p, "has %zu entries, expected %d (one per device%s)",
-                json_array_size(arr), n, r->p->replicas > 1 ? " of a group" : "");
+    return hap_jr_fail(&r->jr, HAP_EPARSE, p, "has %zu entries, expected %d (one per device%s)",
+                       json_array_size(arr), n, r->p->replicas > 1 ? " of a group" : "");
   for (int32_t i = 0; i < n; i++) {
-    pathbuf pi;
-    HAP_TRY(want_num(r, json_array_get(arr, (size_t)i), at_index(pi, p, (size_t)i),
-                     "a ratio (a number >= 0)", &r->p->ratios[s * (size_t)n + (size_t)i]));
+    hap_jpath pi;
+    HAP_TRY(hap_jr_want_num(&r->jr, json_array_get(arr, (size_t)i),
+                            hap_jpath_index(pi, p, (size_t)i), "a ratio (a number >= 0)",
+                            &r->p->ratios[s * (size_t)n + (size_t)i]));
   }
-  HAP_TRY(member(r, v, path, "lengths", false, NULL, &r->lengths[s]));
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "lengths", false, NULL, &r->lengths[s]));
   if (r->lengths[s] != NULL)
-    HAP_TRY(want_type(r, r->lengths[s], JSON_OBJECT, at_key(p, path, "lengths"),
-                      "an object {\"EXTENT\": [per-device lengths]}"));
+    HAP_TRY(hap_jr_want_type(&r->jr, r->lengths[s], JSON_OBJECT, hap_jpath_key(p, path, "lengths"),
+                             "an object {\"EXTENT\": [per-device lengths]}"));
   return HAP_OK;
 }
 
 static hap_status read_segments(reader *r, const json_t *root) {
   json_t *arr;
-  HAP_TRY(member(r, root, "", "segments", true, "an array of segments", &arr));
-  HAP_TRY(want_type(r, arr, JSON_ARRAY, "segments", "an array of segments"));
+  HAP_TRY(hap_jr_member(&r->jr, root, "", "segments", true, "an array of segments", &arr));
+  HAP_TRY(hap_jr_want_type(&r->jr, arr, JSON_ARRAY, "segments", "an array of segments"));
   if (json_array_size(arr) != (size_t)r->g->n_segments)
-    return fail(r, HAP_EPARSE, "segments",
-                "has %zu entries, expected %d (the segments of graph '%s')", json_array_size(arr),
-                r->g->n_segments, r->g->name);
+    return hap_jr_fail(&r->jr, HAP_EPARSE, "segments",
+                       "has %zu entries, expected %d (the segments of graph '%s')",
+                       json_array_size(arr), r->g->n_segments, r->g->name);
   for (size_t s = 0; s < json_array_size(arr); s++)
     HAP_TRY(read_segment(r, json_array_get(arr, s), s));
   return HAP_OK;
@@ -409,56 +328,62 @@ static hap_status read_segments(reader *r, const json_t *root) {
 static hap_status read_tensor(reader *r, const json_t *v, const char *path, int32_t *out) {
   json_t *m;
   const char *s;
-  pathbuf p;
-  quotebuf b;
-  HAP_TRY(member(r, v, path, "tensor", true, "a tensor name", &m));
-  HAP_TRY(want_str(r, m, at_key(p, path, "tensor"), "a tensor name", &s));
+  hap_jpath p;
+  hap_jquote b;
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "tensor", true, "a tensor name", &m));
+  HAP_TRY(hap_jr_want_str(&r->jr, m, hap_jpath_key(p, path, "tensor"), "a tensor name", &s));
   *out = hap_graph_find_tensor(r->g, s);
   if (*out < 0)
-    return fail(r, HAP_EPARSE, p, "unknown tensor '%s', expected a tensor of graph '%s'", q(s, b),
-                r->g->name);
+    return hap_jr_fail(&r->jr, HAP_EPARSE, p,
+                       "unknown tensor '%s', expected a tensor of graph '%s'", hap_json_quote(s, b),
+                       r->g->name);
   return HAP_OK;
 }
 
 static hap_status parse_layout(reader *r, const json_t *v, const char *path, hap_layout *out) {
   const char *s;
-  quotebuf b;
-  HAP_TRY(want_str(r, v, path, "a layout: I, R or G0..G7", &s));
+  hap_jquote b;
+  HAP_TRY(hap_jr_want_str(&r->jr, v, path, "a layout: I, R or G0..G7", &s));
   if (hap_layout_parse(s, out) != HAP_OK)
-    return fail(r, HAP_EPARSE, path, "unknown layout '%s', expected I, R or G0..G7", q(s, b));
+    return hap_jr_fail(&r->jr, HAP_EPARSE, path, "unknown layout '%s', expected I, R or G0..G7",
+                       hap_json_quote(s, b));
   return HAP_OK;
 }
 
 static hap_status layout_member(reader *r, const json_t *v, const char *path, const char *key,
                                 hap_layout *out) {
   json_t *m;
-  pathbuf p;
-  HAP_TRY(member(r, v, path, key, true, "a layout: I, R or G0..G7", &m));
-  return parse_layout(r, m, at_key(p, path, key), out);
+  hap_jpath p;
+  HAP_TRY(hap_jr_member(&r->jr, v, path, key, true, "a layout: I, R or G0..G7", &m));
+  return parse_layout(r, m, hap_jpath_key(p, path, key), out);
 }
 
 /* Optional integer member in [lo, hi]; *out keeps its value when absent. */
 static hap_status opt_int(reader *r, const json_t *v, const char *path, const char *key, int64_t lo,
                           int64_t hi, const char *expected, int64_t *out) {
   json_t *m = json_object_get(v, key);
-  pathbuf p;
-  return m == NULL ? HAP_OK : want_int(r, m, at_key(p, path, key), lo, hi, expected, out);
+  hap_jpath p;
+  return m == NULL ? HAP_OK
+                   : hap_jr_want_int(&r->jr, m, hap_jpath_key(p, path, key), lo, hi, expected, out);
 }
 
 static hap_status read_source(reader *r, const json_t *v, const char *path, hap_step *s) {
   static const char *const keys[] = {"kind",    "tensor",  "storage",     "to",
                                      "granule", "segment", "predicted_s", NULL};
-  HAP_TRY(check_keys(r, v, path, keys, "kind, tensor, storage, to, granule, segment, predicted_s"));
+  HAP_TRY(hap_jr_check_keys(&r->jr, v, path, keys,
+                            "kind, tensor, storage, to, granule, segment, predicted_s"));
   HAP_TRY(read_tensor(r, v, path, &s->tensor));
   json_t *m;
   const char *str;
-  pathbuf p;
-  quotebuf b;
-  HAP_TRY(member(r, v, path, "storage", true, "input, replicated, sharded or zero", &m));
-  HAP_TRY(want_str(r, m, at_key(p, path, "storage"), "a storage name", &str));
+  hap_jpath p;
+  hap_jquote b;
+  HAP_TRY(
+      hap_jr_member(&r->jr, v, path, "storage", true, "input, replicated, sharded or zero", &m));
+  HAP_TRY(hap_jr_want_str(&r->jr, m, hap_jpath_key(p, path, "storage"), "a storage name", &str));
   if (hap_storage_parse(str, &s->storage) != HAP_OK)
-    return fail(r, HAP_EPARSE, p,
-                "unknown storage '%s', expected input, replicated, sharded or zero", q(str, b));
+    return hap_jr_fail(&r->jr, HAP_EPARSE, p,
+                       "unknown storage '%s', expected input, replicated, sharded or zero",
+                       hap_json_quote(str, b));
   return layout_member(r, v, path, "to", &s->to);
 }
 
@@ -466,29 +391,32 @@ static hap_status read_comm(reader *r, const json_t *v, const char *path, hap_st
   static const char *const keys[] = {"kind", "tensor",       "op",      "from",    "to",
                                      "impl", "from_segment", "granule", "segment", "predicted_s",
                                      NULL};
-  HAP_TRY(check_keys(r, v, path, keys,
-                     "kind, tensor, op, from, to, impl, from_segment, granule, segment, "
-                     "predicted_s"));
+  HAP_TRY(hap_jr_check_keys(&r->jr, v, path, keys,
+                            "kind, tensor, op, from, to, impl, from_segment, granule, segment, "
+                            "predicted_s"));
   HAP_TRY(read_tensor(r, v, path, &s->tensor));
   json_t *m;
   const char *str;
-  pathbuf p;
-  quotebuf b;
-  HAP_TRY(member(r, v, path, "op", true, "a communication op", &m));
-  HAP_TRY(want_str(r, m, at_key(p, path, "op"), "a communication op", &str));
+  hap_jpath p;
+  hap_jquote b;
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "op", true, "a communication op", &m));
+  HAP_TRY(hap_jr_want_str(&r->jr, m, hap_jpath_key(p, path, "op"), "a communication op", &str));
   if (hap_comm_op_parse(str, &s->comm) != HAP_OK)
-    return fail(r, HAP_EPARSE, p,
-                "unknown op '%s', expected all_gather, reduce_scatter, all_reduce, all_to_all, "
-                "slice or keep_once",
-                q(str, b));
+    return hap_jr_fail(
+        &r->jr, HAP_EPARSE, p,
+        "unknown op '%s', expected all_gather, reduce_scatter, all_reduce, all_to_all, "
+        "slice or keep_once",
+        hap_json_quote(str, b));
   HAP_TRY(layout_member(r, v, path, "from", &s->from));
   HAP_TRY(layout_member(r, v, path, "to", &s->to));
-  HAP_TRY(member(r, v, path, "impl", true, "an implementation such as \"ring\"", &m));
-  HAP_TRY(want_str(r, m, at_key(p, path, "impl"), "an implementation such as \"ring\"", &str));
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "impl", true, "an implementation such as \"ring\"", &m));
+  HAP_TRY(hap_jr_want_str(&r->jr, m, hap_jpath_key(p, path, "impl"),
+                          "an implementation such as \"ring\"", &str));
   if (hap_coll_impl_parse(str, &s->impl) != HAP_OK)
-    return fail(r, HAP_EPARSE, p,
-                "unknown impl '%s', expected auto, ring, tree, hierarchical, pairwise or grouped",
-                q(str, b));
+    return hap_jr_fail(
+        &r->jr, HAP_EPARSE, p,
+        "unknown impl '%s', expected auto, ring, tree, hierarchical, pairwise or grouped",
+        hap_json_quote(str, b));
   int64_t from_segment = s->segment;
   char want[64];
   snprintf(want, sizeof want, "a segment 0..%d", r->p->n_segments - 1);
@@ -501,33 +429,35 @@ static hap_status read_comm(reader *r, const json_t *v, const char *path, hap_st
 static hap_status read_flags(reader *r, const json_t *v, const char *path, int n_in,
                              hap_variant *var) {
   json_t *m = json_object_get(v, "flags");
-  pathbuf p, pi;
-  quotebuf b;
+  hap_jpath p, pi;
+  hap_jquote b;
   if (m != NULL) {
-    at_key(p, path, "flags");
-    HAP_TRY(want_type(r, m, JSON_ARRAY, p, "an array of flag names"));
+    hap_jpath_key(p, path, "flags");
+    HAP_TRY(hap_jr_want_type(&r->jr, m, JSON_ARRAY, p, "an array of flag names"));
     for (size_t i = 0; i < json_array_size(m); i++) {
       const char *s;
       int f = 0;
-      HAP_TRY(want_str(r, json_array_get(m, i), at_index(pi, p, i), "a flag name", &s));
+      HAP_TRY(hap_jr_want_str(&r->jr, json_array_get(m, i), hap_jpath_index(pi, p, i),
+                              "a flag name", &s));
       while (f < N_FLAGS && strcmp(s, flag_names[f]) != 0)
         f++;
       if (f == N_FLAGS)
-        return fail(r, HAP_EPARSE, pi,
-                    "unknown flag '%s', expected bias_once, global_count, global_mask or "
-                    "local_rows",
-                    q(s, b));
+        return hap_jr_fail(&r->jr, HAP_EPARSE, pi,
+                           "unknown flag '%s', expected bias_once, global_count, global_mask or "
+                           "local_rows",
+                           hap_json_quote(s, b));
       var->flags |= (uint8_t)(1u << f);
     }
   }
   if ((m = json_object_get(v, "once")) != NULL) {
-    at_key(p, path, "once");
-    HAP_TRY(want_type(r, m, JSON_ARRAY, p, "an array of input indices"));
+    hap_jpath_key(p, path, "once");
+    HAP_TRY(hap_jr_want_type(&r->jr, m, JSON_ARRAY, p, "an array of input indices"));
     char want[64];
     snprintf(want, sizeof want, "an input index 0..%d", n_in - 1);
     for (size_t i = 0; i < json_array_size(m); i++) {
       int64_t idx = 0;
-      HAP_TRY(want_int(r, json_array_get(m, i), at_index(pi, p, i), 0, n_in - 1, want, &idx));
+      HAP_TRY(hap_jr_want_int(&r->jr, json_array_get(m, i), hap_jpath_index(pi, p, i), 0, n_in - 1,
+                              want, &idx));
       var->once |= (uint8_t)(1u << idx);
     }
   }
@@ -538,15 +468,16 @@ static hap_status read_flags(reader *r, const json_t *v, const char *path, int n
 static hap_status read_layouts(reader *r, const json_t *v, const char *path, const char *key, int n,
                                const char *node, hap_layout *out) {
   json_t *m;
-  pathbuf p, pi;
-  HAP_TRY(member(r, v, path, key, true, "an array of layouts", &m));
-  at_key(p, path, key);
-  HAP_TRY(want_type(r, m, JSON_ARRAY, p, "an array of layouts"));
+  hap_jpath p, pi;
+  HAP_TRY(hap_jr_member(&r->jr, v, path, key, true, "an array of layouts", &m));
+  hap_jpath_key(p, path, key);
+  HAP_TRY(hap_jr_want_type(&r->jr, m, JSON_ARRAY, p, "an array of layouts"));
   if (json_array_size(m) != (size_t)n)
-    return fail(r, HAP_EPARSE, p, "has %zu entries, expected %d (the %s of node '%s')",
-                json_array_size(m), n, key, node);
+    return hap_jr_fail(&r->jr, HAP_EPARSE, p, "has %zu entries, expected %d (the %s of node '%s')",
+                       json_array_size(m), n, key, node);
   for (int i = 0; i < n; i++)
-    HAP_TRY(parse_layout(r, json_array_get(m, (size_t)i), at_index(pi, p, (size_t)i), &out[i]));
+    HAP_TRY(
+        parse_layout(r, json_array_get(m, (size_t)i), hap_jpath_index(pi, p, (size_t)i), &out[i]));
   return HAP_OK;
 }
 
@@ -575,10 +506,10 @@ static int find_variant(const hap_graph *g, int32_t node, const hap_variant *v,
 static hap_status match_variant(reader *r, const json_t *v, const char *path, hap_step *s) {
   json_t *m;
   const char *name;
-  pathbuf p;
-  quotebuf b;
-  HAP_TRY(member(r, v, path, "variant", true, "the variant's name", &m));
-  HAP_TRY(want_name(r, m, at_key(p, path, "variant"), &name));
+  hap_jpath p;
+  hap_jquote b;
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "variant", true, "the variant's name", &m));
+  HAP_TRY(hap_jr_want_name(&r->jr, m, hap_jpath_key(p, path, "variant"), &name));
   hap_variant offered[HAP_MAX_VARIANTS];
   int i = find_variant(r->lg, s->node, &s->variant, offered);
   if (i < 0) {
@@ -586,9 +517,10 @@ static hap_status match_variant(reader *r, const json_t *v, const char *path, ha
     return HAP_OK;
   }
   if (strcmp(name, offered[i].name) != 0)
-    return fail(r, HAP_EPARSE, p,
-                "is '%s', but these layouts are op %s's variant '%s', expected that name",
-                q(name, b), hap_op_name(r->g->nodes[s->node].op), offered[i].name);
+    return hap_jr_fail(&r->jr, HAP_EPARSE, p,
+                       "is '%s', but these layouts are op %s's variant '%s', expected that name",
+                       hap_json_quote(name, b), hap_op_name(r->g->nodes[s->node].op),
+                       offered[i].name);
   s->variant = offered[i];
   return HAP_OK;
 }
@@ -597,19 +529,19 @@ static hap_status read_compute(reader *r, const json_t *v, const char *path, hap
   static const char *const keys[] = {"kind",    "node",        "variant", "inputs",
                                      "outputs", "granule",     "flags",   "once",
                                      "segment", "predicted_s", NULL};
-  HAP_TRY(check_keys(r, v, path, keys,
-                     "kind, node, variant, inputs, outputs, granule, flags, once, segment, "
-                     "predicted_s"));
+  HAP_TRY(hap_jr_check_keys(&r->jr, v, path, keys,
+                            "kind, node, variant, inputs, outputs, granule, flags, once, segment, "
+                            "predicted_s"));
   json_t *m;
   const char *str;
-  pathbuf p;
-  quotebuf b;
-  HAP_TRY(member(r, v, path, "node", true, "a node name", &m));
-  HAP_TRY(want_str(r, m, at_key(p, path, "node"), "a node name", &str));
+  hap_jpath p;
+  hap_jquote b;
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "node", true, "a node name", &m));
+  HAP_TRY(hap_jr_want_str(&r->jr, m, hap_jpath_key(p, path, "node"), "a node name", &str));
   s->node = hap_graph_find_node(r->g, str);
   if (s->node < 0)
-    return fail(r, HAP_EPARSE, p, "unknown node '%s', expected a node of graph '%s'", q(str, b),
-                r->g->name);
+    return hap_jr_fail(&r->jr, HAP_EPARSE, p, "unknown node '%s', expected a node of graph '%s'",
+                       hap_json_quote(str, b), r->g->name);
   const hap_node *node = &r->g->nodes[s->node];
   hap_variant *var = &s->variant;
   HAP_TRY(read_layouts(r, v, path, "inputs", node->n_inputs, node->name, var->in));
@@ -621,22 +553,24 @@ static hap_status read_compute(reader *r, const json_t *v, const char *path, hap
 }
 
 static hap_status read_step(reader *r, const json_t *v, size_t k) {
-  pathbuf path, p;
-  quotebuf b;
-  at_index(path, "steps", k);
-  HAP_TRY(want_type(r, v, JSON_OBJECT, path, "a step object {\"kind\", ...}"));
+  hap_jpath path, p;
+  hap_jquote b;
+  hap_jpath_index(path, "steps", k);
+  HAP_TRY(hap_jr_want_type(&r->jr, v, JSON_OBJECT, path, "a step object {\"kind\", ...}"));
   json_t *m;
   const char *str;
   hap_step s = {.tensor = -1, .node = -1, .granule = 1};
-  HAP_TRY(member(r, v, path, "kind", true, "source, compute or comm", &m));
-  HAP_TRY(want_str(r, m, at_key(p, path, "kind"), "a step kind", &str));
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "kind", true, "source, compute or comm", &m));
+  HAP_TRY(hap_jr_want_str(&r->jr, m, hap_jpath_key(p, path, "kind"), "a step kind", &str));
   if (hap_step_kind_parse(str, &s.kind) != HAP_OK)
-    return fail(r, HAP_EPARSE, p, "unknown kind '%s', expected source, compute or comm", q(str, b));
+    return hap_jr_fail(&r->jr, HAP_EPARSE, p, "unknown kind '%s', expected source, compute or comm",
+                       hap_json_quote(str, b));
   int64_t segment = 0;
   char want[64];
   snprintf(want, sizeof want, "a segment 0..%d", r->p->n_segments - 1);
-  HAP_TRY(member(r, v, path, "segment", true, want, &m));
-  HAP_TRY(want_int(r, m, at_key(p, path, "segment"), 0, r->p->n_segments - 1, want, &segment));
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "segment", true, want, &m));
+  HAP_TRY(hap_jr_want_int(&r->jr, m, hap_jpath_key(p, path, "segment"), 0, r->p->n_segments - 1,
+                          want, &segment));
   s.segment = s.from_segment = (int32_t)segment;
   HAP_TRY(num_member(r, v, path, "predicted_s", "a time in seconds", &s.predicted_s));
   if (s.kind != HAP_STEP_COMPUTE)
@@ -649,16 +583,16 @@ static hap_status read_step(reader *r, const json_t *v, size_t k) {
   }
   hap_err e = {0};
   if (hap_plan_add_step(r->p, &s, &e) != HAP_OK)
-    return hap_err_set(r->err, HAP_ENOMEM, "%s: %s", r->label, e.msg);
+    return hap_err_set(r->jr.err, HAP_ENOMEM, "%s: %s", r->jr.label, e.msg);
   return HAP_OK;
 }
 
 static hap_status read_steps(reader *r, const json_t *root) {
   json_t *arr;
-  HAP_TRY(member(r, root, "", "steps", true, "an array of steps", &arr));
-  HAP_TRY(want_type(r, arr, JSON_ARRAY, "steps", "an array of steps"));
+  HAP_TRY(hap_jr_member(&r->jr, root, "", "steps", true, "an array of steps", &arr));
+  HAP_TRY(hap_jr_want_type(&r->jr, arr, JSON_ARRAY, "steps", "an array of steps"));
   if (json_array_size(arr) > INT32_MAX / 2)
-    return fail(r, HAP_EPARSE, "steps", "too many steps");
+    return hap_jr_fail(&r->jr, HAP_EPARSE, "steps", "too many steps");
   for (size_t k = 0; k < json_array_size(arr); k++)
     HAP_TRY(read_step(r, json_array_get(arr, k), k));
   return HAP_OK;
@@ -671,22 +605,28 @@ static hap_status read_predicted(reader *r, const json_t *root) {
   static const char *const dkeys[] = {"compute_s", "comm_s", "memory_bytes", NULL};
   json_t *obj, *arr;
   hap_plan *pl = r->p;
-  HAP_TRY(member(r, root, "", "predicted", true, "{\"iteration_s\", \"devices\"}", &obj));
-  HAP_TRY(want_type(r, obj, JSON_OBJECT, "predicted", "{\"iteration_s\", \"devices\"}"));
-  HAP_TRY(check_keys(r, obj, "predicted", keys, "iteration_s, devices"));
+  HAP_TRY(
+      hap_jr_member(&r->jr, root, "", "predicted", true, "{\"iteration_s\", \"devices\"}", &obj));
+  HAP_TRY(
+      hap_jr_want_type(&r->jr, obj, JSON_OBJECT, "predicted", "{\"iteration_s\", \"devices\"}"));
+  HAP_TRY(hap_jr_check_keys(&r->jr, obj, "predicted", keys, "iteration_s, devices"));
   HAP_TRY(num_member(r, obj, "predicted", "iteration_s", "a time in seconds",
                      &pl->predicted_iteration_s));
-  HAP_TRY(member(r, obj, "predicted", "devices", true, "an array of per-device predictions", &arr));
-  HAP_TRY(want_type(r, arr, JSON_ARRAY, "predicted.devices", "an array of per-device predictions"));
+  HAP_TRY(hap_jr_member(&r->jr, obj, "predicted", "devices", true,
+                        "an array of per-device predictions", &arr));
+  HAP_TRY(hap_jr_want_type(&r->jr, arr, JSON_ARRAY, "predicted.devices",
+                           "an array of per-device predictions"));
   if (json_array_size(arr) != (size_t)pl->n_devices)
-    return fail(r, HAP_EPARSE, "predicted.devices", "has %zu entries, expected %d (one per device)",
-                json_array_size(arr), pl->n_devices);
+    return hap_jr_fail(&r->jr, HAP_EPARSE, "predicted.devices",
+                       "has %zu entries, expected %d (one per device)", json_array_size(arr),
+                       pl->n_devices);
   for (int32_t i = 0; i < pl->n_devices; i++) {
-    pathbuf p;
+    hap_jpath p;
     json_t *d = json_array_get(arr, (size_t)i);
-    at_index(p, "predicted.devices", (size_t)i);
-    HAP_TRY(want_type(r, d, JSON_OBJECT, p, "{\"compute_s\", \"comm_s\", \"memory_bytes\"}"));
-    HAP_TRY(check_keys(r, d, p, dkeys, "compute_s, comm_s, memory_bytes"));
+    hap_jpath_index(p, "predicted.devices", (size_t)i);
+    HAP_TRY(hap_jr_want_type(&r->jr, d, JSON_OBJECT, p,
+                             "{\"compute_s\", \"comm_s\", \"memory_bytes\"}"));
+    HAP_TRY(hap_jr_check_keys(&r->jr, d, p, dkeys, "compute_s, comm_s, memory_bytes"));
     HAP_TRY(num_member(r, d, p, "compute_s", "a time in seconds", &pl->device_compute_s[i]));
     HAP_TRY(num_member(r, d, p, "comm_s", "a time in seconds", &pl->device_comm_s[i]));
     HAP_TRY(num_member(r, d, p, "memory_bytes", "a byte count", &pl->device_memory_bytes[i]));
@@ -738,24 +678,25 @@ static hap_status check_one_length(reader *r, const json_t *arr, const char *pat
                                    int64_t *want, int64_t *got) {
   const hap_plan *p = r->p;
   int32_t n = p->group_size;
-  HAP_TRY(want_type(r, arr, JSON_ARRAY, path, "an array of per-device lengths"));
+  HAP_TRY(hap_jr_want_type(&r->jr, arr, JSON_ARRAY, path, "an array of per-device lengths"));
   if (json_array_size(arr) != (size_t)n)
-    return fail(r, HAP_EPARSE, path, "has %zu entries, expected %d (one per device)",
-                json_array_size(arr), n);
+    return hap_jr_fail(&r->jr, HAP_EPARSE, path, "has %zu entries, expected %d (one per device)",
+                       json_array_size(arr), n);
   for (int32_t i = 0; i < n; i++) {
-    pathbuf pi;
-    HAP_TRY(want_int(r, json_array_get(arr, (size_t)i), at_index(pi, path, (size_t)i), 0, INT64_MAX,
-                     "a length >= 0", &got[i]));
+    hap_jpath pi;
+    HAP_TRY(hap_jr_want_int(&r->jr, json_array_get(arr, (size_t)i),
+                            hap_jpath_index(pi, path, (size_t)i), 0, INT64_MAX, "a length >= 0",
+                            &got[i]));
   }
   hap_err e = {0};
   hap_status st = hap_shard_lengths(k->extent, k->granule,
                                     &p->ratios[(size_t)k->segment * (size_t)n], n, want, &e);
   if (st != HAP_OK)
-    return fail(r, st, path, "%s", e.msg);
+    return hap_jr_fail(&r->jr, st, path, "%s", e.msg);
   if (memcmp(want, got, (size_t)n * sizeof *want) != 0) {
     char gb[160], wb[160];
-    return fail(r, HAP_EINVAL, path, "%s does not match the ratios, expected %s",
-                ints_str(got, n, gb, sizeof gb), ints_str(want, n, wb, sizeof wb));
+    return hap_jr_fail(&r->jr, HAP_EINVAL, path, "%s does not match the ratios, expected %s",
+                       ints_str(got, n, gb, sizeof gb), ints_str(want, n, wb, sizeof wb));
   }
   return HAP_OK;
 }
@@ -764,19 +705,20 @@ static hap_status check_one_length(reader *r, const json_t *arr, const char *pat
 static hap_status check_segment_lengths(reader *r, const lkey *keys, int32_t n_keys, int32_t seg,
                                         int64_t *want, int64_t *got) {
   const json_t *obj = r->lengths[seg];
-  pathbuf path, p;
+  hap_jpath path, p;
   char list[256];
-  at_key(path, at_index(p, "segments", (size_t)seg), "lengths");
+  hap_jpath_key(path, hap_jpath_index(p, "segments", (size_t)seg), "lengths");
   for (int32_t i = 0; i < n_keys; i++) {
     char kb[48];
     if (keys[i].segment != seg)
       continue;
     json_t *arr = json_object_get(obj, lkey_name(&keys[i], kb, sizeof kb));
     if (arr == NULL)
-      return fail(r, HAP_EINVAL, path,
-                  "has no \"%s\", expected the lengths of every extent sharded in segment %d (%s)",
-                  kb, seg, lkeys_str(keys, n_keys, seg, list, sizeof list));
-    HAP_TRY(check_one_length(r, arr, at_key(p, path, kb), &keys[i], want, got));
+      return hap_jr_fail(
+          &r->jr, HAP_EINVAL, path,
+          "has no \"%s\", expected the lengths of every extent sharded in segment %d (%s)", kb, seg,
+          lkeys_str(keys, n_keys, seg, list, sizeof list));
+    HAP_TRY(check_one_length(r, arr, hap_jpath_key(p, path, kb), &keys[i], want, got));
   }
   const char *key;
   json_t *val;
@@ -785,11 +727,11 @@ static hap_status check_segment_lengths(reader *r, const lkey *keys, int32_t n_k
     bool known = parse_lkey(key, &k.extent, &k.granule);
     if (known && bsearch(&k, keys, (size_t)n_keys, sizeof k, lkey_cmp) != NULL)
       continue;
-    quotebuf b;
-    return fail(r, HAP_EINVAL, at_key(p, path, q(key, b)),
-                "no step shards %s in segment %d, expected only the keys: %s",
-                known ? "this extent" : "such a key (\"EXTENT\" or \"EXTENT/GRANULE\")", seg,
-                lkeys_str(keys, n_keys, seg, list, sizeof list));
+    hap_jquote b;
+    return hap_jr_fail(&r->jr, HAP_EINVAL, hap_jpath_key(p, path, hap_json_quote(key, b)),
+                       "no step shards %s in segment %d, expected only the keys: %s",
+                       known ? "this extent" : "such a key (\"EXTENT\" or \"EXTENT/GRANULE\")", seg,
+                       lkeys_str(keys, n_keys, seg, list, sizeof list));
   }
   return HAP_OK;
 }
@@ -799,9 +741,10 @@ static hap_status check_lengths(reader *r) {
   int32_t n;
   hap_err e = {0};
   if (collect_lengths(r->p, r->lg, &keys, &n, &e) != HAP_OK)
-    return hap_err_set(r->err, e.status, "%s: %s", r->label, e.msg);
+    return hap_err_set(r->jr.err, e.status, "%s: %s", r->jr.label, e.msg);
   int64_t *want = malloc(2 * (size_t)r->p->group_size * sizeof *want);
-  hap_status st = want ? HAP_OK : hap_err_set(r->err, HAP_ENOMEM, "%s: out of memory", r->label);
+  hap_status st =
+      want ? HAP_OK : hap_err_set(r->jr.err, HAP_ENOMEM, "%s: out of memory", r->jr.label);
   for (int32_t s = 0; st == HAP_OK && s < r->p->n_segments; s++)
     if (r->lengths[s] != NULL)
       st = check_segment_lengths(r, keys, n, s, want, want + r->p->group_size);
@@ -813,10 +756,6 @@ static hap_status check_lengths(reader *r) {
 /* ---- reading: the whole file ---------------------------------------------------------------- */
 
 static hap_status read_plan(reader *r, const json_t *root) {
-  if (!json_is_object(root))
-    return fail(r, HAP_EPARSE, "root",
-                "expected a hap-plan object {\"format\": \"hap-plan\", ...}, got %s",
-                hap_json_kind(root));
   HAP_TRY(read_top(r, root));
   HAP_TRY(read_segments(r, root));
   HAP_TRY(read_steps(r, root));
@@ -824,45 +763,24 @@ static hap_status read_plan(reader *r, const json_t *root) {
   hap_err e = {0};
   hap_status st = hap_plan_validate(r->p, r->g, r->c, &e);
   if (st != HAP_OK)
-    return hap_err_set(r->err, st, "%s: %s", r->label, e.msg);
+    return hap_err_set(r->jr.err, st, "%s: %s", r->jr.label, e.msg);
   return check_lengths(r);
-}
-
-/* Keep a message on one line whatever the input held (jansson quotes input in its texts). */
-static void one_line(hap_err *err) {
-  if (err == NULL)
-    return;
-  for (char *p = err->msg; *p; p++)
-    if ((unsigned char)*p < 0x20 || *p == 0x7F)
-      *p = ' ';
 }
 
 hap_status hap_plan_from_json(const char *json, size_t len, const char *label, const hap_graph *g,
                               const hap_cluster *c, hap_plan **out, hap_err *err) {
   *out = NULL;
-  reader r = {.label = label ? label : "<json>", .err = err, .strict = true, .g = g, .c = c};
-  size_t skip = 0;
-  while (skip < len &&
-         (json[skip] == ' ' || json[skip] == '\n' || json[skip] == '\r' || json[skip] == '\t'))
-    skip++;
-  if (skip == len)
-    return hap_err_set(err, HAP_EPARSE, "%s: the file is empty, expected a hap-plan JSON object",
-                       r.label);
-  json_error_t je;
-  json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
-  if (root == NULL) {
-    hap_err_set(err, HAP_EPARSE, "%s: line %d, column %d: %s", r.label, je.line, je.column,
-                je.text);
-    one_line(err);
-    return HAP_EPARSE;
-  }
+  reader r = {
+      .jr = {.label = label ? label : "<json>", .err = err, .strict = true}, .g = g, .c = c};
+  json_t *root;
+  HAP_TRY(hap_jr_load(&r.jr, json, len, HAP_PLAN_FORMAT, &root));
   hap_status st = read_plan(&r, root);
   json_decref(root);
   free(r.lengths);
   hap_graph_destroy(r.split);
   if (st != HAP_OK) {
     hap_plan_destroy(r.p);
-    one_line(err);
+    hap_jr_one_line(err);
     return st;
   }
   *out = r.p;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/vec.h"
 #include "cluster/cluster.h"
 #include "cluster/kernel_model.h"
 #include "exec/clock.h"
@@ -40,12 +41,8 @@ static hap_status klist_add(klist *l, const hap_kcase *kc, hap_err *err) {
     }
   }
   if (l->n == l->cap) {
-    int32_t cap = l->cap > 0 ? 2 * l->cap : 32;
-    hap_kcase *v = realloc(l->v, (size_t)cap * sizeof *v);
-    if (v == NULL)
+    if (HAP_VEC_RESERVE(l->v, l->cap, (int64_t)l->n + 1, 32) != 0)
       return hap_err_set(err, HAP_ENOMEM, "kernel timings: out of memory listing cases");
-    l->v = v;
-    l->cap = cap;
     for (int32_t i = 0; i < l->n; i++)
       hap_kcase_fix(&l->v[i]);
   }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/vec.h"
 #include "exec/clock.h"
 #include "exec/emulate.h"
 #include "kernels/kernels.h"
@@ -110,14 +111,8 @@ static hap_status layout_box(hap_run *r, int32_t t, hap_layout l, int32_t seg, i
 
 static hap_status new_prop(hap_run *r, int32_t t, hap_layout l, int32_t seg, int64_t granule,
                            bool chain, int32_t *id, hap_err *err) {
-  if (r->n_props == r->cap_props) {
-    int32_t cap = r->cap_props ? 2 * r->cap_props : 64;
-    rprop *q = realloc(r->props, (size_t)cap * sizeof *q);
-    if (q == NULL)
-      return oom(err);
-    r->props = q;
-    r->cap_props = cap;
-  }
+  if (HAP_VEC_RESERVE(r->props, r->cap_props, (int64_t)r->n_props + 1, 64) != 0)
+    return oom(err);
   rprop *p = &r->props[r->n_props];
   memset(p, 0, sizeof *p);
   p->tensor = t;

@@ -6,23 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/vec.h"
 #include "engine_internal.h"
 
 #define SIM_MAX_IDS INT32_MAX
-
-/* Grow an array to hold `cap` elements of `elem` bytes; NULL on failure (the old one is kept). */
-static void *grow(void *p, size_t elem, int64_t cap) {
-  if (cap <= 0 || (uint64_t)cap > SIZE_MAX / elem)
-    return NULL;
-  return realloc(p, elem * (size_t)cap);
-}
-
-static int64_t next_cap(int64_t cap, int64_t need) {
-  int64_t c = cap > 0 ? cap : 16;
-  while (c < need)
-    c *= 2;
-  return c;
-}
 
 static bool finite_nonneg(double x) { return isfinite(x) && x >= 0; }
 
@@ -68,16 +55,9 @@ void hap_sim_destroy(hap_sim *s) {
 /* Copy a name into the pool; its offset in *off. */
 static hap_status push_name(hap_sim *s, const char *name, size_t *off, hap_err *err) {
   size_t len = strlen(name) + 1;
-  if (s->names_len + len > s->names_cap) {
-    size_t cap = s->names_cap > 0 ? s->names_cap : 4096;
-    while (cap < s->names_len + len)
-      cap *= 2;
-    char *p = realloc(s->names, cap);
-    if (p == NULL)
-      return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory for names");
-    s->names = p;
-    s->names_cap = cap;
-  }
+  if (s->names_len + len > (size_t)INT64_MAX ||
+      HAP_VEC_RESERVE64(s->names, s->names_cap, (int64_t)(s->names_len + len), 4096) != 0)
+    return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory for names");
   memcpy(s->names + s->names_len, name, len);
   *off = s->names_len;
   s->names_len += len;
@@ -95,12 +75,11 @@ hap_status hap_sim_add_resource(hap_sim *s, const char *name, double bandwidth_B
   if (s->n_res == SIM_MAX_IDS)
     return hap_err_set(err, HAP_EOVERFLOW, "simulator: too many resources");
   if (s->n_res == s->cap_res) {
-    int64_t cap = next_cap(s->cap_res, (int64_t)s->n_res + 1);
-    cap = cap > SIM_MAX_IDS ? SIM_MAX_IDS : cap;
-    double *bw = grow(s->res_bw_Bps, sizeof *bw, cap);
+    int64_t cap = hap_vec_next_cap(s->cap_res, (int64_t)s->n_res + 1, 16, SIM_MAX_IDS);
+    double *bw = hap_vec_realloc(s->res_bw_Bps, cap, sizeof *bw);
     if (bw != NULL)
       s->res_bw_Bps = bw;
-    size_t *off = grow(s->res_name_off, sizeof *off, cap);
+    size_t *off = hap_vec_realloc(s->res_name_off, cap, sizeof *off);
     if (off != NULL)
       s->res_name_off = off;
     if (bw == NULL || off == NULL)
@@ -143,13 +122,12 @@ static hap_status reserve_tasks(hap_sim *s, hap_err *err) {
     return HAP_OK;
   if (s->n_tasks == SIM_MAX_IDS)
     return hap_err_set(err, HAP_EOVERFLOW, "simulator: too many tasks (%d)", s->n_tasks);
-  int64_t cap = next_cap(s->cap_tasks, (int64_t)s->n_tasks + 1);
-  cap = cap > SIM_MAX_IDS ? SIM_MAX_IDS : cap;
+  int64_t cap = hap_vec_next_cap(s->cap_tasks, (int64_t)s->n_tasks + 1, 16, SIM_MAX_IDS);
   bool ok = true;
   /* Each array is replaced as soon as it has grown, so a failure leaves every array valid. */
 #define SIM_GROW(field)                                                                            \
   do {                                                                                             \
-    void *p_ = grow(s->field, sizeof *s->field, cap);                                              \
+    void *p_ = hap_vec_realloc(s->field, cap, sizeof *s->field);                                   \
     if (p_ != NULL)                                                                                \
       s->field = p_;                                                                               \
     else                                                                                           \
@@ -173,11 +151,11 @@ static hap_status reserve_tasks(hap_sim *s, hap_err *err) {
 static hap_status reserve_edges(hap_sim *s, int64_t more, hap_err *err) {
   if (s->n_edges + more <= s->cap_edges)
     return HAP_OK;
-  int64_t cap = next_cap(s->cap_edges, s->n_edges + more);
-  int32_t *a = grow(s->edge_task, sizeof *a, cap);
+  int64_t cap = hap_vec_next_cap(s->cap_edges, s->n_edges + more, 16, INT64_MAX);
+  int32_t *a = hap_vec_realloc(s->edge_task, cap, sizeof *a);
   if (a != NULL)
     s->edge_task = a;
-  int32_t *b = grow(s->edge_on, sizeof *b, cap);
+  int32_t *b = hap_vec_realloc(s->edge_on, cap, sizeof *b);
   if (b != NULL)
     s->edge_on = b;
   if (a == NULL || b == NULL)
@@ -188,14 +166,14 @@ static hap_status reserve_edges(hap_sim *s, int64_t more, hap_err *err) {
 
 static hap_status reserve_transfer(hap_sim *s, int32_t n_path, hap_err *err) {
   if (s->n_xfers + 1 >= s->cap_xfers) {
-    int64_t cap = next_cap(s->cap_xfers, (int64_t)s->n_xfers + 2);
-    int32_t *task = grow(s->xf_task, sizeof *task, cap);
+    int64_t cap = hap_vec_next_cap(s->cap_xfers, (int64_t)s->n_xfers + 2, 16, SIM_MAX_IDS);
+    int32_t *task = hap_vec_realloc(s->xf_task, cap, sizeof *task);
     if (task != NULL)
       s->xf_task = task;
-    double *lat = grow(s->xf_latency_s, sizeof *lat, cap);
+    double *lat = hap_vec_realloc(s->xf_latency_s, cap, sizeof *lat);
     if (lat != NULL)
       s->xf_latency_s = lat;
-    int64_t *off = grow(s->xf_path_off, sizeof *off, cap);
+    int64_t *off = hap_vec_realloc(s->xf_path_off, cap, sizeof *off);
     if (off != NULL)
       s->xf_path_off = off;
     if (task == NULL || lat == NULL || off == NULL)
@@ -205,8 +183,8 @@ static hap_status reserve_transfer(hap_sim *s, int32_t n_path, hap_err *err) {
     s->cap_xfers = (int32_t)cap;
   }
   if (s->n_path + n_path > s->cap_path) {
-    int64_t cap = next_cap(s->cap_path, s->n_path + n_path);
-    int32_t *p = grow(s->path_res, sizeof *p, cap);
+    int64_t cap = hap_vec_next_cap(s->cap_path, s->n_path + n_path, 16, INT64_MAX);
+    int32_t *p = hap_vec_realloc(s->path_res, cap, sizeof *p);
     if (p == NULL)
       return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory for transfer paths");
     s->path_res = p;

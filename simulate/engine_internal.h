@@ -88,7 +88,8 @@ struct hap_sim {
   int32_t *aux; /* COLLECTIVE: collective id; TRANSFER: transfer index; otherwise -1 */
   /* names of tasks and resources, NUL-terminated, back to back */
   char *names;
-  size_t names_len, names_cap;
+  size_t names_len;
+  int64_t names_cap;
   /* dependency edges: edge_task[i] waits for edge_on[i] */
   int32_t *edge_task, *edge_on;
   int64_t n_edges, cap_edges;

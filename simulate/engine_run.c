@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/vec.h"
 #include "engine_internal.h"
 
 void sim_run_free(sim_run *r) {
@@ -208,13 +209,8 @@ static bool ev_before(const sim_event *a, const sim_event *b) {
 
 static hap_status push_event(sim_run *r, double t_s, sim_event_kind kind, int32_t id,
                              uint32_t version, hap_err *err) {
-  if (r->heap_len == r->heap_cap) {
-    sim_event *h = realloc(r->heap, 2 * (size_t)r->heap_cap * sizeof *h);
-    if (h == NULL)
-      return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory for events");
-    r->heap = h;
-    r->heap_cap *= 2;
-  }
+  if (HAP_VEC_RESERVE64(r->heap, r->heap_cap, r->heap_len + 1, 1024) != 0)
+    return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory for events");
   sim_event ev = {t_s, r->seq++, id, (uint32_t)kind | (version << 2)};
   int64_t i = r->heap_len++;
   while (i > 0) {

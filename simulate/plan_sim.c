@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
+#include "base/vec.h"
 #include "plan/replica.h"
 
 static hap_status oom(hap_err *err) {
@@ -215,13 +217,13 @@ static hap_status fold(hap_plan_sim *ps, const double *dur, bool no_fold, hap_er
     return oom(err);
   }
   for (int32_t d = 0; d < n; d++)
-    hash[d] = 1469598103934665603ull;
+    hash[d] = HAP_KEY_HASH_BASIS;
   for (int32_t t = 0; t < nt; t++)
     for (int32_t d = 0; d < n; d++) {
       uint64_t bits;
       double v = dur[(size_t)t * (size_t)n + (size_t)d];
       memcpy(&bits, &v, sizeof bits);
-      hash[d] = (hash[d] ^ bits) * 1099511628211ull;
+      hash[d] = hap_fnv1a_word(hash[d], bits);
     }
   ps->n_groups = 0;
   for (int32_t d = 0; d < n; d++) {
@@ -319,14 +321,9 @@ static hap_status simulate(hap_plan_sim *ps, const double *dur, bool serial, hap
     if (k->kind == HAP_TASK_COLLECTIVE &&
         ((st = collective_ids(ps, t, sim, &x, coll, folded_ok, err)) != HAP_OK || !*folded_ok))
       break;
-    if (k->n_deps > cap) {
-      cap = k->n_deps;
-      int32_t *p = realloc(deps, (size_t)cap * sizeof *p);
-      if (p == NULL) {
-        st = oom(err);
-        break;
-      }
-      deps = p;
+    if (HAP_VEC_RESERVE(deps, cap, k->n_deps, 16) != 0) {
+      st = oom(err);
+      break;
     }
     for (int32_t g = 0; g < G && st == HAP_OK; g++) {
       for (int32_t i = 0; i < k->n_deps; i++)

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "base/fileio.h"
+#include "base/vec.h"
 #include "profile_h5.h"
 #include "store/profile_store.h"
 
@@ -574,15 +575,9 @@ static herr_t collect_attr(hid_t loc, const char *name, const H5A_info_t *info, 
   (void)loc;
   (void)info;
   name_list *l = data;
-  if (l->n == l->cap) {
-    int32_t cap = l->cap ? l->cap * 2 : 16;
-    char **v = cap < INT32_MAX / 2 ? realloc(l->v, (size_t)cap * sizeof *v) : NULL;
-    if (v == NULL) {
-      l->oom = true;
-      return -1;
-    }
-    l->v = v;
-    l->cap = cap;
+  if (HAP_VEC_RESERVE(l->v, l->cap, (int64_t)l->n + 1, 16) != 0) {
+    l->oom = true;
+    return -1;
   }
   l->v[l->n] = dup_str(name);
   if (l->v[l->n] == NULL) {

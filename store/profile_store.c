@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/vec.h"
 #include "hap_config.h"
 #include "profile_h5.h"
 
@@ -60,21 +61,6 @@ static int set_str(char **field, const char *v) {
     return -1;
   free(*field);
   *field = d;
-  return 0;
-}
-
-/* Make room in *arr (elements of `size` bytes) for one more than `len`; -1 on failure. */
-static int grow(void **arr, int32_t *cap, int32_t len, size_t size) {
-  if (len < *cap)
-    return 0;
-  if (*cap > INT32_MAX / 2)
-    return -1;
-  int32_t ncap = *cap ? *cap * 2 : 8;
-  void *p = realloc(*arr, (size_t)ncap * size);
-  if (p == NULL)
-    return -1;
-  *arr = p;
-  *cap = ncap;
   return 0;
 }
 
@@ -171,7 +157,7 @@ hap_status hap_profile_set_meta(hap_profile *p, const char *created, const char 
 hap_status hap_profile_add_host(hap_profile *p, const char *name, hap_err *err) {
   if (name == NULL)
     return hap_err_set(err, HAP_EINVAL, "profile host name is NULL");
-  if (grow((void **)&p->hosts, &p->cap_hosts, p->n_hosts, sizeof *p->hosts) != 0)
+  if (HAP_VEC_RESERVE(p->hosts, p->cap_hosts, (int64_t)p->n_hosts + 1, 8) != 0)
     return oom(err, "a host");
   p->hosts[p->n_hosts] = dup_str(name);
   if (p->hosts[p->n_hosts] == NULL)
@@ -193,7 +179,7 @@ hap_status hap_profile_set_env(hap_profile *p, const char *key, const char *valu
   for (int32_t i = 0; i < p->n_env; i++)
     if (strcmp(p->env[i].key, key) == 0)
       return set_str(&p->env[i].value, value) == 0 ? HAP_OK : oom(err, "an environment entry");
-  if (grow((void **)&p->env, &p->cap_env, p->n_env, sizeof *p->env) != 0)
+  if (HAP_VEC_RESERVE(p->env, p->cap_env, (int64_t)p->n_env + 1, 8) != 0)
     return oom(err, "an environment entry");
   hap_profile_kv *kv = &p->env[p->n_env];
   kv->key = dup_str(key);
@@ -212,7 +198,7 @@ hap_status hap_profile_add_device(hap_profile *p, const char *name, const char *
                                   hap_err *err) {
   if (name == NULL || host == NULL || model == NULL)
     return hap_err_set(err, HAP_EINVAL, "profile device name, host or model is NULL");
-  if (grow((void **)&p->devices, &p->cap_devices, p->n_devices, sizeof *p->devices) != 0)
+  if (HAP_VEC_RESERVE(p->devices, p->cap_devices, (int64_t)p->n_devices + 1, 8) != 0)
     return oom(err, "a device");
   hap_profile_device *d = &p->devices[p->n_devices];
   memset(d, 0, sizeof *d);
@@ -231,7 +217,7 @@ hap_status hap_profile_add_device(hap_profile *p, const char *name, const char *
 }
 
 hap_status hap_profile_add_gemm(hap_profile_device *d, const hap_profile_gemm *row, hap_err *err) {
-  if (grow((void **)&d->gemm, &d->cap_gemm, d->n_gemm, sizeof *d->gemm) != 0)
+  if (HAP_VEC_RESERVE(d->gemm, d->cap_gemm, (int64_t)d->n_gemm + 1, 8) != 0)
     return oom(err, "a GEMM row");
   d->gemm[d->n_gemm++] = *row;
   return HAP_OK;
@@ -239,7 +225,7 @@ hap_status hap_profile_add_gemm(hap_profile_device *d, const hap_profile_gemm *r
 
 hap_status hap_profile_add_kernel(hap_profile_device *d, const hap_profile_kernel *row,
                                   hap_err *err) {
-  if (grow((void **)&d->kernels, &d->cap_kernels, d->n_kernels, sizeof *d->kernels) != 0)
+  if (HAP_VEC_RESERVE(d->kernels, d->cap_kernels, (int64_t)d->n_kernels + 1, 8) != 0)
     return oom(err, "a kernel row");
   d->kernels[d->n_kernels] = *row;
   d->kernels[d->n_kernels].shape[HAP_PROFILE_SHAPE_MAX - 1] = '\0';
@@ -269,7 +255,7 @@ static hap_status sweep_alloc(int32_t n_sizes, int32_t reps, int64_t **sizes, do
 
 hap_status hap_profile_add_p2p(hap_profile *p, int32_t src, int32_t dst, int32_t n_sizes,
                                int32_t reps, int32_t *index, hap_err *err) {
-  if (grow((void **)&p->p2p, &p->cap_p2p, p->n_p2p, sizeof *p->p2p) != 0)
+  if (HAP_VEC_RESERVE(p->p2p, p->cap_p2p, (int64_t)p->n_p2p + 1, 8) != 0)
     return oom(err, "a p2p sweep");
   hap_profile_p2p *s = &p->p2p[p->n_p2p];
   memset(s, 0, sizeof *s);
@@ -295,7 +281,7 @@ hap_status hap_profile_add_coll(hap_profile *p, hap_coll_kind kind, const char *
                                 int32_t reps, int32_t *index, hap_err *err) {
   if (group == NULL || ranks == NULL || n_ranks < 1)
     return hap_err_set(err, HAP_EINVAL, "a profile collective needs a group name and >= 1 rank");
-  if (grow((void **)&p->colls, &p->cap_colls, p->n_colls, sizeof *p->colls) != 0)
+  if (HAP_VEC_RESERVE(p->colls, p->cap_colls, (int64_t)p->n_colls + 1, 8) != 0)
     return oom(err, "a collective sweep");
   hap_profile_coll *c = &p->colls[p->n_colls];
   memset(c, 0, sizeof *c);

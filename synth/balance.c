@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "synth/lp.h"
 #include "synth_internal.h"
 
@@ -238,13 +239,13 @@ out:
 }
 
 static uint64_t rows_hash(const step_row *r, int n) {
-  uint64_t h = 1469598103934665603ULL ^ (uint64_t)n;
+  uint64_t h = HAP_KEY_HASH_BASIS ^ (uint64_t)n;
   for (int i = 0; i < n; i++) {
     uint64_t v[3] = {(uint64_t)(int64_t)r[i].var, 0, 0};
     memcpy(&v[1], &r[i].coef, sizeof(double));
     memcpy(&v[2], &r[i].lo, sizeof(double));
     for (int j = 0; j < 3; j++) {
-      h = (h ^ v[j]) * 1099511628211ULL;
+      h = hap_fnv1a_word(h, v[j]);
       h ^= h >> 29;
     }
   }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/vec.h"
 #include "synth_internal.h"
 
 static int prop_qcmp(const void *pa, const void *pb) {
@@ -36,14 +37,9 @@ hap_status syn_replay(syn_ctx *x, const int8_t *variants, hap_plan *plan, double
     const syn_node *sn = &x->nodes[k];
     int v = variants[k];
     const hap_variant *var = &sn->variants[v];
-    if (n + node->n_inputs + node->n_outputs > cap) {
-      cap = 2 * (n + node->n_inputs + node->n_outputs);
-      syn_prop *p = realloc(have, (size_t)cap * sizeof *p);
-      if (p == NULL) {
-        st = hap_err_set(err, HAP_ENOMEM, "out of memory replaying a program");
-        goto out;
-      }
-      have = p;
+    if (HAP_VEC_RESERVE(have, cap, (int64_t)n + node->n_inputs + node->n_outputs, 64) != 0) {
+      st = hap_err_set(err, HAP_ENOMEM, "out of memory replaying a program");
+      goto out;
     }
     for (int i = 0; i < node->n_inputs; i++) {
       syn_prop want = {node->inputs[i], var->in[i], 0, 1};

@@ -5,14 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
+#include "base/vec.h"
 #include "plan/replica.h"
 #include "synth_internal.h"
-
-struct syn_len_entry {
-  int64_t extent, granule;
-  int32_t seg;
-  int64_t *len; /* [n] */
-};
 
 /* A cached result: kind COMM (a -> b), SOURCE (a) or MEMORY (a, stored as `storage`: its
  * per-class bytes at memo_vals + vals), each a function of the properties and the ratios only. */
@@ -37,9 +33,9 @@ static bool prop_same(const syn_prop *a, const syn_prop *b) {
 static uint64_t memo_hash(int kind, const syn_prop *a, const syn_prop *b, int extra) {
   int64_t v[10] = {kind,      a->tensor, a->layout,  a->segment, a->granule,
                    b->tensor, b->layout, b->segment, b->granule, extra};
-  uint64_t h = 1469598103934665603ULL;
+  uint64_t h = HAP_KEY_HASH_BASIS;
   for (int i = 0; i < 10; i++) {
-    h = (h ^ (uint64_t)v[i]) * 1099511628211ULL;
+    h = hap_fnv1a_word(h, (uint64_t)v[i]);
     h ^= h >> 29;
   }
   return h;
@@ -109,15 +105,13 @@ static bool same_device_spec(const hap_device *a, const hap_device *b) {
 }
 
 static void clear_lengths(syn_ctx *x) {
-  for (int32_t i = 0; i < x->n_lens; i++)
-    free(x->lens[i].len);
-  x->n_lens = 0;
+  hap_shard_cache_clear(&x->lengths);
   memo_clear(x);
 }
 
 void syn_ctx_free(syn_ctx *x) {
   clear_lengths(x);
-  free(x->lens);
+  hap_shard_cache_free(&x->lengths);
   free(x->memo);
   free(x->memo_vals);
   free(x->ratios);
@@ -162,6 +156,7 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
   x->n = c->n_devices;
   x->n_segments = g->n_segments;
   x->ratios = calloc((size_t)x->n_segments * (size_t)x->n, sizeof *x->ratios);
+  hap_shard_cache_init(&x->lengths, x->ratios, x->n_segments, x->n);
   x->nodes = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *x->nodes);
   x->last_use = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *x->last_use);
   x->n_uses = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *x->n_uses);
@@ -252,27 +247,7 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
 }
 
 const int64_t *syn_lengths(syn_ctx *x, int64_t extent, int64_t granule, int32_t seg) {
-  for (int32_t i = 0; i < x->n_lens; i++) {
-    syn_len_entry *e = &x->lens[i];
-    if (e->extent == extent && e->granule == granule && e->seg == seg)
-      return e->len;
-  }
-  if (x->n_lens == x->cap_lens) {
-    int32_t cap = x->cap_lens ? 2 * x->cap_lens : 64;
-    syn_len_entry *p = realloc(x->lens, (size_t)cap * sizeof *p);
-    if (p == NULL)
-      return NULL;
-    x->lens = p;
-    x->cap_lens = cap;
-  }
-  int64_t *len = malloc((size_t)x->n * sizeof *len);
-  if (len == NULL || hap_shard_lengths(extent, granule, x->ratios + (size_t)seg * (size_t)x->n,
-                                       x->n, len, NULL) != HAP_OK) {
-    free(len);
-    return NULL;
-  }
-  x->lens[x->n_lens++] = (syn_len_entry){extent, granule, seg, len};
-  return len;
+  return hap_shard_cache_get(&x->lengths, extent, granule, seg);
 }
 
 double syn_node_time(syn_ctx *x, int32_t k, int v, double *per_device) {
@@ -407,14 +382,15 @@ void syn_prop_memory(syn_ctx *x, const syn_prop *p, hap_storage storage, double 
   const syn_memo_entry *e = memo_get(x, MEMO_MEMORY, p, &none, storage);
   if (e == NULL) {
     if (x->n_memo_vals + nc > x->cap_memo_vals) {
-      size_t cap = x->cap_memo_vals ? 2 * x->cap_memo_vals : 64 * nc;
-      double *v = realloc(x->memo_vals, cap * sizeof *v);
+      int64_t cap = hap_vec_next_cap((int64_t)x->cap_memo_vals, (int64_t)(x->n_memo_vals + nc),
+                                     64 * (int64_t)nc, INT64_MAX);
+      double *v = hap_vec_realloc(x->memo_vals, cap, sizeof *v);
       if (v == NULL) {
         prop_memory(x, p, storage, NULL, per_class);
         return;
       }
       x->memo_vals = v;
-      x->cap_memo_vals = cap;
+      x->cap_memo_vals = (size_t)cap;
     }
     double *vals = x->memo_vals + x->n_memo_vals;
     memset(vals, 0, nc * sizeof *vals);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/fileio.h"
+#include "base/vec.h"
 
 typedef struct lp_var {
   double lo, hi, obj;
@@ -32,11 +33,14 @@ typedef struct lp_entry {
 struct hap_lp {
   char *name;
   lp_var *vars;
-  int n_vars, cap_vars;
+  int n_vars;
+  int32_t cap_vars;
   lp_row *rows;
-  int n_rows, cap_rows;
+  int n_rows;
+  int32_t cap_rows;
   lp_entry *entries;
-  int n_entries, cap_entries;
+  int n_entries;
+  int32_t cap_entries;
 };
 
 /* Largest count of anything: GLPK's 1-based arrays need one more slot, in int. */
@@ -71,20 +75,6 @@ int hap_lp_n_vars(const hap_lp *lp) { return lp != NULL ? lp->n_vars : 0; }
 int hap_lp_n_rows(const hap_lp *lp) { return lp != NULL ? lp->n_rows : 0; }
 int hap_lp_n_nonzeros(const hap_lp *lp) { return lp != NULL ? lp->n_entries : 0; }
 
-/* Room for `need` (>= 1) items of `size` bytes in `items` (capacity *cap), growing by doubling.
- * Returns the possibly moved array, or NULL (then `items` and *cap are unchanged). */
-static void *grow(void *items, int *cap, int need, size_t size) {
-  if (need <= *cap)
-    return items;
-  int n = *cap > 0 ? *cap : 16;
-  while (n < need)
-    n = n > LP_MAX_COUNT / 2 ? LP_MAX_COUNT : 2 * n;
-  void *p = realloc(items, (size_t)n * size);
-  if (p != NULL)
-    *cap = n;
-  return p;
-}
-
 /* lo <= hi with lo < +inf and hi > -inf, neither NaN. `what` and `index` name the owner. */
 static hap_status check_bounds(const hap_lp *lp, const char *what, int index, double lo, double hi,
                                hap_err *err) {
@@ -106,12 +96,10 @@ hap_status hap_lp_add_var(hap_lp *lp, double lo, double hi, double obj, int *var
                        lp->name, lp->n_vars, obj);
   if (lp->n_vars == LP_MAX_COUNT)
     return hap_err_set(err, HAP_EINVAL, "LP '%s': more than %d variables", lp->name, LP_MAX_COUNT);
-  lp_var *vars = grow(lp->vars, &lp->cap_vars, lp->n_vars + 1, sizeof *vars);
-  if (vars == NULL)
+  if (HAP_VEC_RESERVE(lp->vars, lp->cap_vars, (int64_t)lp->n_vars + 1, 16) != 0)
     return hap_err_set(err, HAP_ENOMEM, "LP '%s': out of memory adding variable %d", lp->name,
                        lp->n_vars);
-  lp->vars = vars;
-  vars[lp->n_vars] = (lp_var){.lo = lo, .hi = hi, .obj = obj, .slot = -1};
+  lp->vars[lp->n_vars] = (lp_var){.lo = lo, .hi = hi, .obj = obj, .slot = -1};
   *var = lp->n_vars++;
   return HAP_OK;
 }
@@ -173,24 +161,18 @@ hap_status hap_lp_add_row(hap_lp *lp, const int *vars, const double *coefs, int 
   if (lp->n_rows == LP_MAX_COUNT || n > LP_MAX_COUNT - lp->n_entries)
     return hap_err_set(err, HAP_EINVAL, "LP '%s': row %d: more than %d rows or matrix entries",
                        lp->name, lp->n_rows, LP_MAX_COUNT);
-  lp_row *rows = grow(lp->rows, &lp->cap_rows, lp->n_rows + 1, sizeof *rows);
-  if (rows == NULL)
+  if (HAP_VEC_RESERVE(lp->rows, lp->cap_rows, (int64_t)lp->n_rows + 1, 16) != 0)
     return hap_err_set(err, HAP_ENOMEM, "LP '%s': out of memory adding row %d", lp->name,
                        lp->n_rows);
-  lp->rows = rows;
-  if (n > 0) {
-    lp_entry *entries = grow(lp->entries, &lp->cap_entries, lp->n_entries + n, sizeof *entries);
-    if (entries == NULL)
-      return hap_err_set(err, HAP_ENOMEM, "LP '%s': out of memory adding row %d (%d terms)",
-                         lp->name, lp->n_rows, n);
-    lp->entries = entries;
-  }
+  if (n > 0 && HAP_VEC_RESERVE(lp->entries, lp->cap_entries, (int64_t)lp->n_entries + n, 16) != 0)
+    return hap_err_set(err, HAP_ENOMEM, "LP '%s': out of memory adding row %d (%d terms)", lp->name,
+                       lp->n_rows, n);
   int count = merge_terms(lp, vars, coefs, n);
   if (count < 0)
     return hap_err_set(err, HAP_EINVAL,
                        "LP '%s': row %d: coefficients of a repeated variable sum to infinity",
                        lp->name, lp->n_rows);
-  rows[lp->n_rows++] = (lp_row){.lo = lo, .hi = hi, .first = lp->n_entries, .count = count};
+  lp->rows[lp->n_rows++] = (lp_row){.lo = lo, .hi = hi, .first = lp->n_entries, .count = count};
   lp->n_entries += count;
   return HAP_OK;
 }

@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "base/cli.h"
+#include "cluster/cluster_io.h"
+#include "model/graph_io.h"
 #include "plan/replica.h"
 #include "synth_internal.h"
 

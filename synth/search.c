@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
+#include "base/vec.h"
 #include "synth_internal.h"
 
 typedef struct syn_state {
@@ -97,11 +99,11 @@ static int prop_qcmp(const void *a, const void *b) { return prop_cmp(a, b); }
 static bool prop_eq(const syn_prop *a, const syn_prop *b) { return prop_cmp(a, b) == 0; }
 
 static uint64_t props_hash(int32_t k, const syn_prop *p, int32_t n) {
-  uint64_t h = 1469598103934665603ULL ^ (uint64_t)(uint32_t)k;
+  uint64_t h = HAP_KEY_HASH_BASIS ^ (uint64_t)(uint32_t)k;
   for (int32_t i = 0; i < n; i++) {
     uint64_t v = (uint64_t)(uint32_t)p[i].tensor << 32 ^ (uint64_t)(uint8_t)p[i].layout << 24 ^
                  (uint64_t)(uint32_t)p[i].segment << 8 ^ (uint64_t)p[i].granule;
-    h = (h ^ v) * 1099511628211ULL;
+    h = hap_fnv1a_word(h, v);
     h ^= h >> 29;
   }
   return h;
@@ -145,14 +147,8 @@ typedef struct search {
 } search;
 
 static int heap_push(search *s, heap_item it) {
-  if (s->n_heap == s->cap_heap) {
-    int64_t cap = s->cap_heap ? 2 * s->cap_heap : 4096;
-    heap_item *h = realloc(s->heap, (size_t)cap * sizeof *h);
-    if (h == NULL)
-      return -1;
-    s->heap = h;
-    s->cap_heap = cap;
-  }
+  if (HAP_VEC_RESERVE64(s->heap, s->cap_heap, s->n_heap + 1, 4096) != 0)
+    return -1;
   int64_t i = s->n_heap++;
   s->heap[i] = it;
   while (i > 0 && heap_before(&s->heap[i], &s->heap[(i - 1) / 2])) {
@@ -201,7 +197,8 @@ static syn_state **table_slot(search *s, int32_t k, uint64_t hash, const syn_pro
   }
 }
 
-static int table_grow(search *s) {
+/* Twice the slots (256 at first), every state re-inserted: a rehash, not an array growing. */
+static int table_rehash(search *s) {
   size_t cap = s->cap_table ? 2 * s->cap_table : 256;
   syn_state **t = calloc(cap, sizeof(syn_state *));
   if (t == NULL)
@@ -297,13 +294,8 @@ static int32_t apply(search *s, const syn_prop *from, const double *from_mem, in
   const syn_node *sn = &x->nodes[k];
   const hap_variant *var = &sn->variants[v];
   int32_t need = n + node->n_inputs + node->n_outputs + 1;
-  if (need > s->cap_scratch || s->scratch == NULL) {
-    syn_prop *p = realloc(s->scratch, (size_t)need * 2 * sizeof *p);
-    if (p == NULL)
-      return -1;
-    s->scratch = p;
-    s->cap_scratch = need * 2;
-  }
+  if (HAP_VEC_RESERVE(s->scratch, s->cap_scratch, need, 64) != 0)
+    return -1;
   syn_prop *w = s->scratch;
   if (n > 0)
     memcpy(w, from, (size_t)n * sizeof *w);
@@ -405,7 +397,7 @@ static hap_status expand(search *s, syn_state *st, double f, hap_err *err) {
       continue;
     s->generated++;
     uint64_t hash = props_hash(k + 1, s->scratch, n);
-    if ((s->n_table + 1) * 2 > s->cap_table && table_grow(s) != 0)
+    if ((s->n_table + 1) * 2 > s->cap_table && table_rehash(s) != 0)
       return hap_err_set(err, HAP_ENOMEM, "out of memory in the program search");
     /* The table keeps the cheapest state per property set; a costlier one survives only if it
      * holds less memory somewhere (it may fit where the cheaper one will not). */
@@ -631,7 +623,7 @@ hap_status syn_search(syn_ctx *x, const hap_synth_options *o, int round, int8_t 
   int64_t bound_expanded = 0;
   bool interrupted = false;
   s.wmem = calloc((size_t)x->n_classes, sizeof *s.wmem);
-  if (s.wmem == NULL || table_grow(&s) != 0) {
+  if (s.wmem == NULL || table_rehash(&s) != 0) {
     st = hap_err_set(err, HAP_ENOMEM, "out of memory in the program search");
     goto out;
   }

@@ -5,6 +5,8 @@
 #include <time.h>
 
 #include "base/cli.h"
+#include "cluster/cluster_io.h"
+#include "model/graph_io.h"
 #include "synth_internal.h"
 
 static const char *const strategy_names[HAP_STRATEGY_COUNT] = {"hap", "dp-ev", "dp-cp",

@@ -24,7 +24,6 @@ typedef struct syn_node {
   double bound_s[HAP_MAX_VARIANTS];
 } syn_node;
 
-typedef struct syn_len_entry syn_len_entry;
 typedef struct syn_memo_entry syn_memo_entry;
 
 typedef struct syn_ctx {
@@ -50,8 +49,7 @@ typedef struct syn_ctx {
   /* h_window = h_suffix, no window bounds (tests compare the two) */
   bool plain_heuristic;
   int32_t n_classes;
-  syn_len_entry *lens; /* cache of shard lengths per (extent, granule, segment) */
-  int32_t n_lens, cap_lens;
+  hap_shard_cache lengths; /* shard lengths per (extent, granule, segment) under the ratios */
   /* cache of communication and source times and per-class memory per property (evaluate.c),
    * emptied with the lengths when the ratios change */
   syn_memo_entry *memo;

@@ -13,6 +13,8 @@
 
 #include "base/fileio.h"
 #include "base/json_write.h"
+#include "base/utf8.h"
+#include "base/vec.h"
 
 struct hap_trace {
   hap_atomic_file af;
@@ -43,27 +45,6 @@ int64_t hap_trace_events(const hap_trace *t) { return t != NULL ? t->events : 0;
 
 /* ---- low-level output ----------------------------------------------------------------------- */
 
-/* Bytes in the well-formed UTF-8 sequence starting at p (1-4), or 0 when p starts none
- * (stray continuation byte, overlong form, surrogate, above U+10FFFF, truncated by the NUL). */
-static size_t utf8_seq(const unsigned char *p) {
-  unsigned c = p[0];
-  if (c < 0x80)
-    return 1;
-  if (c < 0xC2)
-    return 0;
-  if (c < 0xE0)
-    return (p[1] & 0xC0) == 0x80 ? 2 : 0;
-  if (c < 0xF0) {
-    unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-    return p[1] >= lo && p[1] <= hi && (p[2] & 0xC0) == 0x80 ? 3 : 0;
-  }
-  if (c < 0xF5) {
-    unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-    return p[1] >= lo && p[1] <= hi && (p[2] & 0xC0) == 0x80 && (p[3] & 0xC0) == 0x80 ? 4 : 0;
-  }
-  return 0;
-}
-
 /* The escape for one byte that cannot go out as it is (c < 0x20, '"', '\\'). */
 static void put_escape(FILE *f, unsigned char c) {
   static const char hex[] = "0123456789abcdef";
@@ -86,7 +67,7 @@ static void put_str(FILE *f, const char *s) {
   const unsigned char *p = (const unsigned char *)s, *run = p;
   fputc('"', f);
   while (*p != '\0') {
-    size_t n = utf8_seq(p);
+    size_t n = hap_utf8_seq(p);
     if (n > 0 && *p >= 0x20 && *p != '"' && *p != '\\') {
       p += n;
       continue;
@@ -389,16 +370,16 @@ hap_status hap_trace_counter(hap_trace *t, const char *name, int pid, int64_t ts
 static bool meta_reserve(hap_trace *t) {
   if (t->n_meta < t->cap_meta)
     return true;
-  size_t cap = t->cap_meta != 0 ? t->cap_meta * 2 : 8;
-  char **keys = realloc(t->meta_keys, cap * sizeof *keys);
+  int64_t cap = hap_vec_next_cap((int64_t)t->cap_meta, (int64_t)t->n_meta + 1, 8, INT64_MAX);
+  char **keys = hap_vec_realloc(t->meta_keys, cap, sizeof *keys);
   if (keys == NULL)
     return false;
   t->meta_keys = keys;
-  char **vals = realloc(t->meta_vals, cap * sizeof *vals);
+  char **vals = hap_vec_realloc(t->meta_vals, cap, sizeof *vals);
   if (vals == NULL)
     return false;
   t->meta_vals = vals;
-  t->cap_meta = cap;
+  t->cap_meta = (size_t)cap;
   return true;
 }
 

@@ -1,13 +1,18 @@
-/* json_read.h — helpers every JSON reader (hap-graph, hap-cluster, hap-plan) shares to walk a
- * jansson document and report one-line errors "<file>: <JSON path>: <what, what was expected>".
- * Ownership: paths and quotes are caller-owned buffers; nothing here allocates. */
+/* json_read.h — what every JSON reader (hap-graph, hap-cluster, hap-plan) shares to parse a file
+ * with jansson, walk the document and report one-line errors
+ *   "<label>: <JSON path>: <what is wrong, what was expected>"   schema errors
+ *   "<label>: line L, column C: <parser message>"                 JSON syntax errors
+ * A reader embeds a hap_jr (label, error record, strictness) and passes it to the typed getters
+ * below; each getter checks one value at one JSON path and fails with the file's conventions.
+ * Ownership: paths and quotes are caller-owned buffers; the getters allocate nothing and return
+ * strings that the jansson document owns. */
 #ifndef HAP_JSON_READ_H
 #define HAP_JSON_READ_H
 
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/status.h"
 
@@ -22,24 +27,71 @@ const char *hap_json_quote(const char *s, hap_jquote b);
 /* "an object", "an integer", ... */
 const char *hap_json_kind(const json_t *v);
 
-/* Record "<label>: <path>: <message>" in err and return st. */
-hap_status hap_json_vfail(const char *label, hap_err *err, hap_status st, const char *path,
-                          const char *fmt, va_list ap);
-/* Member `key` of `obj` (at `path`) into *out; NULL when absent and optional, HAP_EPARSE
- * "missing, expected <expected>" when required. */
-hap_status hap_json_member(const char *label, hap_err *err, const json_t *obj, const char *path,
-                           const char *key, bool required, const char *expected, json_t **out);
-/* HAP_EPARSE "expected <expected>, got <kind>" unless v has the type. */
-hap_status hap_json_want_type(const char *label, hap_err *err, const json_t *v, json_type type,
-                              const char *path, const char *expected);
-/* A string without NUL bytes. */
-hap_status hap_json_want_str(const char *label, hap_err *err, const json_t *v, const char *path,
-                             const char *expected, const char **out);
+/* A reader's context. */
+typedef struct hap_jr {
+  const char *label; /* the file name for messages */
+  hap_err *err;      /* where the first error goes (may be NULL) */
+  bool strict;       /* unknown keys are errors (a file version this build knows) */
+} hap_jr;
+
+/* Parse `json` (len bytes) into *root, a JSON object: "the file is empty, expected a <format>
+ * JSON object", a syntax error, or "root: expected a <format> object {"format": "<format>", ...},
+ * got ..." otherwise (HAP_EPARSE). Duplicate keys are errors. The caller json_decref's *root. */
+hap_status hap_jr_load(const hap_jr *r, const char *json, size_t len, const char *format,
+                       json_t **root);
+/* Replace control characters in err's message by spaces: jansson quotes the input in its texts,
+ * and a message stays one line whatever the input held. */
+void hap_jr_one_line(hap_err *err);
+
+/* Record "<label>: <path>: <message>" and return st. */
+hap_status hap_jr_fail(const hap_jr *r, hap_status st, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* "<label>: out of memory" (HAP_ENOMEM). */
+hap_status hap_jr_oom(const hap_jr *r);
 
 /* The header every hap JSON file starts with: "format" equal to `format` and "version"
- * "MAJOR.MINOR". A newer major is HAP_EVERSION ("written by a newer hap"); *strict is set when the
- * minor is one this build knows (then unknown keys are errors). */
-hap_status hap_json_read_header(const char *label, hap_err *err, const json_t *root,
-                                const char *format, int major_known, int minor_known, bool *strict);
+ * "MAJOR.MINOR". A newer major is HAP_EVERSION ("written by a newer hap"); r->strict is set when
+ * the minor is one this build knows. Then the root's keys are checked (hap_jr_check_keys). */
+hap_status hap_jr_read_header(hap_jr *r, const json_t *root, const char *format, int major_known,
+                              int minor_known, const char *const *keys, const char *list);
+/* In strict mode, "unknown key, expected one of <list>" for a key of `obj` (at `path`) that is
+ * not in the NULL-terminated `allowed`. */
+hap_status hap_jr_check_keys(const hap_jr *r, const json_t *obj, const char *path,
+                             const char *const *allowed, const char *list);
+
+/* Member `key` of `obj` (at `path`) into *out; NULL when absent and optional, "missing, expected
+ * <expected>" when required. */
+hap_status hap_jr_member(const hap_jr *r, const json_t *obj, const char *path, const char *key,
+                         bool required, const char *expected, json_t **out);
+
+/* The typed getters: v at `path` is checked, then stored into *out. Failures are HAP_EPARSE. */
+/* "expected <expected>, got <kind>" unless v has the type. */
+hap_status hap_jr_want_type(const hap_jr *r, const json_t *v, json_type type, const char *path,
+                            const char *expected);
+/* A string without NUL bytes. */
+hap_status hap_jr_want_str(const hap_jr *r, const json_t *v, const char *path, const char *expected,
+                           const char **out);
+/* A string without NUL bytes or control characters (messages stay one line). */
+hap_status hap_jr_want_text(const hap_jr *r, const json_t *v, const char *path,
+                            const char *expected, const char **out);
+/* A name: non-empty text. */
+hap_status hap_jr_want_name(const hap_jr *r, const json_t *v, const char *path, const char **out);
+/* An integer in [lo, hi]: "is N, expected <expected>" outside. */
+hap_status hap_jr_want_int(const hap_jr *r, const json_t *v, const char *path, int64_t lo,
+                           int64_t hi, const char *expected, int64_t *out);
+/* Any JSON number, integer or real (jansson holds finite ones only). */
+hap_status hap_jr_want_num(const hap_jr *r, const json_t *v, const char *path, const char *expected,
+                           double *out);
+/* A number > 0 (HAP_JR_POSITIVE) or >= 0 (HAP_JR_NON_NEGATIVE); `what` names the quantity with
+ * its unit ("a bandwidth in bytes/s"): "expected <what> > 0 (a number), got ...", "is X, expected
+ * <what> > 0". */
+typedef enum hap_jr_range { HAP_JR_POSITIVE, HAP_JR_NON_NEGATIVE } hap_jr_range;
+hap_status hap_jr_want_amount(const hap_jr *r, const json_t *v, const char *path,
+                              hap_jr_range range, const char *what, double *out);
+/* true or false. */
+hap_status hap_jr_want_bool(const hap_jr *r, const json_t *v, const char *path, bool *out);
+/* An array of at most `max` entries. */
+hap_status hap_jr_want_array(const hap_jr *r, const json_t *v, const char *path,
+                             const char *expected, size_t max);
 
 #endif

@@ -171,4 +171,17 @@ hap_status hap_cluster_validate(const hap_cluster *c, hap_err *err);
 /* A stable 64-bit key of an op's input shapes (for measured kernel tables). */
 uint64_t hap_kernel_shape_key(const hap_op_io *io);
 
+/* Device d's measured kernel row for (op, direction, hap_kernel_shape_key), found by binary
+ * search in its sorted rows; NULL when it has none. The one lookup of measured kernels: cost.h's
+ * compute time and kernel_model.h's fallback both use it. */
+const hap_kernel_sample *hap_device_kernel(const hap_device *d, hap_op op, bool backward,
+                                           uint64_t shape_key);
+
+/* The sustained FLOP/s of `dtype` on d; float32's when d has none for the dtype. */
+double hap_device_flops(const hap_device *d, hap_dtype dtype);
+
+/* The sustained GEMM rate of d for an m x k by k x n product in `dtype`, FLOP/s: interpolated from
+ * its sweep when it has one for the dtype, else hap_device_flops. */
+double hap_gemm_rate(const hap_device *d, hap_dtype dtype, double m, double n, double k);
+
 #endif

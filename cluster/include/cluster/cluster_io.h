@@ -10,6 +10,7 @@
 #define HAP_CLUSTER_IO_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "base/status.h"
@@ -53,5 +54,11 @@ hap_status hap_cluster_bundled_names(char *buf, size_t len, hap_err *err);
 hap_status hap_cluster_write(const hap_cluster *c, FILE *f, hap_err *err);
 /* Atomic write to `path` ("-" = stdout). */
 hap_status hap_cluster_write_file(const hap_cluster *c, const char *path, hap_err *err);
+
+/* The digest of the cluster's canonical file form: 64-bit FNV-1a (base/hash.h) of what
+ * hap_cluster_write writes, without "source" (how a cluster was made is not what it is: "cpu-2"
+ * and the path of cpu-2.json give one digest). The same cluster always gives the same digest, any
+ * change to a name, device, link or fit another one. Plans record it (plan.h). */
+hap_status hap_cluster_digest(const hap_cluster *c, uint64_t *out, hap_err *err);
 
 #endif

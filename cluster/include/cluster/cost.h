@@ -83,8 +83,4 @@ double hap_compute_time(const hap_cluster *c, int32_t dev, hap_op op, const hap_
  * of first appearance; returns the number of classes. */
 int32_t hap_device_classes(const hap_cluster *c, int32_t *class_of);
 
-/* The sustained GEMM rate of `dev` for an m x k by k x n product in `dtype`, FLOP/s:
- * interpolated from its sweep when it has one for the dtype, else its sustained FLOP/s. */
-double hap_gemm_rate(const hap_device *d, hap_dtype dtype, double m, double n, double k);
-
 #endif

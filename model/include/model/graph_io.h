@@ -24,4 +24,10 @@ hap_status hap_graph_write(const hap_graph *g, FILE *f, hap_err *err);
 /* Atomic write to `path` ("-" = stdout). */
 hap_status hap_graph_write_file(const hap_graph *g, const char *path, hap_err *err);
 
+/* The digest of the graph's canonical file form: 64-bit FNV-1a (base/hash.h) of what
+ * hap_graph_write writes, without "source" (how a graph was made is not what it is). The same
+ * graph always gives the same digest, any change to a name, tensor, node or attribute another
+ * one. Plans record it (plan.h). */
+hap_status hap_graph_digest(const hap_graph *g, uint64_t *out, hap_err *err);
+
 #endif

@@ -77,4 +77,25 @@ hap_status hap_op_local_io(hap_op op, const hap_op_io *full, const hap_variant *
 hap_status hap_shard_lengths(int64_t len, int64_t granule, const double *ratios, int n,
                              int64_t *out, hap_err *err);
 
+/* hap_shard_lengths under fixed ratios, computed once per (extent, granule, segment) and kept:
+ * the lowering and the synthesizer ask for the same few lengths again and again.
+ * Ownership: the cache borrows `ratios` ([n_segments][n]); its caller keeps them alive and calls
+ * hap_shard_cache_clear when they change. The lengths it returns live until the next clear. */
+typedef struct hap_shard_cache_entry hap_shard_cache_entry;
+typedef struct hap_shard_cache {
+  const double *ratios;
+  int32_t n_segments, n;
+  hap_shard_cache_entry *entries;
+  int32_t n_entries, cap_entries;
+} hap_shard_cache;
+
+void hap_shard_cache_init(hap_shard_cache *c, const double *ratios, int32_t n_segments, int32_t n);
+/* The n lengths of a dim of `extent` split in `granule` units by segment `seg`'s ratios; NULL when
+ * seg is not a segment, hap_shard_lengths refuses the split, or memory runs out. */
+const int64_t *hap_shard_cache_get(hap_shard_cache *c, int64_t extent, int64_t granule,
+                                   int32_t seg);
+/* Forget every length (the ratios changed). */
+void hap_shard_cache_clear(hap_shard_cache *c);
+void hap_shard_cache_free(hap_shard_cache *c);
+
 #endif

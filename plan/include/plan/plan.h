@@ -80,9 +80,9 @@ typedef struct hap_step {
 typedef struct hap_plan {
   char *strategy; /* "hap", "dp-ev", "dp-cp", "megatron-tp" */
   char *graph_name;
-  uint64_t graph_digest; /* hap_graph_digest */
+  uint64_t graph_digest; /* hap_graph_digest (model/graph_io.h) */
   char *cluster_name;
-  uint64_t cluster_digest; /* hap_cluster_digest */
+  uint64_t cluster_digest; /* hap_cluster_digest (cluster/cluster_io.h) */
   int32_t n_devices;
   /* 2-D device groups: the devices split into `replicas` consecutive groups of group_size =
    * n_devices / replicas; the steps are the SPMD program of one group, run by every group on an
@@ -112,13 +112,6 @@ void hap_plan_destroy(hap_plan *p);
 hap_status hap_plan_set_replicas(hap_plan *p, int32_t replicas, hap_err *err);
 /* Append a copy of `step`; HAP_ENOMEM on failure. */
 hap_status hap_plan_add_step(hap_plan *p, const hap_step *step, hap_err *err);
-
-/* 64-bit FNV-1a digests of the canonical JSON forms (hap_graph_write, hap_cluster_write) written
- * without their "source" (how they were made is not what they are: "cpu-2" and the path of
- * cpu-2.json give one digest): the same graph or cluster always gives the same digest, any change
- * to a name, tensor, node, attribute, device or link another one. */
-hap_status hap_graph_digest(const hap_graph *g, uint64_t *out, hap_err *err);
-hap_status hap_cluster_digest(const hap_cluster *c, uint64_t *out, hap_err *err);
 
 /* Check the program against its graph (validated) and cluster: names, digests, device and
  * segment counts match; replicas divide the devices and the graph's batch (the steps are then
