@@ -4,6 +4,7 @@
 ARCHITECTURE.md holds the allowed arrows in a ```layers block, one library folder a line:
 `folder: folder folder ...` (what it may use directly; uses are transitive). This checks that
   - the arrows form a DAG over folders that exist, and every library folder is listed;
+  - the ```mermaid picture, when there is one, draws exactly these arrows ("a --> b" lines);
   - every `#include "x/..."` in a library folder names itself or a library beneath it;
   - no include climbs out of its folder ("../");
   - every hap_* library a folder's CMakeLists.txt links (hap_library DEPENDS / PRIVATE_DEPENDS)
@@ -19,7 +20,7 @@ NOT_LIBRARIES = {'tools', 'tests', 'docs', 'reports', 'scripts', 'cmake', 'datas
                  '.ci', 'build', 'build-asan'}
 
 
-def read_layers(root):
+def read_architecture(root):
     path = os.path.join(root, 'ARCHITECTURE.md')
     try:
         text = open(path, encoding='utf-8').read()
@@ -39,7 +40,20 @@ def read_layers(root):
             sys.exit(2)
         name, deps = line.split(':', 1)
         arrows[name.strip()] = deps.split()
-    return arrows
+    return arrows, text
+
+
+def check_picture(text, arrows, errors):
+    """The mermaid picture's edges equal the layers block's arrows."""
+    m = re.search(r'```mermaid\n(.*?)```', text, re.S)
+    if not m:
+        return
+    drawn = set(re.findall(r'^\s*(\w+)\s*-->\s*(\w+)\s*$', m.group(1), re.M))
+    listed = {(lib, d) for lib, deps in arrows.items() for d in deps}
+    for a, b in sorted(drawn - listed):
+        errors.append(f'ARCHITECTURE.md: the picture draws {a} --> {b}, the layers block does not')
+    for a, b in sorted(listed - drawn):
+        errors.append(f'ARCHITECTURE.md: the layers block has {a}: {b}, the picture does not draw it')
 
 
 def closure(arrows, errors):
@@ -83,8 +97,9 @@ def library_folders(root):
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else '.'
     errors = []
-    arrows = read_layers(root)
+    arrows, text = read_architecture(root)
     below = closure(arrows, errors)
+    check_picture(text, arrows, errors)
     libs = library_folders(root)
     for lib in libs:
         if lib not in arrows:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # check_layers.py must fail when it should: on a small tree with a layers block, a clean tree
 # passes; an upward include, an include climbing out of its folder, an upward CMake link and a
-# cycle each fail with a line naming the file or the arrow.
+# cycle, a picture that disagrees with the block each fail with a line naming the file or arrow.
 # Usage: test_check_layers.sh CHECK_LAYERS_PY
 set -u
 check=$1
@@ -57,6 +57,10 @@ expect 1 'cycle' 'a cycle in the layers block fails'
 tree
 printf '# no block\n' >"$dir/t/ARCHITECTURE.md"
 expect 2 'no ```layers block' 'missing layers block is an error'
+
+tree
+printf '```mermaid\ngraph BT\n  mid --> low\n  top --> low\n```\n' >>"$dir/t/ARCHITECTURE.md"
+expect 1 'the picture draws top --> low, the layers block does not' 'a picture that disagrees fails'
 
 tree
 mkdir -p "$dir/t/extra" && printf 'hap_library(hap_extra SOURCES e.c)\n' >"$dir/t/extra/CMakeLists.txt"
