@@ -1,6 +1,8 @@
 /* spec.c — the spec grammar "NAME[:KEY=VALUE[,KEY=VALUE...]]" (spec.h). */
 #include "base/spec.h"
 
+#include <ctype.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,4 +153,18 @@ void hap_spec_free(hap_spec *s) {
   free(s->name);
   free(s->bad);
   memset(s, 0, sizeof *s);
+}
+
+bool hap_spec_number(const char *s, size_t n, double *out) {
+  char buf[64];
+  if (n == 0 || n >= sizeof buf || isspace((unsigned char)s[0]))
+    return false;
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+  char *end;
+  double v = strtod(buf, &end);
+  if (end != buf + n || !isfinite(v))
+    return false;
+  *out = v;
+  return true;
 }

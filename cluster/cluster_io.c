@@ -99,21 +99,6 @@ static const char *param_list(char *buf, size_t len) {
   return buf;
 }
 
-/* A decimal number in strtod syntax filling exactly s[0..n). */
-static bool parse_number(const char *s, size_t n, double *out) {
-  char buf[64];
-  if (n == 0 || n >= sizeof buf || isspace((unsigned char)s[0]))
-    return false;
-  memcpy(buf, s, n);
-  buf[n] = '\0';
-  char *end;
-  double v = strtod(buf, &end);
-  if (end != buf + n || !isfinite(v))
-    return false;
-  *out = v;
-  return true;
-}
-
 static hap_status parse_param(const char *label, const char *key, const char *value, cl_params *p,
                               hap_err *err) {
   int k = 0;
@@ -128,7 +113,7 @@ static hap_status parse_param(const char *label, const char *key, const char *va
     return hap_err_set(err, HAP_EINVAL, "%s: parameter '%s' is given twice", label,
                        param_defs[k].name);
   double v = 0;
-  bool ok = parse_number(value, strlen(value), &v);
+  bool ok = hap_spec_number(value, strlen(value), &v);
   const char *want = "a number";
   switch (k) {
   case P_GPUS_PER_HOST:

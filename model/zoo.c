@@ -4,8 +4,6 @@
  * (vit, vgg19). */
 #include "model/zoo.h"
 
-#include <ctype.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,21 +92,6 @@ static bool parse_int(const char *s, size_t n, double *out) {
   return true;
 }
 
-/* Finite real in strtod syntax, no leading space, nothing after it. */
-static bool parse_float(const char *s, size_t n, double *out) {
-  char buf[64];
-  if (n == 0 || n >= sizeof buf || isspace((unsigned char)s[0]))
-    return false;
-  memcpy(buf, s, n);
-  buf[n] = '\0';
-  char *end;
-  double v = strtod(buf, &end);
-  if (end != buf + n || !isfinite(v))
-    return false;
-  *out = v;
-  return true;
-}
-
 static bool parse_choice(const char *choices, const char *s, size_t n, double *out) {
   const char *c;
   size_t cn;
@@ -152,7 +135,7 @@ static hap_status parse_option(const hap_model_def *def, const char *key, const 
     return hap_err_set(err, HAP_EINVAL, "model '%s': option '%s' is given twice", def->name,
                        o->name);
   bool ok = o->type == HAP_MOPT_INT     ? parse_int(value, vn, &args->v[k])
-            : o->type == HAP_MOPT_FLOAT ? parse_float(value, vn, &args->v[k])
+            : o->type == HAP_MOPT_FLOAT ? hap_spec_number(value, vn, &args->v[k])
                                         : parse_choice(o->choices, value, vn, &args->v[k]);
   if (!ok)
     return bad_value(def, o, value, vn, err);

@@ -256,3 +256,23 @@ Test(spec_format, too_small_a_buffer) {
   cr_assert_str_eq(buf, "bert-base:layers=24");
   hap_spec_free(&s);
 }
+
+Test(spec_number, exact_finite_reals_only) {
+  double v = -1;
+  cr_assert(hap_spec_number("0.5", 3, &v));
+  cr_expect_eq(v, 0.5);
+  cr_assert(hap_spec_number("1e3,x", 3, &v), "only s[0..n) is read");
+  cr_expect_eq(v, 1000.0);
+  cr_assert(hap_spec_number("-2", 2, &v));
+  cr_expect_eq(v, -2.0);
+  static const char *const bad[] = {"", " 1", "1 ", "1x", "inf", "nan", "1e999", "0x"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    v = 7;
+    cr_expect(!hap_spec_number(bad[i], strlen(bad[i]), &v), "'%s' accepted", bad[i]);
+    cr_expect_eq(v, 7.0, "'%s': *out untouched", bad[i]);
+  }
+  char long_value[80];
+  memset(long_value, '1', sizeof long_value);
+  cr_expect(!hap_spec_number(long_value, 64, &v), "64 bytes is too long");
+  cr_expect(hap_spec_number(long_value, 63, &v), "63 bytes fit");
+}

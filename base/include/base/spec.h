@@ -16,6 +16,7 @@
 #ifndef HAP_SPEC_H
 #define HAP_SPEC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "base/status.h"
@@ -77,5 +78,9 @@ hap_status hap_spec_set(hap_spec *s, const char *key, const char *value, hap_err
 hap_status hap_spec_format(const hap_spec *s, char *buf, size_t len, hap_err *err);
 
 void hap_spec_free(hap_spec *s);
+
+/* A value that is a finite real in strtod syntax filling exactly s[0..n): no leading space,
+ * nothing after it, at most 63 bytes. False otherwise (*out untouched). */
+bool hap_spec_number(const char *s, size_t n, double *out);
 
 #endif
