@@ -1216,7 +1216,7 @@ static hap_status check_writable(const hap_cluster *c, hap_err *err) {
   return HAP_OK;
 }
 
-static void write_link(hap_jw *w, const char *key, hap_link l) {
+void hap_cluster_write_link(hap_jw *w, const char *key, hap_link l) {
   hap_jw_key(w, key);
   hap_jw_begin_object_inline(w);
   hap_jw_key(w, "bandwidth_Bps");
@@ -1314,8 +1314,8 @@ static void write_host(hap_jw *w, const hap_cluster *c, const hap_host *h) {
   hap_jw_begin_object(w);
   hap_jw_key(w, "name");
   hap_jw_str(w, h->name);
-  write_link(w, "intra_host", h->intra);
-  write_link(w, "nic", h->nic);
+  hap_cluster_write_link(w, "intra_host", h->intra);
+  hap_cluster_write_link(w, "nic", h->nic);
   hap_jw_key(w, "devices");
   hap_jw_begin_array(w);
   for (int32_t i = 0; i < h->n_devices; i++)

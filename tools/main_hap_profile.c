@@ -16,6 +16,7 @@
 #include "base/cli.h"
 #include "base/json_write.h"
 #include "cluster/cluster_io.h"
+#include "cluster/cluster_show.h"
 #include "exec/comm_mpi.h"
 #include "exec/comm_nccl.h"
 #include "exec/device_cpu.h"
@@ -35,6 +36,7 @@
 #include "profile/measure.h"
 #include "profile/replay.h"
 #include "store/cluster_open.h"
+#include "store/profile_show.h"
 #include "store/profile_store.h"
 
 static const char *prog = "hap-profile";
@@ -92,235 +94,6 @@ static void usage(FILE *f) {
          "Exit status: 0 ok, 1 failure, 2 usage error.\n");
 }
 
-/* ---- table output -------------------------------------------------------------------------- */
-
-static void print_hosts(const hap_cluster *c) {
-  printf("\n%-16s %7s  %10s %9s  %10s %9s\n", "host", "devices", "intra GB/s", "intra us",
-         "NIC GB/s", "NIC us");
-  for (int32_t h = 0; h < c->n_hosts; h++) {
-    const hap_host *x = &c->hosts[h];
-    printf("%-16s %7d  %10.2f %9.2f  %10.3f %9.2f\n", x->name, x->n_devices,
-           x->intra.bandwidth_Bps / 1e9, x->intra.latency_s * 1e6, x->nic.bandwidth_Bps / 1e9,
-           x->nic.latency_s * 1e6);
-  }
-  if (c->inter_latency_s > 0)
-    printf("plus %.2f us on every path between hosts\n", c->inter_latency_s * 1e6);
-  if (hap_cluster_n_link_overrides(c) > 0)
-    printf("%d per-pair link overrides\n", hap_cluster_n_link_overrides(c));
-}
-
-/* Devices with the same model and numbers print as one row. */
-static bool same_spec(const hap_device *a, const hap_device *b) {
-  for (int t = 0; t < HAP_DTYPE_COUNT; t++)
-    if (a->sustained_flops[t] != b->sustained_flops[t] || a->peak_flops[t] != b->peak_flops[t])
-      return false;
-  return strcmp(a->model, b->model) == 0 && a->memory_bytes == b->memory_bytes &&
-         a->memory_bw_Bps == b->memory_bw_Bps && a->update_bw_Bps == b->update_bw_Bps &&
-         a->launch_s == b->launch_s && a->n_gemm == 0 && b->n_gemm == 0 && a->n_kernels == 0 &&
-         b->n_kernels == 0;
-}
-
-static void print_devices(const hap_cluster *c) {
-  printf("\n%-20s %5s  %-16s %11s %11s %9s %10s %10s %7s %6s %7s\n", "devices", "count", "model",
-         "fp32 TFLOP/s", "fp16 TFLOP/s", "memory", "mem GB/s", "upd GB/s", "launch", "GEMMs",
-         "kernels");
-  char mem[32];
-  for (int32_t i = 0; i < c->n_devices;) {
-    int32_t j = i + 1;
-    while (j < c->n_devices && same_spec(&c->devices[i], &c->devices[j]))
-      j++;
-    const hap_device *d = &c->devices[i];
-    char first[64];
-    snprintf(first, sizeof first, "%s%s", d->name, j - i > 1 ? " .." : "");
-    char upd[32] = "-"; /* not measured: updates are priced at mem GB/s */
-    if (d->update_bw_Bps > 0)
-      snprintf(upd, sizeof upd, "%.1f", d->update_bw_Bps / 1e9);
-    printf("%-20s %5d  %-16s %11.3f %11.3f %9s %10.1f %10s %5.1fus %6d %7d\n", first, j - i,
-           d->model, d->sustained_flops[HAP_F32] / 1e12, d->sustained_flops[HAP_F16] / 1e12,
-           hap_fmt_bytes(d->memory_bytes, mem, sizeof mem), d->memory_bw_Bps / 1e9, upd,
-           d->launch_s * 1e6, d->n_gemm, d->n_kernels);
-    i = j;
-  }
-  printf("(FLOP/s are sustained rates that large GEMMs reach.)\n");
-}
-
-/* "< 4 KiB", "4 KiB..64 KiB", ">= 64 KiB" or "all" for piece k. */
-static void print_piece_range(const hap_ab_fit *f, int32_t k, char *buf, size_t len) {
-  char lo[32], hi[32];
-  bool first = k == 0, last = k + 1 == f->n_pieces;
-  if (first && last)
-    snprintf(buf, len, "all");
-  else if (first)
-    snprintf(buf, len, "< %s", hap_fmt_bytes(f->upper_bytes[0], hi, sizeof hi));
-  else if (last)
-    snprintf(buf, len, ">= %s", hap_fmt_bytes(f->upper_bytes[k - 1], lo, sizeof lo));
-  else
-    snprintf(buf, len, "%s..%s", hap_fmt_bytes(f->upper_bytes[k - 1], lo, sizeof lo),
-             hap_fmt_bytes(f->upper_bytes[k], hi, sizeof hi));
-}
-
-static void print_fits(const hap_cluster *c) {
-  if (c->n_fits == 0) {
-    printf("\nno profiled collective fits: collectives are priced from the links\n");
-    return;
-  }
-  printf("\n%-15s %6s  %-20s  %10s %10s\n", "collective fit", "ranks", "piece (sizes)", "alpha us",
-         "beta GB/s");
-  for (int32_t f = 0; f < c->n_fits; f++) {
-    const hap_coll_fit *x = &c->fits[f];
-    for (int32_t k = 0; k < x->fit.n_pieces; k++) {
-      char range[48];
-      print_piece_range(&x->fit, k, range, sizeof range);
-      if (k == 0)
-        printf("%-15s %6d", hap_coll_kind_name(x->kind), x->n_ranks);
-      else
-        printf("%-15s %6s", "", "");
-      printf("  %-20s  %10.2f %10.3f\n", range, x->fit.alpha_s[k] * 1e6, x->fit.beta_Bps[k] / 1e9);
-    }
-  }
-}
-
-static void print_sweeps(const hap_profile *p) {
-  printf("\nprofile: %s, backend %s, created %s, %d hosts, %d devices\n", p->tool, p->backend,
-         p->created, p->n_hosts, p->n_devices);
-  if (p->n_p2p > 0) {
-    printf("\n%-28s %6s %12s  %10s %12s  %-20s %10s %10s\n", "p2p sweep", "sizes", "largest",
-           "latency us", "bandwidth GB/s", "piece (sizes)", "alpha us", "beta GB/s");
-    for (int32_t i = 0; i < p->n_p2p; i++) {
-      const hap_profile_p2p *s = &p->p2p[i];
-      char pair[160], big[32];
-      snprintf(pair, sizeof pair, "%s -> %s", p->devices[s->src].name, p->devices[s->dst].name);
-      printf("%-28s %6d %12s  %10.2f %12.3f", pair, s->n_sizes,
-             hap_fmt_bytes((double)s->sizes_bytes[s->n_sizes - 1], big, sizeof big),
-             s->fit.latency_s * 1e6, s->fit.bandwidth_Bps / 1e9);
-      for (int32_t k = 0; k < s->pieces.n_pieces; k++) {
-        char range[48];
-        print_piece_range(&s->pieces, k, range, sizeof range);
-        if (k > 0)
-          printf("%-28s %6s %12s  %10s %12s", "", "", "", "", "");
-        printf("  %-20s %10.2f %10.3f\n", range, s->pieces.alpha_s[k] * 1e6,
-               s->pieces.beta_Bps[k] / 1e9);
-      }
-    }
-    printf("(latency and bandwidth: the one-piece link of the cluster model; the pieces: the "
-           "piecewise fit.)\n");
-  }
-  if (p->n_colls > 0) {
-    printf("\n%-15s %-16s %6s %6s %12s %12s %12s\n", "collective", "group", "ranks", "sizes",
-           "largest", "p50 there", "busbw GB/s");
-    for (int32_t i = 0; i < p->n_colls; i++) {
-      const hap_profile_coll *s = &p->colls[i];
-      int32_t last = s->n_sizes - 1;
-      char big[32];
-      printf("%-15s %-16s %6d %6d %12s %10.1fus %12.3f\n", hap_coll_kind_name(s->kind), s->group,
-             s->n_ranks, s->n_sizes, hap_fmt_bytes((double)s->sizes_bytes[last], big, sizeof big),
-             s->p50_s[last] * 1e6, s->busbw_Bps[last] / 1e9);
-    }
-  }
-}
-
-/* ---- json output --------------------------------------------------------------------------- */
-
-static void json_link(hap_jw *w, const char *key, hap_link l) {
-  hap_jw_key(w, key);
-  hap_jw_begin_object_inline(w);
-  hap_jw_key(w, "bandwidth_Bps");
-  hap_jw_double(w, l.bandwidth_Bps);
-  hap_jw_key(w, "latency_s");
-  hap_jw_double(w, l.latency_s);
-  hap_jw_end_object(w);
-}
-
-static bool print_json(const hap_cluster *c) {
-  hap_jw w;
-  hap_jw_init(&w, stdout, 2);
-  hap_jw_begin_object(&w);
-  hap_jw_key(&w, "name");
-  hap_jw_str(&w, c->name);
-  hap_jw_key(&w, "hosts");
-  hap_jw_begin_array(&w);
-  for (int32_t h = 0; h < c->n_hosts; h++) {
-    hap_jw_begin_object_inline(&w);
-    hap_jw_key(&w, "name");
-    hap_jw_str(&w, c->hosts[h].name);
-    hap_jw_key(&w, "devices");
-    hap_jw_int(&w, c->hosts[h].n_devices);
-    json_link(&w, "intra_host", c->hosts[h].intra);
-    json_link(&w, "nic", c->hosts[h].nic);
-    hap_jw_end_object(&w);
-  }
-  hap_jw_end_array(&w);
-  hap_jw_key(&w, "devices");
-  hap_jw_begin_array(&w);
-  for (int32_t i = 0; i < c->n_devices; i++) {
-    const hap_device *d = &c->devices[i];
-    hap_jw_begin_object_inline(&w);
-    hap_jw_key(&w, "name");
-    hap_jw_str(&w, d->name);
-    hap_jw_key(&w, "host");
-    hap_jw_str(&w, c->hosts[d->host].name);
-    hap_jw_key(&w, "model");
-    hap_jw_str(&w, d->model);
-    hap_jw_key(&w, "kind");
-    hap_jw_str(&w, d->kind == HAP_DEVICE_GPU ? "gpu" : "cpu");
-    hap_jw_key(&w, "sustained_flops");
-    hap_jw_begin_object_inline(&w);
-    for (int t = 0; t < HAP_DTYPE_COUNT; t++) {
-      if (d->sustained_flops[t] > 0) {
-        hap_jw_key(&w, hap_dtype_name((hap_dtype)t));
-        hap_jw_double(&w, d->sustained_flops[t]);
-      }
-    }
-    hap_jw_end_object(&w);
-    hap_jw_key(&w, "memory_bytes");
-    hap_jw_double(&w, d->memory_bytes);
-    hap_jw_key(&w, "memory_bw_Bps");
-    hap_jw_double(&w, d->memory_bw_Bps);
-    hap_jw_key(&w, "launch_s");
-    hap_jw_double(&w, d->launch_s);
-    hap_jw_key(&w, "update_bw_Bps");
-    hap_jw_double(&w, d->update_bw_Bps);
-    hap_jw_key(&w, "gemm_samples");
-    hap_jw_int(&w, d->n_gemm);
-    hap_jw_key(&w, "kernel_samples");
-    hap_jw_int(&w, d->n_kernels);
-    hap_jw_end_object(&w);
-  }
-  hap_jw_end_array(&w);
-  hap_jw_key(&w, "collective_fits");
-  hap_jw_begin_array(&w);
-  for (int32_t f = 0; f < c->n_fits; f++) {
-    const hap_coll_fit *x = &c->fits[f];
-    hap_jw_begin_object_inline(&w);
-    hap_jw_key(&w, "kind");
-    hap_jw_str(&w, hap_coll_kind_name(x->kind));
-    hap_jw_key(&w, "ranks");
-    hap_jw_begin_array_inline(&w);
-    for (int32_t r = 0; r < x->n_ranks; r++)
-      hap_jw_str(&w, c->devices[x->ranks[r]].name);
-    hap_jw_end_array(&w);
-    hap_jw_key(&w, "pieces");
-    hap_jw_begin_array_inline(&w);
-    for (int32_t k = 0; k < x->fit.n_pieces; k++) {
-      hap_jw_begin_object_inline(&w);
-      if (k + 1 < x->fit.n_pieces) {
-        hap_jw_key(&w, "below_bytes");
-        hap_jw_double(&w, x->fit.upper_bytes[k]);
-      }
-      hap_jw_key(&w, "alpha_s");
-      hap_jw_double(&w, x->fit.alpha_s[k]);
-      hap_jw_key(&w, "beta_Bps");
-      hap_jw_double(&w, x->fit.beta_Bps[k]);
-      hap_jw_end_object(&w);
-    }
-    hap_jw_end_array(&w);
-    hap_jw_end_object(&w);
-  }
-  hap_jw_end_array(&w);
-  hap_jw_end_object(&w);
-  return hap_jw_finish(&w);
-}
-
 /* ---- commands ------------------------------------------------------------------------------ */
 
 static int cmd_show(const char *what, hap_format format) {
@@ -340,15 +113,11 @@ static int cmd_show(const char *what, hap_format format) {
   }
   int rc = 0;
   if (format == HAP_FORMAT_JSON) {
-    rc = print_json(c) ? 0 : 1;
+    rc = hap_cluster_show_json(stdout, c) ? 0 : 1;
   } else {
-    printf("cluster %s (%s): %d devices on %d hosts\n", c->name, c->source ? c->source : what,
-           c->n_devices, c->n_hosts);
-    print_hosts(c);
-    print_devices(c);
-    print_fits(c);
+    hap_cluster_show_table(stdout, c, what);
     if (p != NULL)
-      print_sweeps(p);
+      hap_profile_show_sweeps(stdout, p);
   }
   hap_cluster_destroy(c);
   hap_profile_destroy(p);

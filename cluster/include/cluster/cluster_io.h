@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/json_write.h"
 #include "base/status.h"
 #include "cluster/cluster.h"
 
@@ -52,6 +53,8 @@ hap_status hap_cluster_bundled_names(char *buf, size_t len, hap_err *err);
  * with all of its values, link overrides sorted by (src, dst), fits in their order. Same cluster,
  * same bytes. */
 hap_status hap_cluster_write(const hap_cluster *c, FILE *f, hap_err *err);
+/* `"key": {"bandwidth_Bps": B, "latency_s": L}` on one line, as hap-cluster files hold links. */
+void hap_cluster_write_link(hap_jw *w, const char *key, hap_link l);
 /* Atomic write to `path` ("-" = stdout). */
 hap_status hap_cluster_write_file(const hap_cluster *c, const char *path, hap_err *err);
 
