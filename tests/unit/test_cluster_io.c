@@ -361,7 +361,7 @@ Test(bundled, found_without_environment) {
   char names[512];
   hap_err err = {0};
   if (hap_cluster_bundled_names(names, sizeof names, &err) != HAP_OK)
-    cr_skip_test("HAP_DATASETS_DIR is not compiled into hap_core: %s", err.msg);
+    cr_skip_test("HAP_DATASETS_DIR is not compiled into hap_cluster: %s", err.msg);
   hap_cluster *c = load("paper-homo");
   cr_assert_eq(c->n_devices, 64);
   hap_cluster_destroy(c);
