@@ -40,15 +40,24 @@ add_test(NAME profile_rank_dies
 # sizes 8 B x 2^i, the default plan's spacing (dev-2c medians 3.2-5.2 %), limit 10 %. Sparse: 8 B
 # x 4^i, the quick plan's (6.5-10.0 %: with 11 sizes the regime switches fall between measured
 # sizes), limit 15 %. Load from other processes on a 2-core box can push one run to 40-50 %, so a
-# failed run is repeated once (both are printed).
+# failed run is repeated once (both are printed). Under ASan the timings themselves are distorted
+# (small p2p sizes measured 65-70 % off, median 18 % on an idle box), so the sanitize build runs
+# the same programs for their memory checks with the accuracy gate lifted; the plain build gates.
+if(HAP_SANITIZE)
+  set(HAP_HOLDOUT_LIMIT 100 100)
+else()
+  set(HAP_HOLDOUT_LIMIT 0.15 0.10)
+endif()
+list(GET HAP_HOLDOUT_LIMIT 0 HAP_HOLDOUT_SPARSE)
+list(GET HAP_HOLDOUT_LIMIT 1 HAP_HOLDOUT_DENSE)
 add_test(NAME profile_fit_holdout
-         COMMAND sh -c [["$1" -np 2 "$2" --reps 30 --iters 5 --max-median 0.15 ||
-                         { echo "retrying once"; "$1" -np 2 "$2" --reps 30 --iters 5 --max-median 0.15; }]]
-                 sh ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:test_fit_holdout>)
+         COMMAND sh -c [["$1" -np 2 "$2" --reps 30 --iters 5 --max-median "$3" ||
+                         { echo "retrying once"; "$1" -np 2 "$2" --reps 30 --iters 5 --max-median "$3"; }]]
+                 sh ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:test_fit_holdout> ${HAP_HOLDOUT_SPARSE})
 add_test(NAME profile_fit_holdout_dense
-         COMMAND sh -c [["$1" -np 2 "$2" --reps 30 --iters 5 --step 2 --max-median 0.10 ||
-                         { echo "retrying once"; "$1" -np 2 "$2" --reps 30 --iters 5 --step 2 --max-median 0.10; }]]
-                 sh ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:test_fit_holdout>)
+         COMMAND sh -c [["$1" -np 2 "$2" --reps 30 --iters 5 --step 2 --max-median "$3" ||
+                         { echo "retrying once"; "$1" -np 2 "$2" --reps 30 --iters 5 --step 2 --max-median "$3"; }]]
+                 sh ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:test_fit_holdout> ${HAP_HOLDOUT_DENSE})
 set_tests_properties(profile_measure profile_rank_dies profile_fit_holdout profile_fit_holdout_dense PROPERTIES
                      LABELS mpi RUN_SERIAL TRUE TIMEOUT 120 ENVIRONMENT "${HAP_MPI_TEST_ENV}")
 
