@@ -149,11 +149,10 @@ static hap_status backward_node(const hap_reference *ref, int32_t n, const hap_k
   return st;
 }
 
-static hap_status run_all(hap_reference *ref, hap_kernel_state *states, hap_err *err) {
+/* Every tensor's buffer; leaves (parameters, buffers, inputs) get init.h's values. */
+static hap_status init_values(hap_reference *ref, hap_err *err) {
   const hap_graph *g = ref->g;
-  int32_t nt = g->n_tensors;
-  /* values: leaves from init.h, activations allocated for the kernels to write */
-  for (int32_t t = 0; t < nt; t++) {
+  for (int32_t t = 0; t < g->n_tensors; t++) {
     const hap_tensor *tn = &g->tensors[t];
     ref->value[t] = calloc((size_t)hap_tensor_numel(tn), (size_t)hap_dtype_size(tn->dtype));
     if (!ref->value[t])
@@ -163,6 +162,14 @@ static hap_status run_all(hap_reference *ref, hap_kernel_state *states, hap_err 
       HAP_TRY(hap_init_fill(g, t, ref->seed, &b, ref->value[t], err));
     }
   }
+  return HAP_OK;
+}
+
+/* One forward and backward from the current values; afterwards only the trainable parameters
+ * hold gradients (this pass's, not accumulated over passes). */
+static hap_status pass(hap_reference *ref, hap_kernel_state *states, hap_err *err) {
+  const hap_graph *g = ref->g;
+  int32_t nt = g->n_tensors;
   for (int32_t n = 0; n < g->n_nodes; n++)
     HAP_TRY(forward_node(ref, n, ref->value, &states[n], err));
   ref->loss = (double)*(const float *)ref->value[g->loss];
@@ -172,7 +179,11 @@ static hap_status run_all(hap_reference *ref, hap_kernel_state *states, hap_err 
     const hap_tensor *tn = &g->tensors[t];
     if (!tn->requires_grad)
       continue;
-    ref->grad[t] = calloc((size_t)hap_tensor_numel(tn), sizeof(float));
+    size_t n = (size_t)hap_tensor_numel(tn);
+    if (!ref->grad[t])
+      ref->grad[t] = calloc(n, sizeof(float));
+    else
+      memset(ref->grad[t], 0, n * sizeof(float));
     if (!ref->grad[t])
       return hap_err_set(err, HAP_ENOMEM, "reference run: out of memory for the gradient of '%s'",
                          tn->name);
@@ -194,6 +205,19 @@ static hap_status run_all(hap_reference *ref, hap_kernel_state *states, hap_err 
   return HAP_OK;
 }
 
+/* pass() with its per-node saved state. */
+static hap_status run_pass(hap_reference *ref, hap_err *err) {
+  const hap_graph *g = ref->g;
+  hap_kernel_state *states = calloc(g->n_nodes > 0 ? (size_t)g->n_nodes : 1, sizeof *states);
+  if (!states)
+    return hap_err_set(err, HAP_ENOMEM, "reference run: out of memory");
+  hap_status st = pass(ref, states, err);
+  for (int32_t n = 0; n < g->n_nodes; n++)
+    hap_kernel_state_free(&states[n]);
+  free(states);
+  return st;
+}
+
 hap_status hap_reference_run(const hap_graph *g, uint64_t seed, hap_reference **out, hap_err *err) {
   *out = NULL;
   if (!g || g->loss < 0 || g->loss >= g->n_tensors)
@@ -207,16 +231,13 @@ hap_status hap_reference_run(const hap_graph *g, uint64_t seed, hap_reference **
   size_t nt = (size_t)g->n_tensors;
   ref->value = calloc(nt, sizeof *ref->value);
   ref->grad = calloc(nt, sizeof *ref->grad);
-  hap_kernel_state *states = calloc(g->n_nodes > 0 ? (size_t)g->n_nodes : 1, sizeof *states);
   hap_status st = HAP_OK;
-  if (!ref->value || !ref->grad || !states)
+  if (!ref->value || !ref->grad)
     st = hap_err_set(err, HAP_ENOMEM, "reference run: out of memory");
-  else
-    st = run_all(ref, states, err);
-  if (states)
-    for (int32_t n = 0; n < g->n_nodes; n++)
-      hap_kernel_state_free(&states[n]);
-  free(states);
+  if (st == HAP_OK)
+    st = init_values(ref, err);
+  if (st == HAP_OK)
+    st = run_pass(ref, err);
   if (st != HAP_OK) {
     hap_reference_destroy(ref);
     return st;
@@ -224,6 +245,15 @@ hap_status hap_reference_run(const hap_graph *g, uint64_t seed, hap_reference **
   *out = ref;
   return HAP_OK;
 }
+
+void hap_reference_update(hap_reference *ref, double lr) {
+  const hap_graph *g = ref->g;
+  for (int32_t t = 0; t < g->n_tensors; t++)
+    if (trainable(&g->tensors[t]))
+      hap_kernel_sgd(ref->value[t], ref->grad[t], (float)lr, hap_tensor_numel(&g->tensors[t]));
+}
+
+hap_status hap_reference_iterate(hap_reference *ref, hap_err *err) { return run_pass(ref, err); }
 
 hap_status hap_reference_perturbed_loss(hap_reference *ref, int32_t t, int64_t index, double delta,
                                         double *loss, double *applied, hap_err *err) {

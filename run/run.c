@@ -3,6 +3,7 @@
 #include "run/run.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,6 +16,8 @@
 #include "run/box.h"
 #include "run/init.h"
 #include "run/reference.h"
+
+#include "fault.h"
 
 /* A (tensor, layout) made available, as this rank's buffer. */
 typedef struct rprop {
@@ -55,7 +58,8 @@ struct hap_run {
   hap_run_kernels k;       /* where compute tasks run */
   double staging_s;        /* this iteration's staging copies, s */
   const char *failed;
-  bool seeded; /* the loss gradient of this iteration is in place */
+  hap_fault fault; /* HAP_FAULT (tests only), NONE normally */
+  bool seeded;     /* the loss gradient of this iteration is in place */
   /* Communication scratch, kept across tasks and iterations: MPI is ~10x slower on a buffer it
    * has not seen (a fresh 1 MiB reduce-scatter: 0.5 ms instead of 0.05 ms here). */
   void *scratch[SCRATCH_SLOTS];
@@ -228,6 +232,55 @@ static hap_status split_groups(hap_run *r, hap_err *err) {
   return w->ops->split(w, r->rank, w->rank, &r->across, err);
 }
 
+/* Whether task k sums a parameter's gradient with an all-reduce (over the group or the replicas).
+ */
+static bool grad_all_reduce(const hap_run *r, const hap_task *k) {
+  if (k->kind != HAP_TASK_COLLECTIVE || k->phase == HAP_PHASE_FWD)
+    return false;
+  return k->span == HAP_SPAN_REPLICAS ||
+         (r->p->steps[k->step].kind == HAP_STEP_SOURCE && k->coll == HAP_COLL_ALL_REDUCE);
+}
+
+/* HAP_FAULT (fault.h), with its default tensor. */
+static hap_status pick_fault(hap_run *r, hap_err *err) {
+  hap_fault *f = &r->fault;
+  HAP_TRY(hap_fault_parse(getenv("HAP_FAULT"), r->global, r->world->size, f, err));
+  if (f->kind == HAP_FAULT_NONE || f->kind == HAP_FAULT_NAN_LOSS)
+    return HAP_OK;
+  bool skip = f->kind == HAP_FAULT_SKIP_ALL_REDUCE;
+  for (int32_t t = 0; t < r->lw->n_tasks && skip; t++) {
+    const hap_task *k = &r->lw->tasks[t];
+    int32_t tensor = r->p->steps[k->step].tensor;
+    if (grad_all_reduce(r, k) && (f->tensor < 0 || f->tensor == tensor)) {
+      f->tensor = tensor;
+      return HAP_OK;
+    }
+  }
+  if (skip)
+    return hap_err_set(err, HAP_EINVAL, "HAP_FAULT: the plan all-reduces no gradient%s%s%s",
+                       f->tensor >= 0 ? " of '" : "",
+                       f->tensor >= 0 ? r->global->tensors[f->tensor].name : "",
+                       f->tensor >= 0 ? "'" : "");
+  for (int32_t t = 0; t < r->global->n_tensors && f->tensor < 0; t++)
+    if (r->global->tensors[t].kind == HAP_TENSOR_PARAMETER && r->global->tensors[t].requires_grad)
+      f->tensor = t;
+  return HAP_OK;
+}
+
+bool hap_run_fault(const hap_run *r, char *buf, size_t size) {
+  const hap_fault *f = &r->fault;
+  if (f->kind == HAP_FAULT_NONE)
+    return false;
+  char rank[32] = "every rank";
+  if (f->rank >= 0)
+    snprintf(rank, sizeof rank, "rank %d", (int)f->rank);
+  snprintf(buf, size, "%s of '%s' on %s", hap_fault_kind_name(f->kind),
+           f->tensor >= 0 ? r->global->tensors[f->tensor].name
+                          : r->global->tensors[r->global->loss].name,
+           rank);
+  return true;
+}
+
 hap_status hap_run_create(hap_lowered *lw, const hap_graph *g, hap_comm *comm,
                           const hap_run_options *o, hap_run **out, hap_err *err) {
   *out = NULL;
@@ -284,7 +337,7 @@ hap_status hap_run_create(hap_lowered *lw, const hap_graph *g, hap_comm *comm,
   memset(r->zero_shard, 0xff, nt * sizeof *r->zero_shard);
   memset(r->in, 0xff, ns * HAP_MAX_OP_INPUTS * sizeof *r->in);
   memset(r->out, 0xff, ns * HAP_MAX_OP_OUTPUTS * sizeof *r->out);
-  if ((st = build(r, err)) != HAP_OK)
+  if ((st = build(r, err)) != HAP_OK || (st = pick_fault(r, err)) != HAP_OK)
     goto fail;
   *out = r;
   return HAP_OK;
@@ -596,6 +649,9 @@ static hap_status local(hap_run *r, const hap_task *k, hap_err *err) {
 
 static hap_status comm_task(hap_run *r, const hap_task *k, hap_err *err) {
   const hap_step *s = &r->p->steps[k->step];
+  if (r->fault.kind == HAP_FAULT_SKIP_ALL_REDUCE && r->fault.tensor == s->tensor &&
+      grad_all_reduce(r, k))
+    return HAP_OK;
   if (k->span == HAP_SPAN_REPLICAS) { /* 2-D: sum the parameter's gradient over the replicas */
     int32_t id = r->zero_shard[s->tensor] >= 0 ? r->zero_shard[s->tensor]
                                                : r->out[(size_t)k->step * HAP_MAX_OP_OUTPUTS];
@@ -649,7 +705,11 @@ static hap_status update(hap_run *r, const hap_task *k, hap_err *err) {
     rprop *p = &r->props[id];
     if (!p->grad_live || r->o.lr == 0)
       continue;
-    hap_kernel_sgd(p->val, p->grad, (float)r->o.lr, hap_box_numel(&p->box));
+    int32_t me = r->world->rank;
+    int64_t n = hap_box_numel(&p->box);
+    hap_fault_gradient(&r->fault, me, t, p->grad, n);
+    hap_kernel_sgd(p->val, p->grad, (float)hap_fault_lr(&r->fault, me, t, r->o.lr), n);
+    hap_fault_value(&r->fault, me, t, p->val, n);
   }
   return HAP_OK;
 }
@@ -707,6 +767,9 @@ hap_status hap_run_iteration(hap_run *r, double *start_s, double *end_s, hap_err
   }
   if (r->o.current_task != NULL)
     *r->o.current_task = -1;
+  int32_t loss = r->head[r->g->loss];
+  if (loss >= 0)
+    hap_fault_loss(&r->fault, r->world->rank, r->props[loss].val);
   return HAP_OK;
 }
 
@@ -756,5 +819,76 @@ hap_status hap_run_gather_grad(hap_run *r, int32_t tensor, float *full, hap_err 
   if (st == HAP_OK && r->rank == 0 && full != NULL)
     memcpy(full, whole, (size_t)total * sizeof *full);
   free(whole);
+  return st;
+}
+
+double hap_run_loss_part(const hap_run *r) {
+  int32_t id = r->head[r->g->loss];
+  if (id < 0)
+    return 0;
+  const rprop *p = &r->props[id];
+  bool mine = p->layout == HAP_LAYOUT_REDUCE || r->rank == 0;
+  return mine ? ((const float *)p->val)[0] * r->loss_scale : 0;
+}
+
+void hap_run_copies_free(hap_run_copies *c) {
+  if (c == NULL)
+    return;
+  free(c->box);
+  free(c->offset);
+  free(c->data);
+  *c = (hap_run_copies){0};
+}
+
+hap_status hap_run_gather_copies(hap_run *r, int32_t tensor, hap_run_quantity q,
+                                 hap_run_copies *out, hap_err *err) {
+  *out = (hap_run_copies){0};
+  int32_t src = tensor >= 0 && tensor < r->g->n_tensors ? r->lw->source_step[tensor] : -1;
+  if (src < 0)
+    return hap_err_set(err, HAP_EINVAL, "hap-run: tensor %d is not sourced by the plan",
+                       (int)tensor);
+  int32_t id =
+      r->zero_shard[tensor] >= 0 ? r->zero_shard[tensor] : r->out[(size_t)src * HAP_MAX_OP_OUTPUTS];
+  rprop *p = &r->props[id];
+  const float *mine = q == HAP_RUN_GRADIENT ? grad_of(r, id, err) : (const float *)p->val;
+  if (mine == NULL)
+    return HAP_ENOMEM;
+  hap_comm *w = r->world;
+  int32_t n = w->size, me = w->rank;
+  hap_box *boxes = malloc((size_t)n * sizeof *boxes);
+  int64_t *counts = calloc((size_t)n * 4, sizeof *counts);
+  if (boxes == NULL || counts == NULL) {
+    free(boxes);
+    free(counts);
+    return oom(err);
+  }
+  int64_t *sb = counts, *sd = counts + n, *rb = counts + 2 * (size_t)n,
+          *rd = counts + 3 * (size_t)n;
+  float *data = NULL;
+  hap_status st = w->ops->all_gather(w, &p->box, boxes, (int64_t)sizeof p->box, err);
+  int64_t total = 0;
+  for (int32_t i = 0; i < n && st == HAP_OK && me == 0; i++) {
+    rd[i] = total;
+    rb[i] = hap_box_numel(&boxes[i]) * (int64_t)sizeof(float);
+    total += rb[i];
+  }
+  sb[0] = hap_box_numel(&p->box) * (int64_t)sizeof(float); /* everything goes to rank 0 */
+  if (st == HAP_OK && (data = malloc((size_t)(total > 0 ? total : 1))) == NULL)
+    st = oom(err);
+  if (st == HAP_OK)
+    st = w->ops->all_to_allv(w, mine, sb, sd, data, rb, rd, err);
+  int64_t *offset = st == HAP_OK && me == 0 ? malloc((size_t)n * sizeof *offset) : NULL;
+  if (st == HAP_OK && me == 0 && offset == NULL)
+    st = oom(err);
+  if (st == HAP_OK && me == 0) {
+    for (int32_t i = 0; i < n; i++)
+      offset[i] = rd[i] / (int64_t)sizeof(float);
+    *out = (hap_run_copies){n, boxes, offset, data};
+    boxes = NULL;
+    data = NULL;
+  }
+  free(boxes);
+  free(counts);
+  free(data);
   return st;
 }

@@ -24,7 +24,7 @@
 #include "kx/kernels_run.h"
 #include "model/zoo.h"
 #include "plan/plan_io.h"
-#include "run/reference.h"
+#include "run/check.h"
 #include "run/run.h"
 #include "simulate/plan_sim.h"
 #include "store/cluster_open.h"
@@ -54,8 +54,11 @@ static void usage(FILE *f) {
           "  -n, --iters N          timed iterations (default 10)\n"
           "  -w, --warmup W         untimed iterations first (default 2)\n"
           "  -t, --trace FILE       Chrome trace: simulated and measured rows per rank\n"
-          "      --check            after the first iteration compare the loss and every\n"
-          "                         parameter gradient with a single-device run (1e-4 relative)\n"
+          "      --check            after each of the first 2 iterations compare the loss,\n"
+          "                         every rank's copy of every parameter gradient and every\n"
+          "                         updated parameter with a single-device run trained the same\n"
+          "                         way (1e-4 relative; any NaN or Inf fails; needs --warmup +\n"
+          "                         --iters >= 2)\n"
           "      --threads N        OpenBLAS threads per rank (default 1, as hap-profile)\n"
           "      --seed S           parameters, inputs and dropout (default 1)\n"
           "      --lr LR            SGD learning rate (default 0.001)\n"
@@ -117,86 +120,39 @@ static double quantile(double *v, int n, double q) {
   return v[i < 0 ? 0 : i >= n ? n - 1 : i];
 }
 
-/* ---- --check --------------------------------------------------------------------------- */
+/* ---- --check ------------------------------------------------------------------------- */
 
-/* Compare the distributed loss and gradients with a single-device run (on rank 0). */
-static hap_status check(hap_run *run, const hap_graph *g, const opts *o, hap_comm *comm, bool *ok,
-                        hap_err *err) {
-  double loss = 0;
-  HAP_TRY(hap_run_loss(run, &loss, err));
-  hap_reference *ref = NULL;
-  if (comm->rank == 0)
-    HAP_TRY(hap_reference_run(g, o->seed, &ref, err));
-  *ok = true;
-  hap_status st = HAP_OK;
-  if (comm->rank == 0) {
-    double want = hap_reference_loss(ref);
-    double rel = fabs(loss - want) / fmax(fabs(want), 1e-30);
-    printf("check: loss %.9g, single device %.9g, relative error %.2e\n", loss, want, rel);
-    if (rel > 1e-4) {
-      printf("check: FAILED: the loss differs\n");
-      *ok = false;
-    }
-  }
-  /* A tensor whose true gradient is (nearly) zero, e.g. attention's key bias (softmax ignores a
-   * per-query constant), holds rounding noise in both runs: errors are measured against the larger
-   * of the tensor's largest gradient and 1e-3 of the model's largest. */
-  double model_scale = 0;
-  for (int32_t t = 0; t < g->n_tensors && comm->rank == 0; t++) {
-    const float *want = hap_reference_grad(ref, t);
-    for (int64_t e = 0, n = want ? hap_tensor_numel(&g->tensors[t]) : 0; e < n; e++)
-      model_scale = fmax(model_scale, fabs((double)want[e]));
-  }
-  int32_t compared = 0, floored = 0;
-  double worst = 0;
-  for (int32_t t = 0; t < g->n_tensors && st == HAP_OK; t++) {
-    const hap_tensor *ten = &g->tensors[t];
-    if (ten->kind != HAP_TENSOR_PARAMETER || !ten->requires_grad)
-      continue;
-    int64_t n = hap_tensor_numel(ten);
-    float *full = comm->rank == 0 ? malloc((size_t)(n > 0 ? n : 1) * sizeof *full) : NULL;
-    if (comm->rank == 0 && full == NULL) {
-      st = hap_err_set(err, HAP_ENOMEM, "out of memory gathering '%s'", ten->name);
-      break;
-    }
-    st = hap_run_gather_grad(run, t, full, err);
-    if (st == HAP_OK && comm->rank == 0) {
-      const float *want = hap_reference_grad(ref, t);
-      double scale = 0, diff = 0;
-      int64_t at = 0;
-      for (int64_t e = 0; e < n; e++) {
-        scale = fmax(scale, fabs((double)want[e]));
-        double d = fabs((double)full[e] - want[e]);
-        if (d > diff) {
-          diff = d;
-          at = e;
-        }
-      }
-      double floor_scale = 1e-3 * model_scale;
-      floored += scale < floor_scale;
-      double rel = diff / fmax(fmax(scale, floor_scale), 1e-30);
-      worst = fmax(worst, rel);
-      compared++;
-      if (rel > 1e-4 && *ok) {
-        printf("check: FAILED: first differing gradient '%s': element %lld is %.9g, single "
-               "device %.9g (relative to %.3g: %.2e)\n",
-               ten->name, (long long)at, full[at], want[at], fmax(scale, floor_scale), rel);
-        *ok = false;
-      }
-    }
-    free(full);
-  }
-  if (st == HAP_OK && comm->rank == 0 && *ok)
-    printf("check: passed: loss and %d parameter gradients within 1e-4 (largest relative error "
-           "%.2e; %d tensors with gradients below 1e-3 of the largest measured against that)\n",
-           compared, worst, floored);
-  hap_reference_destroy(ref);
-  /* every rank learns the verdict */
-  double bad = *ok ? 0 : 1, any = 0;
-  if (st == HAP_OK)
-    st = comm->ops->all_reduce(comm, &bad, &any, 1, HAP_F64, HAP_REDUCE_MAX, err);
-  *ok = any == 0;
-  return st;
+/* After iteration res->iterations + 1: compare with a single-device run (run/check.h); rank 0
+ * prints the verdict once it is known (a failure, or the last iteration compared passing). */
+static hap_status check(hap_checker *ck, hap_run *run, hap_comm *comm, hap_check_result *res,
+                        bool *ok, hap_err *err) {
+  HAP_TRY(hap_checker_compare(ck, run, res, err));
+  *ok = res->passed;
+  if (comm->rank != 0 || (res->passed && res->iterations < HAP_CHECK_MIN_ITERATIONS))
+    return HAP_OK;
+  printf("check: iteration %d: loss %.9g, single device %.9g, relative error %.2e\n",
+         (int)res->iterations, res->loss, res->ref_loss,
+         fabs(res->loss - res->ref_loss) / fmax(fabs(res->ref_loss), 1e-30));
+  int shown = res->n_failures < HAP_CHECK_MAX_REPORTED ? res->n_failures : HAP_CHECK_MAX_REPORTED;
+  for (int i = 0; i < shown; i++)
+    printf("check: FAILED: %s\n", res->failures[i]);
+  if (res->n_failures > shown)
+    printf("check: FAILED: ... and %d smaller\n", res->n_failures - shown);
+  int copies = res->n_params > 0 ? (int)(res->n_copies / res->n_params) : 0;
+  if (res->passed)
+    printf("check: passed: after %d iterations the loss, %d parameter gradients and %d "
+           "parameters (%d rank copies each) match a single-device run: loss error %.2e <= %.0e, "
+           "gradient error %.2e <= %.0e, parameter error %.2e <= %.0e (of the update, beyond %d "
+           "ulp); %d tensors with gradients below %.0e of the largest measured against that\n",
+           (int)res->iterations, (int)res->n_params, (int)res->n_params, copies, res->loss_err,
+           HAP_CHECK_LOSS_TOL, res->grad_err, HAP_CHECK_GRAD_TOL, res->param_err,
+           HAP_CHECK_PARAM_TOL, HAP_CHECK_PARAM_ULPS, (int)res->n_floored, HAP_CHECK_FLOOR);
+  else
+    printf("check: FAILED: %d differences from a single-device run in iteration %d (largest "
+           "first; compared: the loss, and %d rank copies of each of %d parameter gradients and "
+           "values)\n",
+           (int)res->n_failures, (int)res->iterations, copies, (int)res->n_params);
+  return HAP_OK;
 }
 
 /* ---- report ---------------------------------------------------------------------------- */
@@ -371,6 +327,8 @@ static int run(const opts *o, hap_comm *comm) {
   hap_run *run = NULL;
   hap_dev *dev = NULL;
   hap_cuda_kernels *ck = NULL;
+  hap_checker *checker = NULL;
+  hap_check_result *check_res = NULL;
   double *start = NULL, *end = NULL, *all_start = NULL, *all_end = NULL, *iter_s = NULL;
   double staging = 0; /* this rank's mean staging per timed iteration, s */
   int rc = 1, me = comm->rank;
@@ -423,6 +381,12 @@ static int run(const opts *o, hap_comm *comm) {
     ro.kernels = &cuda_kernels;
   if ((st = hap_run_create(lw, g, comm, &ro, &run, &err)) != HAP_OK)
     goto out;
+  char fault[256];
+  if (me == 0 && hap_run_fault(run, fault, sizeof fault))
+    fprintf(stderr,
+            "%s: HAP_FAULT: injecting %s in every iteration (a test switch: unset "
+            "HAP_FAULT for a real run)\n",
+            prog, fault);
   size_t nt = (size_t)lw->n_tasks;
   int total = o->warmup + o->iters;
   start = malloc(nt * (size_t)total * sizeof *start);
@@ -433,6 +397,12 @@ static int run(const opts *o, hap_comm *comm) {
     goto out;
   }
   bool check_ok = true;
+  if (o->check && (st = hap_checker_create(g, comm, o->seed, o->lr, &checker, &err)) != HAP_OK)
+    goto out;
+  if (o->check && (check_res = calloc(1, sizeof *check_res)) == NULL) {
+    st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
+    goto out;
+  }
   for (int i = 0; i < total; i++) {
     hap_watchdog_arm();
     if ((st = comm->ops->barrier(comm, &err)) != HAP_OK)
@@ -452,9 +422,9 @@ static int run(const opts *o, hap_comm *comm) {
     iter_s[i] = slowest;
     if (i >= o->warmup)
       staging += hap_run_staging_s(run) / o->iters;
-    if (i == 0 && o->check) {
+    if (o->check && check_ok && i < HAP_CHECK_MIN_ITERATIONS) {
       hap_watchdog_arm();
-      if (check(run, g, o, comm, &check_ok, &err) != HAP_OK) {
+      if (check(checker, run, comm, check_res, &check_ok, &err) != HAP_OK) {
         /* the other ranks may be inside a collective of the check: stop them all */
         hap_report(prog, me, "--check: %s", err.msg);
         comm->ops->abort(comm, 1);
@@ -514,6 +484,8 @@ out:
   free(all_start);
   free(all_end);
   free(iter_s);
+  free(check_res);
+  hap_checker_destroy(checker);
   hap_run_destroy(run);
   hap_cuda_kernels_close(ck);
   hap_dev_close(dev);
@@ -634,7 +606,10 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
                         : o->cluster == NULL
                             ? "missing --cluster C (the profile or spec the plan was made for)"
                         : o->cuda && o->n_speeds > 0 ? "--emulate-speed is for --backend cpu"
-                                                     : NULL;
+                        : o->check && o->warmup + o->iters < HAP_CHECK_MIN_ITERATIONS
+                            ? "--check compares after 2 iterations (an update in between): "
+                              "--warmup + --iters must be at least 2"
+                            : NULL;
   if (missing != NULL)
     return hap_report_usage(prog, rank, "%s", missing);
   o->plan = argv[optind];

@@ -27,7 +27,7 @@ check)
   rc=$?
   cat "$tmp/out" "$tmp/err"
   [ "$rc" -eq 0 ] || { echo "FAIL: hap-run --backend cuda exited $rc"; exit 1; }
-  grep -q '^check: passed' "$tmp/out" || { echo "FAIL: no 'check: passed'"; exit 1; }
+  bash "$(dirname "$0")/check_passed.sh" "$tmp/out" || { echo "FAIL: --check did not pass"; exit 1; }
   grep -q '^staging ' "$tmp/out" || { echo "FAIL: no staging line"; exit 1; }
   echo "test_gpu_run check: passed"
   ;;

@@ -5,6 +5,7 @@
 # Usage: test_run.sh HAP_SYNTH HAP_RUN
 set -u
 synth=$1 run=$2
+judge="$(dirname "$0")/check_passed.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
@@ -53,6 +54,8 @@ expect sim-cluster-other 1 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 
 check sim-cluster-other-msg grep -q 'devices differ' "$tmp/err"
 expect sim-cluster-same 0 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 \
   --sim-cluster cpu-2:intra_gbps=5 -n 1 -w 0
+expect check-one-iteration 2 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 --check -n 1 -w 0
+check check-one-iteration-msg grep -q -- '--warmup + --iters must be at least 2' "$tmp/err"
 expect rank-count 1 mpirun --oversubscribe -np 3 "$run" "$tmp/plan.json" -m "$m" -c cpu-2
 check rank-count-msg grep -q 'mpirun -np 2' "$tmp/err"
 # a 2-D plan (megatron-tp: one replica per host) runs, with its replica all-reduces in the trace
@@ -108,8 +111,8 @@ for s in p["steps"]:
 assert n > 0
 json.dump(p, open(sys.argv[2], "w"))
 PY
-expect zero-check 0 "${mpi[@]}" "$run" "$tmp/zero.json" -m "$zm" -c "$zc" --check -n 1 -w 0
-check zero-check-passed grep -q '^check: passed' "$tmp/out"
+expect zero-check 0 "${mpi[@]}" "$run" "$tmp/zero.json" -m "$zm" -c "$zc" --check -n 1 -w 1
+check zero-check-passed bash "$judge" "$tmp/out"
 
 # hand-made gpt plans (tests/data/plans): a parameter made a partial sum by keep_once (its
 # gradient reaches rank 0 only, yet every rank must synchronise it), and a weight all-gathered
@@ -117,8 +120,8 @@ check zero-check-passed grep -q '^check: passed' "$tmp/out"
 gm="gpt:layers=1,batch=8,seq=8,width=16,heads=2,vocab=32"
 data=$(cd "$(dirname "$0")/../data/plans" && pwd)
 for f in run-gpt-keep-once run-gpt-gathered-twice; do
-  expect "$f" 0 "${mpi[@]}" "$run" "$data/$f.json" -m "$gm" -c cpu-2 --check -n 1 -w 0
-  check "$f-passed" grep -q '^check: passed' "$tmp/out"
+  expect "$f" 0 "${mpi[@]}" "$run" "$data/$f.json" -m "$gm" -c cpu-2 --check -n 1 -w 1
+  check "$f-passed" bash "$judge" "$tmp/out"
 done
 
 # kill rank 1 in the middle of a long run: every rank ends with an error naming a task, quickly

@@ -26,6 +26,7 @@
 #include "kernels/kernels.h"
 #include "model/graph.h"
 #include "plan/lower.h"
+#include "run/box.h"
 
 /* Where compute tasks run: a kernel table chosen at hap_run_create. Buffers are the runner's host
  * buffers, with kernels.h's conventions (forward overwrites, backward accumulates). Each call
@@ -77,6 +78,34 @@ hap_status hap_run_loss(hap_run *r, double *loss, hap_err *err);
 /* Parameter `tensor`'s gradient of the last iteration as a full tensor (float32, numel
  * elements) on rank 0 (collective; `full` is only written on rank 0 and may be NULL elsewhere). */
 hap_status hap_run_gather_grad(hap_run *r, int32_t tensor, float *full, hap_err *err);
+
+/* This rank's share of the last iteration's loss (what hap_run_loss sums over the ranks; no
+ * communication). */
+double hap_run_loss_part(const hap_run *r);
+
+/* What hap_run_gather_copies reads: a parameter's gradient of the last iteration, or its value
+ * after the last update. */
+typedef enum hap_run_quantity { HAP_RUN_GRADIENT, HAP_RUN_VALUE } hap_run_quantity;
+
+/* Every world rank's stored copy of one parameter: the copy the update reads and writes (the
+ * ZeRO shard, else the whole tensor or the rank's slice), as boxes in the parameter's global
+ * coordinates. Owned; free with hap_run_copies_free. */
+typedef struct hap_run_copies {
+  int32_t n_ranks;
+  hap_box *box;    /* [n_ranks] world rank r's box */
+  int64_t *offset; /* [n_ranks] where rank r's elements start in data (elements) */
+  float *data;     /* the boxes' elements, row-major, rank after rank */
+} hap_run_copies;
+
+/* Collective over every world rank: gather each rank's copy of parameter `tensor` (quantity q)
+ * onto world rank 0, where *out is filled; on other ranks *out stays empty. */
+hap_status hap_run_gather_copies(hap_run *r, int32_t tensor, hap_run_quantity q,
+                                 hap_run_copies *out, hap_err *err);
+void hap_run_copies_free(hap_run_copies *c);
+
+/* The deliberate fault HAP_FAULT asks for (tests only; run/fault.h): false when none, else a
+ * one-line description in buf, e.g. "grad-error of 'fc1.weight' on rank 1". */
+bool hap_run_fault(const hap_run *r, char *buf, size_t size);
 
 /* Host time of the last iteration's staging copies (the kernel table's staging_s summed), s. */
 double hap_run_staging_s(const hap_run *r);

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# hap-run --check reports every deliberate fault (HAP_FAULT, run/fault.h) as 'check: FAILED' naming
+# the tensor and rank that were corrupted, and exits 1: a NaN loss, a NaN gradient element, a 0.1 %
+# gradient error, one rank's replica drifting, a skipped gradient all-reduce and a wrong update, on
+# a data-parallel plan, a tensor-parallel plan (sharded parameters), a ZeRO plan (sharded
+# parameter storage) and a 2-D plan (replica all-reduces). The same runs without the fault pass.
+# Usage: test_check_faults.sh HAP_SYNTH HAP_RUN
+set -u
+synth=$1 run=$2
+judge="$(dirname "$0")/check_passed.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; sed 's/^/  /' "$tmp/err" "$tmp/out" | grep -v '^  ---\|^  $' | head -12; }
+
+# run_case NAME NP MODEL CLUSTER PLAN FAULT: the fault is reported with its tensor and rank
+run_case() {
+  local name=$1 np=$2 m=$3 c=$4 plan=$5 fault=$6
+  HAP_FAULT=$fault timeout 300 mpirun --oversubscribe -np "$np" "$run" "$plan" -m "$m" -c "$c" \
+    --check -n 1 -w 1 -q >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [ "$rc" -eq 1 ] || { bad "$name: exit $rc, expected 1"; return; }
+  local said kind tensor where rank
+  said=$(grep -o "HAP_FAULT: injecting [a-z-]* of '[^']*' on \(rank [0-9]*\|every rank\)" "$tmp/err" | head -1)
+  [ -n "$said" ] || { bad "$name: no 'HAP_FAULT: injecting' line on stderr"; return; }
+  kind=$(sed "s/^HAP_FAULT: injecting \([a-z-]*\) .*/\1/" <<<"$said")
+  tensor=$(sed "s/^[^']*'\([^']*\)'.*/\1/" <<<"$said")
+  where=$(sed "s/.* on //" <<<"$said")
+  rank='[0-9]+'
+  [[ $where =~ ^rank\ ([0-9]+)$ ]] && rank=${BASH_REMATCH[1]}
+  local t=${tensor//./\\.}
+  local want
+  case "$kind" in
+  nan-loss) want="^check: FAILED: loss on rank $rank: its share is nan" ;;
+  nan-grad) want="^check: FAILED: gradient of '$t' on rank $rank: element [0-9]+ is nan" ;;
+  grad-error | skip-all-reduce) want="^check: FAILED: gradient of '$t' on rank $rank: element" ;;
+  drift | bad-update) want="^check: FAILED: value of '$t' on rank $rank: element" ;;
+  *) bad "$name: unknown kind '$kind'"; return ;;
+  esac
+  if grep -Eq "$want" "$tmp/out" && grep -q '^check: FAILED: [0-9]* differences' "$tmp/out"; then
+    ok
+    echo "ok   $name: $(grep -E "$want" "$tmp/out" | head -1 | cut -c1-150)"
+  else
+    bad "$name: no line matching \"$want\""
+  fi
+}
+
+# clean NAME NP MODEL CLUSTER PLAN: without a fault the same run passes
+clean() {
+  timeout 300 mpirun --oversubscribe -np "$2" "$run" "$5" -m "$3" -c "$4" --check -n 1 -w 1 -q \
+    >"$tmp/out" 2>"$tmp/err" && bash "$judge" "$tmp/out" >/dev/null && { ok; return; }
+  bad "$1: the run without a fault did not pass"
+}
+
+mlp="mlp:layers=2,batch=24,seq=8,hidden=32"
+"$synth" "$mlp" -c cpu-2 -s dp-ev -o "$tmp/dp.json" -q || { echo "hap-synth dp-ev failed"; exit 1; }
+clean dp 2 "$mlp" cpu-2 "$tmp/dp.json"
+for f in nan-loss nan-grad,rank=1 grad-error,rank=1 drift,rank=1 skip-all-reduce bad-update \
+  "grad-error,rank=0,tensor=layers.1.linear.bias"; do
+  run_case "dp $f" 2 "$mlp" cpu-2 "$tmp/dp.json" "$f"
+done
+
+# tensor parallel: each rank holds a slice of the weights
+bert="bert-base:layers=1,batch=8,seq=8,width=16,heads=2,vocab=32"
+"$synth" "$bert" -c cpu-2 -s megatron-tp -o "$tmp/tp.json" -q || { echo "hap-synth megatron-tp failed"; exit 1; }
+clean tp 2 "$bert" cpu-2 "$tmp/tp.json"
+for f in grad-error,rank=1 drift,rank=1 nan-grad,rank=0 bad-update,rank=1; do
+  run_case "tp $f" 2 "$bert" cpu-2 "$tmp/tp.json" "$f"
+done
+
+# ZeRO: the replicated parameters stored as shards
+"$synth" "$mlp" -c cpu-2 -s dp-ev -o "$tmp/dp.json" -q
+/usr/bin/python3 - "$tmp/dp.json" "$tmp/zero.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+n = 0
+for s in p["steps"]:
+    if s.get("storage") == "replicated":
+        s["storage"] = "zero"
+        n += 1
+assert n > 0, "no replicated storage to turn into zero"
+json.dump(p, open(sys.argv[2], "w"))
+PY
+clean zero 2 "$mlp" cpu-2 "$tmp/zero.json"
+for f in grad-error,rank=1 drift,rank=0 bad-update; do
+  run_case "zero $f" 2 "$mlp" cpu-2 "$tmp/zero.json" "$f"
+done
+
+# 2-D: megatron-tp on 2 hosts x 2 ranks; the replicas all-reduce the gradients
+two="paper-homo:gpus_per_host=2,hosts=2"
+"$synth" "$mlp" -c "$two" -s megatron-tp -o "$tmp/2d.json" -q || { echo "hap-synth 2-D failed"; exit 1; }
+clean 2d 4 "$mlp" "$two" "$tmp/2d.json"
+for f in skip-all-reduce drift,rank=3; do
+  run_case "2d $f" 4 "$mlp" "$two" "$tmp/2d.json" "$f"
+done
+
+# a bad HAP_FAULT is one clear line, not a silent pass
+HAP_FAULT=nosuch mpirun --oversubscribe -np 2 "$run" "$tmp/dp.json" -m "$mlp" -c cpu-2 --check \
+  -n 1 -w 1 -q >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 1 ] && grep -q "HAP_FAULT='nosuch': unknown kind" "$tmp/err"; then ok; else bad "bad HAP_FAULT: exit $rc"; fi
+HAP_FAULT=drift,tensor=nosuch mpirun --oversubscribe -np 2 "$run" "$tmp/dp.json" -m "$mlp" -c cpu-2 \
+  --check -n 1 -w 1 -q >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 1 ] && grep -q "'nosuch' is not a trainable parameter" "$tmp/err"; then ok; else bad "bad HAP_FAULT tensor: exit $rc"; fi
+
+echo "test_check_faults: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
