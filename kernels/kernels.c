@@ -388,11 +388,61 @@ hap_status hap_kernel_forward(const hap_kernel_call *c, void *const *out, hap_ke
   return table[c->op].fwd(c, out, state, err);
 }
 
+/* ---- fault injection (tests only; kernels.h) ------------------------------------------------- */
+
+/* The op HAP_FAULT_KERNEL names (*on false when it is unset or empty). */
+static hap_status fault_op(hap_op *op, bool *on, hap_err *err) {
+  const char *name = getenv("HAP_FAULT_KERNEL");
+  *on = false;
+  if (name == NULL || name[0] == '\0')
+    return HAP_OK;
+  if (hap_op_lookup(name, op) != HAP_OK)
+    return hap_err_set(err, HAP_EINVAL, "HAP_FAULT_KERNEL: unknown op '%s'", name);
+  *on = true;
+  return HAP_OK;
+}
+
+/* The op's backward into zeroed scratch gradients (inputs sharing a gradient buffer share one
+ * scratch buffer), then din[i] += HAP_FAULT_SCALE x scratch: exactly the gradient scaled. */
+static hap_status backward_scaled(const hap_kernel_call *c, const float *const *dout,
+                                  float *const *din, const hap_kernel_state *state, hap_err *err) {
+  const hap_op_io *io = c->io;
+  float *tmp[HAP_MAX_OP_INPUTS] = {NULL};
+  bool own[HAP_MAX_OP_INPUTS] = {false};
+  hap_status st = HAP_OK;
+  for (int i = 0; i < io->n_in && st == HAP_OK; i++) {
+    if (din == NULL || !io->in_grad[i] || is_index_input(c->op, i) || din[i] == NULL)
+      continue;
+    for (int j = 0; j < i && tmp[i] == NULL; j++)
+      if (din[j] == din[i])
+        tmp[i] = tmp[j];
+    if (tmp[i] == NULL) {
+      tmp[i] = k_calloc((size_t)k_numel(&io->in[i]), sizeof(float), err);
+      own[i] = true;
+      st = tmp[i] == NULL ? HAP_ENOMEM : HAP_OK;
+    }
+  }
+  if (st == HAP_OK)
+    st = table[c->op].bwd(c, dout, tmp, state, err);
+  for (int i = 0; i < io->n_in; i++) {
+    if (!own[i])
+      continue;
+    for (int64_t e = 0; st == HAP_OK && e < k_numel(&io->in[i]); e++)
+      din[i][e] += (float)(HAP_FAULT_SCALE * (double)tmp[i][e]);
+    free(tmp[i]);
+  }
+  return st;
+}
+
 hap_status hap_kernel_backward(const hap_kernel_call *c, const float *const *dout,
                                float *const *din, const hap_kernel_state *state, hap_err *err) {
-  bool needed = false;
+  bool needed = false, fault = false;
+  hap_op faulty = HAP_OP_COUNT;
+  HAP_TRY(fault_op(&faulty, &fault, err));
   HAP_TRY(hap_kernel_check_backward(c, dout, din, &needed, err));
   if (!needed)
     return HAP_OK;
+  if (fault && faulty == c->op)
+    return backward_scaled(c, dout, din, state, err);
   return table[c->op].bwd(c, dout, din, state, err);
 }

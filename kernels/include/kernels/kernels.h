@@ -90,7 +90,15 @@ typedef struct hap_kernel_call {
 hap_status hap_kernel_forward(const hap_kernel_call *c, void *const *out, hap_kernel_state *state,
                               hap_err *err);
 
-/* din[i] += gradient of input i, for every i with io->in_grad[i]. `state` may be NULL. */
+/* din[i] += gradient of input i, for every i with io->in_grad[i]. `state` may be NULL.
+ *
+ * Fault injection, for tests only (tests/unit/test_kernel_faults.sh): when the environment
+ * variable HAP_FAULT_KERNEL names an op ("multi_head_attention"), that op's backward adds
+ * HAP_FAULT_SCALE times its gradient (din[i] += (1 + 1e-3) x dL/d in[i], a 0.1 % error, computed
+ * into scratch so the scale is exact); other ops are untouched. An unset or empty variable does
+ * nothing; a name that is no op fails every backward call with HAP_EINVAL "HAP_FAULT_KERNEL:
+ * unknown op '<name>'", so a typo cannot pass silently. Read with getenv on every call. */
+#define HAP_FAULT_SCALE (1 + 1e-3)
 hap_status hap_kernel_backward(const hap_kernel_call *c, const float *const *dout,
                                float *const *din, const hap_kernel_state *state, hap_err *err);
 
