@@ -3,7 +3,8 @@
 # the tensor and rank that were corrupted, and exits 1: a NaN loss, a NaN gradient element, a 0.1 %
 # gradient error, one rank's replica drifting, a skipped gradient all-reduce and a wrong update, on
 # a data-parallel plan, a tensor-parallel plan (sharded parameters), a ZeRO plan (sharded
-# parameter storage) and a 2-D plan (replica all-reduces). The same runs without the fault pass.
+# parameter storage) and a 2-D plan (replica all-reduces). The same runs without the fault pass,
+# and test_check.sh itself fails under each kind of fault.
 # Usage: test_check_faults.sh HAP_SYNTH HAP_RUN
 set -u
 synth=$1 run=$2
@@ -105,6 +106,16 @@ HAP_FAULT=drift,tensor=nosuch mpirun --oversubscribe -np 2 "$run" "$tmp/dp.json"
   --check -n 1 -w 1 -q >"$tmp/out" 2>"$tmp/err"
 rc=$?
 if [ "$rc" -eq 1 ] && grep -q "'nosuch' is not a trainable parameter" "$tmp/err"; then ok; else bad "bad HAP_FAULT tensor: exit $rc"; fi
+
+# the suite's own --check test (test_check.sh, as ctest runs it) fails under every fault
+for f in nan-loss nan-grad,rank=1 grad-error,rank=1 drift,rank=1 skip-all-reduce bad-update; do
+  if HAP_FAULT=$f bash "$(dirname "$0")/test_check.sh" "$synth" "$run" 2 cpu-2 dp-ev "^mlp" \
+    >"$tmp/out" 2>"$tmp/err"; then
+    bad "test_check.sh passed under HAP_FAULT=$f"
+  else
+    ok
+  fi
+done
 
 echo "test_check_faults: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
