@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "run/init.h"
 #include "run/reference.h"
 
 static bool trainable(const hap_tensor *t) {
@@ -42,15 +41,26 @@ static double ulp(float x) {
   return isfinite(a) ? (double)nextafterf(a, INFINITY) - a : 0;
 }
 
-/* Row-major flat index in the whole tensor of element `e` of box b (row-major in the box). */
-static int64_t global_index(const hap_box *b, const hap_shape *s, int64_t e) {
-  int64_t idx = 0, stride = 1;
-  for (int d = b->rank - 1; d >= 0; d--) {
+/* The box's elements in row-major order, as runs along the last dim: run k (k = 0 ..
+ * numel / run_len) starts at element k * run_len of the box and at run_start(k) of the whole
+ * tensor. */
+typedef struct box_runs {
+  const hap_box *b;
+  const hap_shape *s;
+  int64_t run_len; /* elements per run: the box's extent along the last dim (all of it: 1 run) */
+} box_runs;
+
+static int64_t run_start(const box_runs *br, int64_t k) {
+  const hap_box *b = br->b;
+  int last = b->rank - 1;
+  if (last < 0)
+    return 0;
+  int64_t idx = b->lo[last], stride = br->s->dims[last];
+  for (int d = last - 1; d >= 0; d--) {
     int64_t ext = b->hi[d] - b->lo[d];
-    int64_t at = b->lo[d] + (ext > 0 ? e % ext : 0);
-    e = ext > 0 ? e / ext : 0;
-    idx += at * stride;
-    stride *= s->dims[d];
+    idx += (b->lo[d] + k % ext) * stride;
+    k /= ext;
+    stride *= br->s->dims[d];
   }
   return idx;
 }
@@ -78,7 +88,8 @@ void hap_checker_destroy(hap_checker *c) {
   free(c);
 }
 
-/* Rank 0: every trainable parameter's initial value (for the size of its update). */
+/* Rank 0, right after the reference's first pass (no update yet): every trainable parameter's
+ * initial value, copied from the reference (for the size of its update). */
 static hap_status keep_initial(hap_checker *c, hap_err *err) {
   const hap_graph *g = c->g;
   c->initial = calloc((size_t)g->n_tensors, sizeof *c->initial);
@@ -88,21 +99,24 @@ static hap_status keep_initial(hap_checker *c, hap_err *err) {
     const hap_tensor *tn = &g->tensors[t];
     if (!trainable(tn))
       continue;
-    hap_box b = hap_box_full(&tn->shape);
-    c->initial[t] = malloc((size_t)hap_tensor_numel(tn) * sizeof(float) + 1);
+    size_t bytes = (size_t)hap_tensor_numel(tn) * sizeof(float);
+    c->initial[t] = malloc(bytes + 1);
     if (c->initial[t] == NULL)
       return hap_err_set(err, HAP_ENOMEM, "--check: out of memory for '%s'", tn->name);
-    HAP_TRY(hap_init_fill(g, t, c->seed, &b, c->initial[t], err));
+    memcpy(c->initial[t], hap_reference_value(c->ref, t), bytes);
   }
   return HAP_OK;
 }
 
+static double max2(double a, double b) { return a > b ? a : b; }
+
 /* Rank 0: one more reference iteration (forward, backward, update), and the model's scales. */
 static hap_status advance_reference(hap_checker *c, hap_err *err) {
   const hap_graph *g = c->g;
-  if (c->ref == NULL)
+  if (c->ref == NULL) {
     HAP_TRY(hap_reference_run(g, c->seed, &c->ref, err));
-  else
+    HAP_TRY(keep_initial(c, err));
+  } else
     HAP_TRY(hap_reference_iterate(c->ref, err));
   hap_reference_update(c->ref, c->lr);
   c->grad_scale = c->update_scale = 0;
@@ -112,8 +126,8 @@ static hap_status advance_reference(hap_checker *c, hap_err *err) {
     const float *gw = hap_reference_grad(c->ref, t);
     const float *w = hap_reference_value(c->ref, t);
     for (int64_t e = 0, n = hap_tensor_numel(&g->tensors[t]); e < n; e++) {
-      c->grad_scale = fmax(c->grad_scale, fabs((double)gw[e]));
-      c->update_scale = fmax(c->update_scale, fabs((double)w[e] - c->initial[t][e]));
+      c->grad_scale = max2(c->grad_scale, fabs((double)gw[e]));
+      c->update_scale = max2(c->update_scale, fabs((double)w[e] - c->initial[t][e]));
     }
   }
   return HAP_OK;
@@ -127,7 +141,49 @@ hap_status hap_checker_create(const hap_graph *g, hap_comm *world, uint64_t seed
     return hap_err_set(err, HAP_ENOMEM, "--check: out of memory");
   *c = (hap_checker){.g = g, .world = world, .seed = seed, .lr = lr};
   *out = c;
-  return world->rank == 0 ? keep_initial(c, err) : HAP_OK;
+  return HAP_OK;
+}
+
+/* "0" or "0,2,3": the ranks whose copy is copy u's (u and those with same_as u). */
+static void rank_list(const hap_run_copies *c, int32_t u, char *buf, size_t size) {
+  size_t len = (size_t)snprintf(buf, size, "%d", (int)u);
+  for (int32_t r = u + 1; r < c->n_ranks && len < size; r++)
+    if (c->same_as[r] == u)
+      len += (size_t)snprintf(buf + len, size - len, ",%d", (int)r);
+}
+
+/* The largest error of one copy (box b, values got) against the reference: *worst (relative to
+ * denom) at whole-tensor element *worst_at (and box element *worst_e); or the first non-finite
+ * element (*bad_e >= 0). */
+static void copy_error(const hap_box *b, const hap_shape *s, const float *got, const float *want,
+                       bool grad, double denom, double *worst, int64_t *worst_e, int64_t *bad_e) {
+  box_runs br = {b, s, b->rank > 0 ? b->hi[b->rank - 1] - b->lo[b->rank - 1] : 1};
+  int64_t m = hap_box_numel(b);
+  *worst = 0;
+  *worst_e = *bad_e = -1;
+  for (int64_t k = 0; br.run_len > 0 && k * br.run_len < m; k++) {
+    int64_t e0 = k * br.run_len, at0 = run_start(&br, k);
+    for (int64_t j = 0; j < br.run_len; j++) {
+      float g = got[e0 + j];
+      if (!isfinite(g)) {
+        *bad_e = e0 + j;
+        return;
+      }
+      double ref = want[at0 + j], d = fabs((double)g - ref);
+      if (!grad)
+        d = max2(0, d - HAP_CHECK_PARAM_ULPS * ulp((float)ref));
+      if (*worst_e < 0 || d / denom > *worst) {
+        *worst = d / denom;
+        *worst_e = e0 + j;
+      }
+    }
+  }
+}
+
+/* The whole-tensor index of box element e. */
+static int64_t global_of(const hap_box *b, const hap_shape *s, int64_t e) {
+  box_runs br = {b, s, b->rank > 0 ? b->hi[b->rank - 1] - b->lo[b->rank - 1] : 1};
+  return br.run_len > 0 ? run_start(&br, e / br.run_len) + e % br.run_len : 0;
 }
 
 /* Compare every rank's copy (c) of tensor t's quantity q with the reference `want`. */
@@ -141,47 +197,39 @@ static void compare_copies(const hap_graph *g, int32_t t, hap_run_quantity q, co
   double tol = grad ? HAP_CHECK_GRAD_TOL : HAP_CHECK_PARAM_TOL;
   double scale = 0; /* the tensor's largest |gradient| or |update| */
   for (int64_t e = 0; e < n; e++)
-    scale = fmax(scale, fabs(grad ? (double)want[e] : (double)want[e] - initial[e]));
+    scale = max2(scale, fabs(grad ? (double)want[e] : (double)want[e] - initial[e]));
   double floor_scale = HAP_CHECK_FLOOR * model_scale;
   if (grad && scale < floor_scale)
     res->n_floored++;
   double denom = fmax(fmax(scale, floor_scale), 1e-30);
-  for (int32_t r = 0; r < c->n_ranks; r++) {
-    const hap_box *b = &c->box[r];
-    const float *got = c->data + c->offset[r];
-    int64_t m = hap_box_numel(b), worst_e = -1, bad_e = -1;
-    double worst = 0;
-    for (int64_t e = 0; e < m && bad_e < 0; e++) {
-      int64_t at = global_index(b, &tn->shape, e);
-      if (!isfinite(got[e])) {
-        bad_e = e;
-        break;
-      }
-      double d = fabs((double)got[e] - want[at]);
-      if (!grad)
-        d = fmax(0, d - HAP_CHECK_PARAM_ULPS * ulp(want[at]));
-      if (worst_e < 0 || d / denom > worst) {
-        worst = d / denom;
-        worst_e = e;
-      }
-    }
-    res->n_copies += grad;
+  res->n_copies += grad ? c->n_ranks : 0;
+  for (int32_t u = 0; u < c->n_ranks; u++) {
+    if (c->same_as[u] >= 0) /* an identical copy: judged with rank same_as[u]'s */
+      continue;
+    const hap_box *b = &c->box[u];
+    const float *got = c->data + c->offset[u];
+    double worst;
+    int64_t worst_e, bad_e;
+    copy_error(b, &tn->shape, got, want, grad, denom, &worst, &worst_e, &bad_e);
+    char ranks[128];
+    rank_list(c, u, ranks, sizeof ranks);
+    const char *plural = strchr(ranks, ',') ? "s" : "";
     if (bad_e >= 0) {
-      fail(res, INFINITY, "%s of '%s' on rank %d: element %lld is %g (not finite)", what, tn->name,
-           (int)r, (long long)global_index(b, &tn->shape, bad_e), (double)got[bad_e]);
+      fail(res, INFINITY, "%s of '%s' on rank%s %s: element %lld is %g (not finite)", what,
+           tn->name, plural, ranks, (long long)global_of(b, &tn->shape, bad_e), (double)got[bad_e]);
       continue;
     }
     if (worst_e < 0) /* an empty shard */
       continue;
     double *worst_err = grad ? &res->grad_err : &res->param_err;
     *worst_err = fmax(*worst_err, worst);
-    int64_t at = global_index(b, &tn->shape, worst_e);
+    int64_t at = global_of(b, &tn->shape, worst_e);
     if (!(worst <= tol))
       fail(res, worst,
-           "%s of '%s' on rank %d: element %lld is %.9g, single device %.9g (error %.2e of %.3g, "
-           "tolerance %.0e)",
-           what, tn->name, (int)r, (long long)at, (double)got[worst_e], (double)want[at], worst,
-           denom, tol);
+           "%s of '%s' on rank%s %s: element %lld is %.9g, single device %.9g (error %.2e of "
+           "%.3g, tolerance %.0e)",
+           what, tn->name, plural, ranks, (long long)at, (double)got[worst_e], (double)want[at],
+           worst, denom, tol);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/hash.h"
 #include "base/vec.h"
 #include "exec/clock.h"
 #include "exec/emulate.h"
@@ -836,8 +837,36 @@ void hap_run_copies_free(hap_run_copies *c) {
     return;
   free(c->box);
   free(c->offset);
+  free(c->same_as);
   free(c->data);
   *c = (hap_run_copies){0};
+}
+
+/* What one rank tells the others about its copy. */
+typedef struct copy_id {
+  hap_box box;
+  uint64_t digest; /* of the copy's bytes */
+} copy_id;
+
+static bool box_equal(const hap_box *a, const hap_box *b) {
+  if (a->rank != b->rank)
+    return false;
+  for (int d = 0; d < a->rank; d++)
+    if (a->lo[d] != b->lo[d] || a->hi[d] != b->hi[d])
+      return false;
+  return true;
+}
+
+/* FNV-1a over 64-bit words (and the tail bytes) of n floats. */
+static uint64_t copy_digest(const float *v, int64_t n) {
+  size_t bytes = (size_t)n * sizeof *v, words = bytes / 8;
+  uint64_t h = HAP_FNV1A_OFFSET, w;
+  const unsigned char *p = (const unsigned char *)v;
+  for (size_t i = 0; i < words; i++) {
+    memcpy(&w, p + 8 * i, 8);
+    h = hap_fnv1a_word(h, w);
+  }
+  return hap_fnv1a_more(h, p + 8 * words, bytes - 8 * words);
 }
 
 hap_status hap_run_gather_copies(hap_run *r, int32_t tensor, hap_run_quantity q,
@@ -855,40 +884,56 @@ hap_status hap_run_gather_copies(hap_run *r, int32_t tensor, hap_run_quantity q,
     return HAP_ENOMEM;
   hap_comm *w = r->world;
   int32_t n = w->size, me = w->rank;
-  hap_box *boxes = malloc((size_t)n * sizeof *boxes);
+  int64_t numel = hap_box_numel(&p->box);
+  copy_id my_id;
+  memset(&my_id, 0, sizeof my_id); /* padding travels too */
+  my_id.box = p->box;
+  my_id.digest = copy_digest(mine, numel);
+  copy_id *ids = malloc((size_t)n * sizeof *ids);
   int64_t *counts = calloc((size_t)n * 4, sizeof *counts);
-  if (boxes == NULL || counts == NULL) {
-    free(boxes);
-    free(counts);
-    return oom(err);
-  }
+  int32_t *same_as = malloc((size_t)n * sizeof *same_as);
+  int64_t *offset = malloc((size_t)n * sizeof *offset);
+  hap_box *boxes = malloc((size_t)n * sizeof *boxes);
+  float *data = NULL;
+  hap_status st = !ids || !counts || !same_as || !offset || !boxes ? oom(err) : HAP_OK;
+  if (st == HAP_OK)
+    st = w->ops->all_gather(w, &my_id, ids, (int64_t)sizeof my_id, err);
+  /* every rank decides alike which copies travel: one per distinct (box, digest) */
   int64_t *sb = counts, *sd = counts + n, *rb = counts + 2 * (size_t)n,
           *rd = counts + 3 * (size_t)n;
-  float *data = NULL;
-  hap_status st = w->ops->all_gather(w, &p->box, boxes, (int64_t)sizeof p->box, err);
   int64_t total = 0;
-  for (int32_t i = 0; i < n && st == HAP_OK && me == 0; i++) {
-    rd[i] = total;
-    rb[i] = hap_box_numel(&boxes[i]) * (int64_t)sizeof(float);
-    total += rb[i];
+  for (int32_t i = 0; i < n && st == HAP_OK; i++) {
+    boxes[i] = ids[i].box;
+    same_as[i] = -1;
+    for (int32_t j = 0; j < i && same_as[i] < 0; j++)
+      if (same_as[j] < 0 && ids[j].digest == ids[i].digest && box_equal(&ids[j].box, &ids[i].box))
+        same_as[i] = j;
+    bool sends = same_as[i] < 0;
+    offset[i] = sends ? total / (int64_t)sizeof(float) : offset[same_as[i]];
+    if (me == 0 && sends) {
+      rd[i] = total;
+      rb[i] = hap_box_numel(&boxes[i]) * (int64_t)sizeof(float);
+      total += rb[i];
+    }
   }
-  sb[0] = hap_box_numel(&p->box) * (int64_t)sizeof(float); /* everything goes to rank 0 */
+  if (st == HAP_OK && same_as[me] < 0)
+    sb[0] = numel * (int64_t)sizeof(float); /* to rank 0 */
   if (st == HAP_OK && (data = malloc((size_t)(total > 0 ? total : 1))) == NULL)
     st = oom(err);
   if (st == HAP_OK)
     st = w->ops->all_to_allv(w, mine, sb, sd, data, rb, rd, err);
-  int64_t *offset = st == HAP_OK && me == 0 ? malloc((size_t)n * sizeof *offset) : NULL;
-  if (st == HAP_OK && me == 0 && offset == NULL)
-    st = oom(err);
   if (st == HAP_OK && me == 0) {
-    for (int32_t i = 0; i < n; i++)
-      offset[i] = rd[i] / (int64_t)sizeof(float);
-    *out = (hap_run_copies){n, boxes, offset, data};
+    *out = (hap_run_copies){n, boxes, offset, same_as, data};
     boxes = NULL;
+    offset = NULL;
+    same_as = NULL;
     data = NULL;
   }
-  free(boxes);
+  free(ids);
   free(counts);
+  free(same_as);
+  free(offset);
+  free(boxes);
   free(data);
   return st;
 }

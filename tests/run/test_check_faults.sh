@@ -31,13 +31,15 @@ run_case() {
   where=$(sed "s/.* on //" <<<"$said")
   rank='[0-9]+'
   [[ $where =~ ^rank\ ([0-9]+)$ ]] && rank=${BASH_REMATCH[1]}
+  # a failure names one rank, or every rank holding the identical copy: "on ranks 0,2,3:"
+  local on="on ranks? ([0-9]+,)*$rank(,[0-9]+)*:"
   local t=${tensor//./\\.}
   local want
   case "$kind" in
   nan-loss) want="^check: FAILED: loss on rank $rank: its share is nan" ;;
-  nan-grad) want="^check: FAILED: gradient of '$t' on rank $rank: element [0-9]+ is nan" ;;
-  grad-error | skip-all-reduce) want="^check: FAILED: gradient of '$t' on rank $rank: element" ;;
-  drift | bad-update) want="^check: FAILED: value of '$t' on rank $rank: element" ;;
+  nan-grad) want="^check: FAILED: gradient of '$t' $on element [0-9]+ is nan" ;;
+  grad-error | skip-all-reduce) want="^check: FAILED: gradient of '$t' $on element" ;;
+  drift | bad-update) want="^check: FAILED: value of '$t' $on element" ;;
   *) bad "$name: unknown kind '$kind'"; return ;;
   esac
   if grep -Eq "$want" "$tmp/out" && grep -q '^check: FAILED: [0-9]* differences' "$tmp/out"; then

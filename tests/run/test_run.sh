@@ -126,12 +126,21 @@ done
 
 # kill rank 1 in the middle of a long run: every rank ends with an error naming a task, quickly
 "$synth" "mlp:layers=8,batch=64,seq=32,hidden=256" -c cpu-2 -o "$tmp/long.json" -q
-start=$(date +%s)
 "${mpi[@]}" "$run" "$tmp/long.json" -m "mlp:layers=8,batch=64,seq=32,hidden=256" -c cpu-2 \
   -n 100000 -w 0 --timeout 10 >"$tmp/out" 2>"$tmp/err" &
 job=$!
-sleep 2
+# kill only once both ranks are iterating (each has used 1.5 s of CPU; at most 60 s of waiting):
+# a fixed sleep killed a rank still starting up on a loaded machine, before any handler was set
+cpu_s() { awk '{ printf "%d", ($14 + $15) / 100 * 10 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+for _ in $(seq 120); do
+  sleep 0.5
+  pids=$(pgrep -f "hap-run $tmp/long.json")
+  ready=0
+  for p in $pids; do [ "$(cpu_s "$p")" -ge 15 ] && ready=$((ready + 1)); done
+  [ "$ready" -ge 2 ] && break
+done
 pid=$(pgrep -f "hap-run $tmp/long.json" | tail -n 1)
+start=$(date +%s)
 [ -n "$pid" ] && kill -9 "$pid"
 wait "$job"
 rc=$?

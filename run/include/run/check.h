@@ -52,8 +52,9 @@ typedef struct hap_check_result {
 
 typedef struct hap_checker hap_checker;
 
-/* Collective over every rank of `world` (the runner's world): a checker for runs of graph g with
- * `seed` and learning rate `lr`; rank 0 keeps the reference. Owned; hap_checker_destroy. */
+/* A checker for runs of graph g with `seed` and learning rate `lr` over `world` (the runner's
+ * world; borrowed, as g): rank 0 will keep the reference, built at the first compare. Owned;
+ * hap_checker_destroy. */
 hap_status hap_checker_create(const hap_graph *g, hap_comm *world, uint64_t seed, double lr,
                               hap_checker **out, hap_err *err);
 

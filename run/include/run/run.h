@@ -89,12 +89,15 @@ typedef enum hap_run_quantity { HAP_RUN_GRADIENT, HAP_RUN_VALUE } hap_run_quanti
 
 /* Every world rank's stored copy of one parameter: the copy the update reads and writes (the
  * ZeRO shard, else the whole tensor or the rank's slice), as boxes in the parameter's global
- * coordinates. Owned; free with hap_run_copies_free. */
+ * coordinates. A copy with the same box and the same bytes as a lower rank's (replicas, as they
+ * should be) is not sent again: same_as names that rank (64-bit digests of the bytes decide, so a
+ * difference hides only behind a digest collision). Owned; free with hap_run_copies_free. */
 typedef struct hap_run_copies {
   int32_t n_ranks;
-  hap_box *box;    /* [n_ranks] world rank r's box */
-  int64_t *offset; /* [n_ranks] where rank r's elements start in data (elements) */
-  float *data;     /* the boxes' elements, row-major, rank after rank */
+  hap_box *box;     /* [n_ranks] world rank r's box */
+  int64_t *offset;  /* [n_ranks] where rank r's elements start in data (elements) */
+  int32_t *same_as; /* [n_ranks] -1, or the lower rank whose identical copy stands for r's */
+  float *data;      /* the distinct copies' elements, row-major, one after another */
 } hap_run_copies;
 
 /* Collective over every world rank: gather each rank's copy of parameter `tensor` (quantity q)
