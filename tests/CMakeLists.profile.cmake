@@ -36,31 +36,30 @@ add_test(NAME profile_measure
 add_test(NAME profile_rank_dies
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/profile/test_kill.sh $<TARGET_FILE:hap-profile>
                  ${MPIEXEC_EXECUTABLE})
-# The piecewise fits (profile/fit_rel.h) predict held-out sizes: prints every error, the pooled
-# median and p95; fails when the median over all held-out points exceeds the limit. Dense: fit
-# sizes 8 B x 2^i, the default plan's spacing (dev-2c medians 3.2-5.2 %), limit 10 %. Sparse: 8 B
-# x 4^i, the quick plan's (6.5-10.0 %: with 11 sizes the regime switches fall between measured
-# sizes), limit 15 %. Load from other processes on a 2-core box can push one run to 40-50 %, so a
-# failed run is repeated once (both are printed). Under ASan the timings themselves are distorted
-# (small p2p sizes measured 65-70 % off, median 18 % on an idle box), so the sanitize build runs
-# the same programs for their memory checks with the accuracy gate lifted; the plain build gates.
+# The piecewise fits (profile/fit_rel.h) predict held-out sizes (sparse: fit sizes 8 B x 4^i, the
+# quick plan's spacing; dense: 8 B x 2^i, the default plan's). What ctest checks holds on a loaded
+# machine: the fits are well-formed (finite, alpha >= 0, beta > 0, ordered pieces), every
+# held-out size is measured and its error finite, and the pooled median error is at most 75 %.
+# Measured on dev-2c (2 cores, Debian 12) with two `yes > /dev/null` running: worst medians 27 %
+# (sparse) and 38 % (dense) over 5 runs each, up to 79 s a run (four `yes`: 27 %, 11 %, 112 s).
+# The accuracy gates (15 % sparse, 10 % dense) are a benchmark: reports/bench-fit-holdout.sh
+# (reports/BENCHMARKS.md). Under ASan the timings are distorted (median 18 % on an idle box), so the
+# sanitize build lifts the bound and keeps the deterministic checks and the memory checks.
 if(HAP_SANITIZE)
-  set(HAP_HOLDOUT_LIMIT 100 100)
+  set(HAP_HOLDOUT_BOUND 100)
 else()
-  set(HAP_HOLDOUT_LIMIT 0.15 0.10)
+  set(HAP_HOLDOUT_BOUND 0.75)
 endif()
-list(GET HAP_HOLDOUT_LIMIT 0 HAP_HOLDOUT_SPARSE)
-list(GET HAP_HOLDOUT_LIMIT 1 HAP_HOLDOUT_DENSE)
 add_test(NAME profile_fit_holdout
-         COMMAND sh -c [["$1" -np 2 "$2" --reps 30 --iters 5 --max-median "$3" ||
-                         { echo "retrying once"; "$1" -np 2 "$2" --reps 30 --iters 5 --max-median "$3"; }]]
-                 sh ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:test_fit_holdout> ${HAP_HOLDOUT_SPARSE})
+         COMMAND ${MPIEXEC_EXECUTABLE} -np 2 $<TARGET_FILE:test_fit_holdout> --reps 30 --iters 5
+                 --max-median ${HAP_HOLDOUT_BOUND})
 add_test(NAME profile_fit_holdout_dense
-         COMMAND sh -c [["$1" -np 2 "$2" --reps 30 --iters 5 --step 2 --max-median "$3" ||
-                         { echo "retrying once"; "$1" -np 2 "$2" --reps 30 --iters 5 --step 2 --max-median "$3"; }]]
-                 sh ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:test_fit_holdout> ${HAP_HOLDOUT_DENSE})
-set_tests_properties(profile_measure profile_rank_dies profile_fit_holdout profile_fit_holdout_dense PROPERTIES
+         COMMAND ${MPIEXEC_EXECUTABLE} -np 2 $<TARGET_FILE:test_fit_holdout> --reps 30 --iters 5
+                 --step 2 --max-median ${HAP_HOLDOUT_BOUND})
+set_tests_properties(profile_measure profile_rank_dies PROPERTIES
                      LABELS mpi RUN_SERIAL TRUE TIMEOUT 120 ENVIRONMENT "${HAP_MPI_TEST_ENV}")
+set_tests_properties(profile_fit_holdout profile_fit_holdout_dense PROPERTIES
+                     LABELS mpi RUN_SERIAL TRUE TIMEOUT 300 ENVIRONMENT "${HAP_MPI_TEST_ENV}")
 
 # Per-op kernel timings (profile/kernel_times.h): a quick CPU profile's kernel rows load into the
 # cluster model and hap_compute_time at a measured shape returns the measured p50; then the same
