@@ -42,11 +42,11 @@ add_test(NAME profile_rank_dies
 # held-out size is measured and its error finite, and the pooled median error is at most 100 %
 # (a fit predicting over twice the measured times fails). Measured on dev-2c (2 cores, Debian 12):
 # 5 runs each with two `yes > /dev/null` running, worst medians 27 % (sparse) and 38 % (dense), up
-# to 79 s a run; 3 runs with four `yes`, 27 % and 11 %, up to 112 s; 5 runs with other jobs at load
-# average 5-9, 44 % and 39 %. The accuracy gates (15 % sparse, 10 % dense) are a benchmark:
-# reports/bench-fit-holdout.sh (reports/BENCHMARKS.md). Under ASan the timings are distorted (median
-# 18 % on an idle box), so the sanitize build lifts the bound and keeps the deterministic and the
-# memory checks.
+# to 79 s a run; 3 runs with four `yes`, 27 % and 11 %, up to 112 s; 5 runs with one `yes` and
+# other jobs (load average 5-9), 44 % and 39 %. The accuracy gates (15 % sparse, 10 % dense) are a
+# benchmark: reports/bench-fit-holdout.sh (reports/BENCHMARKS.md). Under ASan the timings are
+# distorted (median 18 % on an idle box), so the sanitize build lifts the bound and keeps the
+# deterministic and the memory checks.
 if(HAP_SANITIZE)
   set(HAP_HOLDOUT_BOUND 100)
 else()
