@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Build hap in Release (build-bench/) and run the benchmark programs whose results are recorded in
 # reports/BENCHMARKS.md. Usage:
-#   reports/run-benchmarks.sh [graph-load|cost|synth-matrix|synth-overhead|plan-sim|sim-paper|all]
+#   reports/run-benchmarks.sh [graph-load|cost|synth-matrix|synth-overhead|plan-sim|sim-paper|
+#                              fit-holdout|all]
 # (synth-matrix and synth-overhead are reports/bench-synth.sh matrix and overhead, sim-paper is
-# reports/sim-paper.sh)
+# reports/sim-paper.sh, fit-holdout is reports/bench-fit-holdout.sh: the fits' accuracy gates)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -34,4 +35,7 @@ if [ "$what" = plan-sim ] || [ "$what" = all ]; then
 fi
 if [ "$what" = sim-paper ] || [ "$what" = all ]; then
   reports/sim-paper.sh "$build"
+fi
+if [ "$what" = fit-holdout ] || [ "$what" = all ]; then
+  reports/bench-fit-holdout.sh "$build"
 fi

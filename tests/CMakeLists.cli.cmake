@@ -1,11 +1,18 @@
 # End-to-end tests of the command-line tools, driven by shell scripts in tests/cli/.
+# check_bad_files.sh: every malformed file refused (exit 1, one stderr line naming it) for the
+# reason DIR/expected-errors.txt gives; cli_bad_files_check_fails shows it fails on a wrong reason.
 if(TARGET hap-model)
   add_test(NAME cli_bad_graphs
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_bad_files.sh $<TARGET_FILE:hap-model> check
                    ${HAP_TEST_DATA}/graphs/bad)
+  add_test(NAME cli_bad_files_check_fails
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_check_bad_files.sh
+                   ${CMAKE_CURRENT_SOURCE_DIR}/check_bad_files.sh $<TARGET_FILE:hap-model>
+                   ${HAP_TEST_DATA}/graphs)
   add_test(NAME cli_hap_model
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_hap_model.sh $<TARGET_FILE:hap-model>)
-  set_tests_properties(cli_bad_graphs cli_hap_model PROPERTIES LABELS cli TIMEOUT 300)
+  set_tests_properties(cli_bad_graphs cli_bad_files_check_fails cli_hap_model PROPERTIES LABELS cli
+                       TIMEOUT 300)
 endif()
 
 if(TARGET hap-profile)

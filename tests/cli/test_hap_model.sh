@@ -30,17 +30,29 @@ check() {
   if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $name"; fi
 }
 
+# says NAME TEXT: stderr contains TEXT (a fixed string): the failure is for the expected reason.
+says() {
+  check "$1" grep -qF -- "$2" "$tmp/err"
+}
+
 expect help 0 "$bin" --help
 check help-text grep -q '^Usage: hap-model' "$tmp/out"
 expect cmd-help 0 "$bin" stats --help
 check cmd-help-text grep -q 'Usage: hap-model stats' "$tmp/out"
 expect version 0 "$bin" --version
+check version-text grep -q '^hap-model [0-9]' "$tmp/out"
 expect no-command 2 "$bin"
+says no-command-says "missing command"
 expect bad-command 2 "$bin" frobnicate
+says bad-command-says "unknown command 'frobnicate'"
 expect bad-option 2 "$bin" --bogus
+says bad-option-says "unrecognized option '--bogus'"
 expect bad-format 2 "$bin" --format xml list
+says bad-format-says "unknown format 'xml'"
 expect stats-missing-arg 2 "$bin" stats
+says stats-missing-arg-says "wrong number of arguments for 'stats'"
 expect export-missing-output 2 "$bin" export mlp
+says export-missing-output-says "export needs -o FILE"
 expect list 0 "$bin" list
 for m in mlp bert-base vit bert-moe vgg19 gpt; do
   check "list-has-$m" grep -q "^$m " "$tmp/out"
@@ -52,9 +64,11 @@ check ops-json-valid python3 -c "import json,sys; d=json.load(open('$tmp/out'));
 
 expect unknown-model 1 "$bin" stats nosuchmodel
 check unknown-model-one-line test "$(wc -l <"$tmp/err")" -eq 1
+says unknown-model-says "unknown model 'nosuchmodel'"
 expect bad-option-value 1 "$bin" stats 'bert-base:layers=abc'
-check bad-option-names-it grep -q layers "$tmp/err"
+says bad-option-names-it "option 'layers' is 'abc', expected a positive integer"
 expect export-bad-dir 1 "$bin" export mlp -o "$tmp/no/such/dir/g.json"
+says export-bad-dir-says "$tmp/no/such/dir/g.json: cannot create"
 check export-bad-dir-no-file test ! -e "$tmp/no/such/dir/g.json"
 
 small=(

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # End-to-end checks of hap-profile show/merge on cluster specs and profiles.
-# Usage: test_hap_profile.sh HAP_PROFILE_BINARY [WRITE_SAMPLE_PROFILE_BINARY]
+# Every failure is checked for its exit status and for the reason on stderr.
+# Usage: test_hap_profile.sh HAP_PROFILE_BINARY WRITE_SAMPLE_PROFILE_BINARY (both required)
 set -u
+if [ $# -ne 2 ]; then
+  echo "FAIL: usage: $0 HAP_PROFILE_BINARY WRITE_SAMPLE_PROFILE_BINARY (got $# arguments)" >&2
+  exit 2
+fi
 bin=$1
-sample=${2:-}
+sample=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 pass=0
@@ -27,6 +32,9 @@ check() { # check NAME COMMAND...
   shift
   if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $name"; fi
 }
+says() { # says NAME TEXT: stderr contains TEXT (fixed string)
+  check "$1" grep -qF -- "$2" "$tmp/err"
+}
 json_devices() { # json_devices FILE N: the JSON lists N devices
   python3 -c "import json,sys; d=json.load(open('$1')); sys.exit(0 if len(d['devices']) == $2 else 1)"
 }
@@ -34,11 +42,17 @@ json_devices() { # json_devices FILE N: the JSON lists N devices
 expect help 0 "$bin" --help
 check help-text grep -q '^Usage: hap-profile' "$tmp/out"
 expect version 0 "$bin" --version
+check version-text grep -q '^hap-profile [0-9]' "$tmp/out"
 expect no-command 2 "$bin"
+says no-command-says "Try 'hap-profile --help'."
 expect bad-command 2 "$bin" measure-everything
+says bad-command-says "unknown command 'measure-everything'"
 expect bad-format 2 "$bin" --format csv show cpu-2
+says bad-format-says "unknown format 'csv'"
 expect show-no-arg 2 "$bin" show
+says show-no-arg-says "show takes one profile or cluster spec"
 expect merge-no-output 2 "$bin" merge a.h5
+says merge-no-output-says "merge needs -o OUT"
 
 # measure: malformed options fail before MPI starts (exit 2, one line naming the flag)
 expect measure-no-backend 2 "$bin" measure -o "$tmp/m.h5"
@@ -51,12 +65,15 @@ check measure-cuda-no-gpu-says grep -q -- '^hap-profile: --backend cuda: no CUDA
 check measure-cuda-no-gpu-one-line test "$(wc -l < "$tmp/err")" -eq 1
 check measure-cuda-no-gpu-no-file test ! -e "$tmp/m.h5"
 expect measure-cuda-emulate 2 "$bin" measure --backend cuda --emulate-speed 1 -o "$tmp/m.h5"
+says measure-cuda-emulate-says "--emulate-speed is for --backend cpu"
 expect measure-plan-no-model 2 "$bin" measure --backend cpu --plan p.json -o "$tmp/m.h5"
 check measure-plan-no-model-says grep -q -- '--plan needs --model and --cluster' "$tmp/err"
 expect measure-model-no-plan 2 "$bin" measure --backend cpu --model mlp -o "$tmp/m.h5"
+says measure-model-no-plan-says "--model and --cluster go with --plan"
 expect measure-no-output 2 "$bin" measure --backend cpu
 check measure-no-output-says grep -q -- 'needs -o OUT' "$tmp/err"
 expect measure-extra-arg 2 "$bin" measure --backend cpu -o "$tmp/m.h5" extra
+says measure-extra-arg-says "measure takes no arguments, got 'extra'"
 expect measure-bad-only 2 "$bin" measure --backend cpu --only gpu -o "$tmp/m.h5"
 check measure-bad-only-says grep -q -- "--only: unknown part 'gpu'" "$tmp/err"
 for speed in '' '1,,0.5' '1,0.5,' ',1' 'fast' '1,x' '0' '-1' '1.5' '1,0' 'nan' 'inf' '1e999' \
@@ -89,26 +106,27 @@ done
 
 expect unknown-cluster 1 "$bin" show paper-hetro
 check unknown-cluster-one-line test "$(wc -l <"$tmp/err")" -eq 1
+says unknown-cluster-says "unknown cluster 'paper-hetro'"
 expect bad-param 1 "$bin" show paper-hetero:gpus_per_hots=4
-check bad-param-names-it grep -q gpus_per_hots "$tmp/err"
+says bad-param-names-it "unknown parameter 'gpus_per_hots'"
 expect missing-profile 1 "$bin" show "$tmp/none.h5"
-check missing-profile-names-it grep -q none.h5 "$tmp/err"
+says missing-profile-names-it "$tmp/none.h5: cannot open: No such file"
 printf 'not an hdf5 file' >"$tmp/fake.h5"
 expect fake-profile 1 "$bin" show "$tmp/fake.h5"
 check fake-profile-one-line test "$(wc -l <"$tmp/err")" -eq 1
+says fake-profile-says "$tmp/fake.h5: not an HDF5 file"
 
-if [ -n "$sample" ]; then
-  expect write-sample 0 "$sample" "$tmp/p.h5"
-  expect show-profile 0 "$bin" show "$tmp/p.h5"
-  check show-profile-sweeps grep -q '^profile: ' "$tmp/out"
-  expect show-profile-json 0 "$bin" --format json show "$tmp/p.h5"
-  cp "$tmp/out" "$tmp/p.json"
-  check show-profile-json-valid python3 -c "import json; json.load(open('$tmp/p.json'))"
-  # merging a profile with itself repeats its hosts: one clear error, no output file
-  expect merge-duplicate 1 "$bin" merge -o "$tmp/m.h5" "$tmp/p.h5" "$tmp/p.h5"
-  check merge-duplicate-no-file test ! -e "$tmp/m.h5"
-  check no-temp-files test -z "$(find "$tmp" -name '*.tmp.*')"
-fi
+expect write-sample 0 "$sample" "$tmp/p.h5"
+expect show-profile 0 "$bin" show "$tmp/p.h5"
+check show-profile-sweeps grep -q '^profile: ' "$tmp/out"
+expect show-profile-json 0 "$bin" --format json show "$tmp/p.h5"
+cp "$tmp/out" "$tmp/p.json"
+check show-profile-json-valid python3 -c "import json; json.load(open('$tmp/p.json'))"
+# merging a profile with itself repeats its hosts: one clear error, no output file
+expect merge-duplicate 1 "$bin" merge -o "$tmp/m.h5" "$tmp/p.h5" "$tmp/p.h5"
+says merge-duplicate-says "host 'v100-0' of part 1 is already in an earlier part"
+check merge-duplicate-no-file test ! -e "$tmp/m.h5"
+check no-temp-files test -z "$(find "$tmp" -name '*.tmp.*')"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

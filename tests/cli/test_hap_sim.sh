@@ -28,8 +28,13 @@ check() { # check NAME COMMAND...
   shift
   if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $name"; fi
 }
-one_line_error() { # the error is exactly one line naming $1
-  [ "$(grep -c . "$tmp/err")" -le 2 ] && grep -q "$1" "$tmp/err"
+one_line_error() { # the error is one line containing $1 (a fixed string), then at most the hint
+  [ "$(grep -c . "$tmp/err")" -ge 1 ] && head -n 1 "$tmp/err" | grep -qF -- "$1" &&
+    { [ "$(grep -c . "$tmp/err")" -eq 1 ] ||
+      { [ "$(grep -c . "$tmp/err")" -eq 2 ] && [ "$(sed -n 2p "$tmp/err")" = "Try 'hap-sim --help'." ]; }; }
+}
+says() { # says NAME TEXT: stderr contains TEXT (a fixed string)
+  check "$1" grep -qF -- "$2" "$tmp/err"
 }
 
 small="mlp:layers=2,batch=24,seq=8,hidden=32"
@@ -37,6 +42,7 @@ small="mlp:layers=2,batch=24,seq=8,hidden=32"
 expect help 0 "$bin" --help
 check help-text grep -q '^Usage: hap-sim' "$tmp/out"
 expect version 0 "$bin" --version
+check version-text grep -q '^hap-sim [0-9]' "$tmp/out"
 
 # the bundled study: bert-base on paper-hetero, 4 points x 4 strategies
 expect default 0 "$bin"
@@ -74,34 +80,43 @@ expect sweep-grid 0 "$bin" "$small" -c paper-hetero -s dp-ev -w gpus_per_host=1,
 check sweep-grid-rows [ "$(grep -c '^gpus_per_host=' "$tmp/out")" -eq 4 ]
 expect sweep-unknown-key 2 "$bin" "$small" -c cpu-2 -w gpus=1,2
 check sweep-unknown-key-lists one_line_error "valid keys: gpus_per_host, hosts, inter_gbps"
-check sweep-unknown-key-model grep -q "batch" "$tmp/err"
+says sweep-unknown-key-model "batch, seq, hidden, layers, segments, device[MODEL]"
 expect sweep-bad-form 2 "$bin" "$small" -c cpu-2 -w gpus_per_host
+check sweep-bad-form-msg one_line_error "'gpus_per_host' is not of the form KEY=V1,V2,..."
 expect sweep-empty-value 2 "$bin" "$small" -c cpu-2 -w gpus_per_host=1,,2
+check sweep-empty-value-msg one_line_error "empty or too long value list in 'gpus_per_host=1,,2'"
 expect sweep-bad-value 1 "$bin" "$small" -c paper-hetero -w gpus_per_host=0
-check sweep-bad-value-msg one_line_error "gpus_per_host"
+check sweep-bad-value-msg one_line_error "parameter 'gpus_per_host' is '0', expected an integer"
 expect sweep-twice 2 "$bin" "$small" -c cpu-2 -w batch=8 -w batch=16
+check sweep-twice-msg one_line_error "key 'batch' is given twice"
 expect sweep-unknown-preset 2 "$bin" "$small" -c cpu-2 -w 'device[cpu]=V100-16'
 check sweep-unknown-preset-suggests grep -q "did you mean" "$tmp/err"
 printf '\x89HDF\r\n\x1a\n' >"$tmp/fake.h5"
 expect sweep-profile-param 2 "$bin" "$small" -c "$tmp/fake.h5" -w inter_gbps=10,20
 check sweep-profile-param-msg one_line_error "not to the measured profile"
 expect sweep-no-such-device 1 "$bin" "$small" -c cpu-2 -w 'device[H100]=V100-16GB'
+check sweep-no-such-device-msg one_line_error "no device of cpu-2 has a model containing 'H100'"
 
 # plans from hap-synth, and plans made for something else
 expect synth-plan 0 "$synth" "$small" -c cpu-2 -o "$tmp/plan.json" -q
 expect plan 0 "$bin" "$small" -c cpu-2 --plan "$tmp/plan.json"
 check plan-row grep -q ' hap ' "$tmp/out"
 expect plan-other-graph 1 "$bin" "mlp:layers=3,batch=24,seq=8,hidden=32" -c cpu-2 --plan "$tmp/plan.json"
-check plan-other-graph-msg one_line_error "digest"
+check plan-other-graph-msg one_line_error "graph: made for graph 'mlp' digest"
 expect plan-other-cluster 1 "$bin" "$small" -c cpu-2:intra_gbps=5 --plan "$tmp/plan.json"
-check plan-other-cluster-msg one_line_error "digest"
+check plan-other-cluster-msg one_line_error "cluster: made for cluster 'cpu-2' digest"
 expect plan-other-size 1 "$bin" "$small" -c paper-hetero:gpus_per_host=1 --plan "$tmp/plan.json"
+check plan-other-size-msg one_line_error "this cluster 'paper-hetero' has digest"
 head -c 100 "$tmp/plan.json" >"$tmp/truncated.json"
 expect plan-truncated 1 "$bin" "$small" -c cpu-2 --plan "$tmp/truncated.json"
-check plan-truncated-msg one_line_error "truncated.json"
+check plan-truncated-msg one_line_error "$tmp/truncated.json: line "
+says plan-truncated-why "premature end of input"
 expect plan-missing 1 "$bin" "$small" -c cpu-2 --plan "$tmp/nope.json"
+check plan-missing-msg one_line_error "$tmp/nope.json: cannot open: No such file"
 expect plan-and-strategy 2 "$bin" "$small" -c cpu-2 --plan "$tmp/plan.json" -s hap
+check plan-and-strategy-msg one_line_error "--plan and --strategy exclude each other"
 expect plan-and-sweep 2 "$bin" "$small" -c cpu-2 --plan "$tmp/plan.json" -w batch=8
+check plan-and-sweep-msg one_line_error "--plan cannot be swept"
 
 # traces: valid JSON, events nest per lane (python), one file per run when there are several
 expect trace 0 "$bin" "$small" -c paper-hetero:gpus_per_host=1 -s hap -t "$tmp/t.json"
@@ -127,14 +142,16 @@ PY
 }
 check trace-nests nest_check "$tmp/t.json"
 expect trace-several 0 "$bin" "$small" -c cpu-2 -t "$tmp/s.json"
-check trace-several-files [ -f "$tmp/s.hap.json" ] && [ -f "$tmp/s.dp-ev.json" ] && [ -f "$tmp/s.dp-cp.json" ]
+for s in hap dp-ev dp-cp; do
+  check "trace-several-files-$s" test -f "$tmp/s.$s.json"
+done
 check trace-twins python3 - "$tmp/s.hap.json" "$tmp/s.dp-ev.json" <<'PY'
 import json, sys
 names = [{e["name"] for e in json.load(open(p))["traceEvents"] if e["ph"] == "X" and e["name"].endswith(".fwd")} for p in sys.argv[1:]]
 assert names[0] and names[0] == names[1], names[0] ^ names[1]
 PY
 expect trace-unwritable 1 "$bin" "$small" -c cpu-2 -s hap -t /nonexistent-dir/t.json
-check trace-unwritable-msg grep -q "nonexistent-dir" "$tmp/err"
+check trace-unwritable-msg one_line_error "/nonexistent-dir/t.json: cannot create"
 
 # megatron-tp: a 2-D plan (one replica per host) through hap-synth, hap-sim --plan and a trace
 mtp_cluster=paper-hetero:gpus_per_host=2
@@ -151,11 +168,17 @@ check megatron-odd-batch-row grep -q 'not a multiple of 8 replicas' "$tmp/out"
 
 # usage errors
 expect bad-strategy 2 "$bin" "$small" -s megatron
+check bad-strategy-msg one_line_error "unknown strategy 'megatron'"
 expect bad-format 2 "$bin" "$small" -f yaml
+check bad-format-msg one_line_error "unknown format 'yaml'"
 expect two-models 2 "$bin" mlp vit
+check two-models-msg one_line_error "more than one MODEL given"
 expect bad-trace-devices 2 "$bin" "$small" --trace-devices -1
+check bad-trace-devices-msg one_line_error "--trace-devices wants an integer 0..65536, got '-1'"
 expect bad-model 1 "$bin" nosuchmodel -c cpu-2
+check bad-model-msg one_line_error "unknown model 'nosuchmodel'"
 expect bad-cluster 1 "$bin" "$small" -c nosuchcluster
+check bad-cluster-msg one_line_error "unknown cluster 'nosuchcluster'"
 
 echo "test_hap_sim: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -3,8 +3,9 @@
  *   device: info, alloc, host <-> device copies, fill, row-major GEMM (float32, float64) against
  *           a CPU reference, empty kernel, the event timer;
  *   nccl:   all_reduce, all_gather(v), reduce_scatter(v), all_to_all, broadcast, barrier, split.
- * Exits 77 (ctest: Skipped) when there is no usable GPU or fewer GPUs than ranks, after printing
- * why; 1 on any failed check. Usage: test_gpu_backend [--need N] (skip unless N ranks run). */
+ * Exits 77 (ctest: Skipped) only when the device query says there is no GPU (HAP_ENOGPU) or there
+ * are fewer GPUs than ranks, after printing why; 1 on any other query error (a CUDA failure is not
+ * a skip) and on any failed check. Usage: test_gpu_backend [--need N] (skip unless N ranks run). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,9 +247,13 @@ int main(int argc, char **argv) {
     rc = failures ? 1 : 77;
     goto out;
   }
-  if (st != HAP_OK || count < world->size || world->size < need) {
-    printf("SKIP: %d GPU(s) for %d rank(s), this test wants %d (%s)\n", count, world->size, need,
-           err.msg);
+  if (st != HAP_OK) { /* a CUDA error, not a missing GPU: fail */
+    printf("FAIL: hap_gpu_query: %s: %s\n", hap_status_str(st), err.msg);
+    rc = 1;
+    goto out;
+  }
+  if (count < world->size || world->size < need) {
+    printf("SKIP: %d GPU(s) for %d rank(s), this test wants %d\n", count, world->size, need);
     rc = 77;
     goto out;
   }

@@ -11,15 +11,17 @@ Usage: check_measured_profile.py FILE N [--speed-ratio R]
     factor of 2 at the median (a gross check: accuracy is test_fit_holdout's);
   - with --speed-ratio R: the best GEMM FLOP/s of device 1 over that of device 0 is within 10 %
     of R (emulated speeds); prints the ratio.
-Exit 0 when everything holds, 1 with one line per problem, 77 when h5py is missing."""
+Exit 0 when everything holds, 1 with one line per problem, 1 when h5py cannot be imported
+(scripts/setup-debian.sh installs python3-h5py)."""
 import sys
 
 try:
     import h5py
     import numpy as np
 except ImportError as e:  # pragma: no cover - depends on the machine
-    print(f"check_measured_profile: skipped, h5py is not importable ({e})")
-    sys.exit(77)
+    print(f"check_measured_profile: FAIL: h5py is not importable ({e}); "
+          "scripts/setup-debian.sh installs python3-h5py")
+    sys.exit(1)
 
 path, n = sys.argv[1], int(sys.argv[2])
 ratio = float(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[3] == "--speed-ratio" else None

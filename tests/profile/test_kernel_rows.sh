@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # Kernel timings end to end: a quick 2-rank CPU profile (--only compute) has kernel rows that the
-# cluster model serves back (test_kernel_rows); then, when hap-synth is built, a profile measured
-# with --plan has the rows of exactly the local shapes that plan gives each rank, both timed in a
-# replay of the plan (the default, also for a 2-D megatron-tp plan) and in hot loops.
-# Usage: test_kernel_rows.sh HAP_PROFILE MPIEXEC TEST_KERNEL_ROWS [HAP_SYNTH]
+# cluster model serves back (test_kernel_rows); then a profile measured with --plan (hap-synth's)
+# has the rows of exactly the local shapes that plan gives each rank, both timed in a replay of the
+# plan (the default, also for a 2-D megatron-tp plan) and in hot loops. hap-synth and h5py
+# (python3-h5py, scripts/setup-debian.sh) are prerequisites: without either the test fails.
+# Usage: test_kernel_rows.sh HAP_PROFILE MPIEXEC TEST_KERNEL_ROWS HAP_SYNTH
 set -eu
-bin=$1 mpiexec=$2 check=$3 synth=${4:-}
+if [ $# -ne 4 ]; then
+  echo "FAIL: usage: $0 HAP_PROFILE MPIEXEC TEST_KERNEL_ROWS HAP_SYNTH (got $# arguments)" >&2
+  exit 2
+fi
+bin=$1 mpiexec=$2 check=$3 synth=$4
+for tool in "$bin" "$check" "$synth"; do
+  [ -x "$tool" ] || { echo "FAIL: $tool: not an executable" >&2; exit 1; }
+done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 "$mpiexec" -np 2 "$bin" measure --backend cpu --quick --only compute --quiet -o "$tmp/grid.h5"
 "$check" "$tmp/grid.h5"
 
-if [ -z "$synth" ]; then
-  echo "hap-synth not built: --plan part skipped"
-  exit 0
-fi
 model="mlp:layers=2,batch=24,seq=8,hidden=32"
 "$synth" "$model" -c cpu-2 -o "$tmp/plan.json" -q
 "$mpiexec" -np 2 "$bin" measure --backend cpu --quick --only compute --quiet \
@@ -34,9 +38,8 @@ two=paper-homo:gpus_per_host=1,hosts=2
 import sys
 try:
     import h5py
-except ImportError:
-    print("h5py missing: the timing-mode check is skipped")
-    sys.exit(0)
+except ImportError as e:
+    sys.exit("FAIL: h5py is not importable (%s); scripts/setup-debian.sh installs python3-h5py" % e)
 for path, how in zip(sys.argv[1:], ["replay", "loop"]):
     with h5py.File(path, "r") as f:
         got = f["env"].attrs["hap.kernel_timing"]
@@ -72,9 +75,8 @@ big="mlp:layers=1,batch=4,seq=2,hidden=2048"
 import sys
 try:
     import h5py
-except ImportError:
-    print("h5py missing: the extension check is skipped")
-    sys.exit(0)
+except ImportError as e:
+    sys.exit("FAIL: h5py is not importable (%s); scripts/setup-debian.sh installs python3-h5py" % e)
 with h5py.File(sys.argv[1], "r") as f:
     ar = int(f["collectives"]["all_reduce"]["world"]["sizes_bytes"][-1])
     ag = int(f["collectives"]["all_gather"]["world"]["sizes_bytes"][-1])
