@@ -42,6 +42,11 @@ if(TARGET hap-run AND TARGET hap-synth AND HAP_MPIRUN)
     set_tests_properties(${HAP_RUN_TESTS} PROPERTIES
       ENVIRONMENT "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/profile/lsan-mpi.supp:fast_unwind_on_malloc=0:print_suppressions=0")
   endif()
+else()
+  # mpirun comes with openmpi-bin, which setup installs. Without it the hap-run tests cannot run cannot run: a
+  # failure, never a pass.
+  add_test(NAME run_needs_mpirun
+           COMMAND sh -c "echo 'mpirun not found (openmpi-bin): the hap-run tests cannot run' >&2; exit 1")
 endif()
 # check_passed.sh judges --check's output by its numbers (no MPI needed)
 add_test(NAME run_check_passed_judge

@@ -10,11 +10,17 @@ mode=$1 devices=$2 synth=$3 run=$4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-# the same detection as gpu_hap_devices_list: a listed GPU that passes its kernel self-test
+# the same detection as gpu_hap_devices_list: a listed GPU that passes its kernel self-test.
+# Only "no GPU" (hap-devices: exit 1, stderr "no GPU: ...") is a reason to skip; any other
+# failure (a CUDA error, a failing self-test) fails this test.
 gpu=1
 if ! "$devices" --format json --selftest >"$tmp/dev" 2>"$tmp/deverr"; then
-  gpu=0
   sed 's/^/hap-devices: /' "$tmp/deverr"
+  if ! grep -q '^no GPU: ' "$tmp/deverr"; then
+    echo "FAIL: hap-devices failed for another reason than having no GPU"
+    exit 1
+  fi
+  gpu=0
 fi
 m="mlp:layers=2,batch=8,seq=4,hidden=16"
 c="paper-homo:gpus_per_host=1,hosts=1"
