@@ -43,7 +43,7 @@ if(TARGET hap-run AND TARGET hap-synth AND HAP_MPIRUN)
       ENVIRONMENT "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/profile/lsan-mpi.supp:fast_unwind_on_malloc=0:print_suppressions=0")
   endif()
 else()
-  # mpirun comes with openmpi-bin, which setup installs. Without it the hap-run tests cannot run cannot run: a
+  # mpirun comes with openmpi-bin, which setup installs. Without it the hap-run tests cannot run: a
   # failure, never a pass.
   add_test(NAME run_needs_mpirun
            COMMAND sh -c "echo 'mpirun not found (openmpi-bin): the hap-run tests cannot run' >&2; exit 1")
