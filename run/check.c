@@ -124,10 +124,12 @@ static hap_status advance_reference(hap_checker *c, hap_err *err) {
     if (!trainable(&g->tensors[t]))
       continue;
     const float *gw = hap_reference_grad(c->ref, t);
-    const float *w = hap_reference_value(c->ref, t);
+    const float *w = hap_reference_value(c->ref, t), *w0 = c->initial[t];
+    if (gw == NULL || w == NULL || w0 == NULL) /* trainable: never */
+      continue;
     for (int64_t e = 0, n = hap_tensor_numel(&g->tensors[t]); e < n; e++) {
       c->grad_scale = max2(c->grad_scale, fabs((double)gw[e]));
-      c->update_scale = max2(c->update_scale, fabs((double)w[e] - c->initial[t][e]));
+      c->update_scale = max2(c->update_scale, fabs((double)w[e] - w0[e]));
     }
   }
   return HAP_OK;
@@ -194,7 +196,9 @@ static void compare_copies(const hap_graph *g, int32_t t, hap_run_quantity q, co
   int64_t n = hap_tensor_numel(tn);
   bool grad = q == HAP_RUN_GRADIENT;
   const char *what = grad ? "gradient" : "value";
-  double tol = grad ? HAP_CHECK_GRAD_TOL : HAP_CHECK_PARAM_TOL;
+  static const double tolerance[] = {
+      [HAP_RUN_GRADIENT] = HAP_CHECK_GRAD_TOL, [HAP_RUN_VALUE] = HAP_CHECK_PARAM_TOL};
+  double tol = tolerance[q];
   double scale = 0; /* the tensor's largest |gradient| or |update| */
   for (int64_t e = 0; e < n; e++)
     scale = max2(scale, fabs(grad ? (double)want[e] : (double)want[e] - initial[e]));

@@ -22,9 +22,10 @@ hap_status hap_fault_parse(const char *text, const hap_graph *g, int32_t world, 
   if (text == NULL || *text == '\0')
     return HAP_OK;
   char buf[256];
-  if (strlen(text) >= sizeof buf)
+  size_t len = strlen(text);
+  if (len >= sizeof buf)
     return bad(err, "(long)", "longer than 255 characters");
-  strcpy(buf, text);
+  memcpy(buf, text, len + 1);
   char *save = NULL;
   char *part = strtok_r(buf, ",", &save);
   for (int k = HAP_FAULT_NAN_LOSS; part != NULL && k <= HAP_FAULT_BAD_UPDATE; k++)

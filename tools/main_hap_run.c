@@ -447,8 +447,8 @@ static int run(const opts *o, hap_comm *comm) {
       if (iter_s[i] == med)
         pick = i;
   }
-  all_start = malloc(nt * (size_t)comm->size * sizeof *all_start);
-  all_end = malloc(nt * (size_t)comm->size * sizeof *all_end);
+  all_start = calloc(nt * (size_t)comm->size, sizeof *all_start);
+  all_end = calloc(nt * (size_t)comm->size, sizeof *all_end);
   if (!all_start || !all_end) {
     st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
     goto out;
@@ -463,7 +463,7 @@ static int run(const opts *o, hap_comm *comm) {
                                   &err)) != HAP_OK)
     goto out;
   if (me == 0 && o->iters > 0) {
-    double *meas = malloc(nt * (size_t)comm->size * sizeof *meas);
+    double *meas = calloc(nt * (size_t)comm->size, sizeof *meas);
     if (meas != NULL) {
       for (size_t i = 0; i < nt * (size_t)comm->size; i++)
         meas[i] = all_end[i] - all_start[i];
