@@ -12,6 +12,10 @@
 #include "kernels/kernels.h"
 #include "model/sharding.h"
 
+#define KERNEL_CASE_RNG_SEED     0x9e3779b97f4a7c15ULL /* the input values */
+#define KERNEL_CASE_DROPOUT_SEED 12345
+#include "kernel_case.h"
+
 #ifdef HAP_TEST_KX
 /* test_kernels_kx (tests/CMakeLists.txt): every forward and backward call below of an op with
  * a GPU kernel program (kx/kx.h) runs both the CPU kernel and the program on the host and
@@ -20,9 +24,7 @@
 #include "kx/kx.h"
 
 static size_t kx_bytes(const hap_shape *s, hap_dtype dt) {
-  int64_t n = 1;
-  for (int d = 0; d < s->rank; d++)
-    n *= s->dims[d];
+  int64_t n = numel(s);
   return (size_t)(n > 0 ? n : 0) * (size_t)hap_dtype_size(dt);
 }
 
@@ -125,75 +127,6 @@ static hap_status kx_backward(const hap_kernel_call *c, const float *const *dout
 #define hap_kernel_backward kx_backward
 #endif
 
-/* ---- cases ----------------------------------------------------------------------------------- */
-
-static hap_shape mk_shape(const int64_t *d, size_t n) {
-  hap_shape s = {.rank = (int32_t)n};
-  for (size_t i = 0; i < n; i++)
-    s.dims[i] = d[i];
-  return s;
-}
-#define SHAPE(...)                                                                                 \
-  mk_shape((const int64_t[]){__VA_ARGS__}, sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
-static const hap_shape SCALAR = {.rank = 0};
-
-enum { V_ANY, V_POS, V_AWAY0, V_DISTINCT };
-
-typedef struct kcase {
-  hap_op op;
-  hap_attrs attrs;
-  hap_op_io io;
-  int64_t int_hi[HAP_MAX_OP_INPUTS]; /* > 0: an int64 index input in [0, int_hi) */
-  int kind[HAP_MAX_OP_INPUTS];       /* V_*: how float inputs are drawn */
-  double eps;                        /* finite-difference step */
-  uint64_t seed;                     /* dropout seed */
-} kcase;
-
-static void begin(kcase *c, hap_op op) {
-  memset(c, 0, sizeof *c);
-  c->op = op;
-  hap_attrs_init(&c->attrs, op);
-  c->io.attrs = &c->attrs;
-  c->eps = 1e-2;
-  c->seed = 12345;
-}
-
-static void in_f(kcase *c, hap_shape s) {
-  int i = c->io.n_in++;
-  c->io.in[i] = s;
-  c->io.in_dtype[i] = HAP_F32;
-  c->io.in_grad[i] = true;
-}
-
-static void in_i(kcase *c, hap_shape s, int64_t hi) {
-  int i = c->io.n_in++;
-  c->io.in[i] = s;
-  c->io.in_dtype[i] = HAP_I64;
-  c->int_hi[i] = hi;
-}
-
-static void set_i(kcase *c, const char *name, int64_t v) {
-  hap_err e = {0};
-  cr_assert_eq(hap_attrs_set_int(&c->attrs, c->op, name, v, &e), HAP_OK, "%s", e.msg);
-}
-static void set_f(kcase *c, const char *name, double v) {
-  hap_err e = {0};
-  cr_assert_eq(hap_attrs_set_float(&c->attrs, c->op, name, v, &e), HAP_OK, "%s", e.msg);
-}
-static void set_s(kcase *c, const char *name, const char *v) {
-  hap_err e = {0};
-  cr_assert_eq(hap_attrs_set_str(&c->attrs, c->op, name, v, &e), HAP_OK, "%s", e.msg);
-}
-static void set_ints(kcase *c, const char *name, hap_shape v) {
-  hap_err e = {0};
-  cr_assert_eq(hap_attrs_set_ints(&c->attrs, c->op, name, v.dims, v.rank, &e), HAP_OK, "%s", e.msg);
-}
-
-static void infer(kcase *c) {
-  hap_err e = {0};
-  cr_assert_eq(hap_op_infer(c->op, &c->io, &e), HAP_OK, "%s", e.msg);
-}
-
 /* ---- tensors --------------------------------------------------------------------------------- */
 
 typedef struct tens {
@@ -203,19 +136,11 @@ typedef struct tens {
   void *p;
 } tens;
 
-static int64_t numel(const hap_shape *s) {
-  int64_t n = 1;
-  for (int i = 0; i < s->rank; i++)
-    n *= s->dims[i];
-  return n;
-}
-
 static void t_alloc(tens *t, const hap_shape *s, hap_dtype dt) {
   t->s = *s;
   t->dt = dt;
   t->n = numel(s);
-  t->p = calloc((size_t)(t->n > 0 ? t->n : 1), (size_t)hap_dtype_size(dt));
-  cr_assert_not_null(t->p);
+  t->p = alloc(t->n, (size_t)hap_dtype_size(dt));
 }
 static void t_free(tens *t) {
   free(t->p);
@@ -223,40 +148,6 @@ static void t_free(tens *t) {
 }
 static float *F(const tens *t) { return t->p; }
 static int64_t *I(const tens *t) { return t->p; }
-
-static uint64_t rng = 0x9e3779b97f4a7c15ULL;
-static uint64_t next_u64(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return rng;
-}
-static double uniform(double lo, double hi) {
-  return lo + (hi - lo) * (double)(next_u64() >> 11) * 0x1.0p-53;
-}
-
-static void fill(const kcase *c, int k, tens *t) {
-  if (c->int_hi[k] > 0) {
-    for (int64_t f = 0; f < t->n; f++)
-      I(t)[f] = (int64_t)(next_u64() % (uint64_t)c->int_hi[k]);
-    return;
-  }
-  for (int64_t f = 0; f < t->n; f++) {
-    switch (c->kind[k]) {
-    case V_POS: F(t)[f] = (float)uniform(0.5, 1.5); break;
-    case V_AWAY0: F(t)[f] = (float)((next_u64() & 1 ? 1 : -1) * uniform(0.1, 1)); break;
-    case V_DISTINCT: F(t)[f] = (float)(0.05 * (double)f - 1); break;
-    default: F(t)[f] = (float)uniform(-1, 1); break;
-    }
-  }
-  if (c->kind[k] == V_DISTINCT) /* shuffle the grid */
-    for (int64_t f = t->n - 1; f > 0; f--) {
-      int64_t g = (int64_t)(next_u64() % (uint64_t)(f + 1));
-      float tmp = F(t)[f];
-      F(t)[f] = F(t)[g];
-      F(t)[g] = tmp;
-    }
-}
 
 static void unravel(const hap_shape *s, int64_t flat, int64_t *idx) {
   for (int d = s->rank - 1; d >= 0; d--) {
@@ -356,8 +247,6 @@ static void expect_fwd(kcase *c, const double *const *vals, size_t n_vals, int o
     t_free(&out[q]);
 }
 
-#define VALS(...) ((const double *const[]){__VA_ARGS__})
-#define D(...)    ((const double[]){__VA_ARGS__})
 #define EXPECT(c, vals, o, ...)                                                                    \
   expect_fwd(c, vals, sizeof(vals) / sizeof((vals)[0]), o, D(__VA_ARGS__),                         \
              (int64_t)(sizeof D(__VA_ARGS__) / sizeof(double)))
@@ -777,7 +666,7 @@ static void check_grad(kcase *c) {
   tens y[HAP_MAX_OP_OUTPUTS] = {{{0}}}, w[HAP_MAX_OP_OUTPUTS] = {{{0}}};
   for (int k = 0; k < n_in; k++) {
     t_alloc(&x[k], &io->in[k], io->in_dtype[k]);
-    fill(c, k, &x[k]);
+    kcase_draw(c, k, x[k].p, x[k].n);
     t_alloc(&dx[k], &io->in[k], HAP_F32);
     t_alloc(&dx2[k], &io->in[k], HAP_F32);
   }
@@ -1005,7 +894,7 @@ static int check_sharded(kcase *c) {
   memset(&ref, 0, sizeof ref);
   for (int k = 0; k < n_in; k++) {
     t_alloc(&ref.x[k], &io->in[k], io->in_dtype[k]);
-    fill(c, k, &ref.x[k]);
+    kcase_draw(c, k, ref.x[k].p, ref.x[k].n);
     t_alloc(&ref.dx[k], &io->in[k], HAP_F32);
   }
   for (int o = 0; o < n_out; o++) {
@@ -1076,13 +965,6 @@ Test(kernels_ops, matmul_bmm) {
   in_f(&c, SHAPE(4, 2, 3));
   in_f(&c, SHAPE(4, 3, 4));
   check_all(&c);
-}
-
-static void einsum_case(kcase *c, const char *eq, hap_shape a, hap_shape b) {
-  begin(c, HAP_OP_EINSUM);
-  set_s(c, "equation", eq);
-  in_f(c, a);
-  in_f(c, b);
 }
 
 Test(kernels_ops, einsum_moe) {
@@ -1175,22 +1057,6 @@ Test(kernels_ops, layer_norm) {
   begin(&c, HAP_OP_LAYER_NORM);
   in_f(&c, SHAPE(4, 5));
   check_all(&c);
-}
-
-static void mha_case(kcase *c, int64_t n, int64_t l, int64_t s, int64_t e, int64_t heads, bool mask,
-                     double dropout) {
-  begin(c, HAP_OP_MULTI_HEAD_ATTENTION);
-  set_i(c, "heads", heads);
-  set_f(c, "dropout", dropout);
-  in_f(c, SHAPE(n, l, e));
-  in_f(c, SHAPE(n, s, e));
-  in_f(c, SHAPE(n, s, e));
-  in_f(c, SHAPE(3, e, e));
-  in_f(c, SHAPE(3, e));
-  in_f(c, SHAPE(e, e));
-  in_f(c, SHAPE(e));
-  if (mask)
-    in_f(c, SHAPE(l, s));
 }
 
 Test(kernels_ops, attention) {
