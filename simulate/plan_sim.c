@@ -129,6 +129,19 @@ static hap_status price_collective(hap_lowered *lw, int32_t t, const span_groups
   return HAP_OK;
 }
 
+/* The policy on a priced duration row: the task runs `repeats` times, and a recomputation runs
+ * its forward task again first (dur holds the earlier tasks' rows). */
+static void policy_row(const hap_lowered *lw, int32_t t, const double *dur, double *row) {
+  const hap_task *k = &lw->tasks[t];
+  int32_t n = lw->n_devices;
+  for (int32_t d = 0; d < n && (k->repeats != 1 || k->recompute_of >= 0); d++) {
+    if (k->repeats != 1)
+      row[d] *= k->repeats;
+    if (k->recompute_of >= 0)
+      row[d] += dur[(size_t)k->recompute_of * (size_t)n + (size_t)d];
+  }
+}
+
 /* Durations of every task on every device: dur[t * n + d], s. Devices of one class with the same
  * local length (compute) or bytes (local, update) are priced once per task. */
 static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cls, double *dur,
@@ -152,6 +165,7 @@ static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cl
     double *row = dur + (size_t)t * (size_t)n;
     if (k->kind == HAP_TASK_COLLECTIVE) {
       st = price_collective(lw, t, &sg, per_rank, sub_bytes, row, err);
+      policy_row(lw, t, dur, row);
       continue;
     }
     /* the key that decides the time on a device of a class: compute -> local length */
@@ -159,7 +173,7 @@ static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cl
     if (k->kind == HAP_TASK_COMPUTE) {
       const hap_step *s = &lw->plan->steps[k->step];
       hap_op_io full;
-      hap_graph_node_io(lw->local_graph, k->node, &full);
+      hap_graph_node_io(lw->priced_graph, k->node, &full);
       int64_t extent = hap_variant_extent(&full, &s->variant);
       if (extent > 0 &&
           (len = hap_lowered_lengths(lw, extent, s->variant.granule, s->segment)) == NULL) {
@@ -172,7 +186,7 @@ static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cl
       double key = len ? (double)len[d % lw->group_size] : -1;
       double s = -1;
       if (k->kind != HAP_TASK_COMPUTE) {
-        if ((st = hap_lowered_work(lw, t, d, w, err)) != HAP_OK)
+        if ((st = hap_lowered_priced_work(lw, t, d, w, err)) != HAP_OK)
           break;
         key = w->bytes;
       }
@@ -181,7 +195,7 @@ static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cl
           s = memo[m].s;
       if (s < 0) {
         if (k->kind == HAP_TASK_COMPUTE) {
-          if ((st = hap_lowered_work(lw, t, d, w, err)) != HAP_OK)
+          if ((st = hap_lowered_priced_work(lw, t, d, w, err)) != HAP_OK)
             break;
           s = w->len == 0 ? 0 : hap_compute_time(c, d, w->op, &w->io, w->backward);
         } else {
@@ -197,6 +211,8 @@ static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cl
       }
       row[d] = s;
     }
+    if (st == HAP_OK)
+      policy_row(lw, t, dur, row);
   }
 out:
   span_groups_free(&sg);
@@ -463,7 +479,7 @@ hap_status hap_plan_sim_trace(hap_plan_sim *ps, hap_trace *tr, int32_t max_devic
     size_t g0 = (size_t)ps->group[d] * (size_t)ps->n_tasks;
     for (int32_t t = 0; t < ps->n_tasks && st == HAP_OK; t++) {
       const hap_task *k = &ps->lw->tasks[t];
-      if ((st = hap_lowered_work(ps->lw, t, d, w, err)) != HAP_OK)
+      if ((st = hap_lowered_priced_work(ps->lw, t, d, w, err)) != HAP_OK)
         break;
       bool coll = k->kind == HAP_TASK_COLLECTIVE;
       hap_trace_event e = HAP_TRACE_EVENT_INIT;
@@ -474,8 +490,8 @@ hap_status hap_plan_sim_trace(hap_plan_sim *ps, hap_trace *tr, int32_t max_devic
       e.tid = coll ? HAP_TRACE_LANE_COLLECTIVE : HAP_TRACE_LANE_COMPUTE;
       e.ts_ns = ns_of(ps->start_s[g0 + (size_t)t]);
       e.dur_ns = ns_of(ps->end_s[g0 + (size_t)t]) - e.ts_ns;
-      e.flops = w->flops;
-      e.bytes = w->bytes;
+      e.flops = w->flops * k->repeats; /* every run in the iteration */
+      e.bytes = w->bytes * k->repeats;
       st = hap_trace_complete(tr, &e);
     }
   }
