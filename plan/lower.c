@@ -666,6 +666,16 @@ static hap_status bad_task(hap_lowered *lw, int32_t t, int32_t dev, hap_err *err
   return HAP_OK;
 }
 
+/* Priced: a ZeRO-stored parameter's shard is an even split of the flattened tensor (as DeepSpeed
+ * partitions it; the synthesizer's zero_bytes), with any policy but the default (whose shard,
+ * like the executor's, is dim 0 by the first segment's ratios). */
+static bool flat_zero(const hap_lowered *lw, const hap_task *k, bool priced) {
+  if (!priced || hap_policy_is_default(&lw->plan->policy) || k->step < 0)
+    return false;
+  const hap_step *s = &lw->plan->steps[k->step];
+  return s->kind == HAP_STEP_SOURCE && s->storage == HAP_STORE_ZERO;
+}
+
 /* Priced bytes per byte of a collective: a parameter's gradient reduction (the backward task of
  * its source) moves the gradient's precision, which with grad_accum=fp32 is twice the compute
  * copy's. 1 otherwise. */
@@ -689,8 +699,10 @@ hap_status hap_lowered_coll_bytes(hap_lowered *lw, int32_t t, double *per_rank, 
   hap_layout l = use_to ? k->to : k->from;
   int32_t seg = use_to ? k->to_segment : k->from_segment;
   double scale = coll_scale(lw, k);
+  bool flat = flat_zero(lw, k, true);
   for (int32_t d = 0; d < lw->n_devices; d++) {
-    per_rank[d] = held_bytes(lw, lw->priced_graph, k->tensor, l, seg, k->granule, d);
+    per_rank[d] = flat ? held_bytes(lw, lw->priced_graph, k->tensor, -1, -1, 1, d) / lw->group_size
+                       : held_bytes(lw, lw->priced_graph, k->tensor, l, seg, k->granule, d);
     if (scale != 1)
       per_rank[d] *= scale;
   }
@@ -739,7 +751,9 @@ static void update_work(hap_lowered *lw, const hap_task *k, int32_t dev, bool pr
     int32_t p = lw->params[k->param0 + i];
     const hap_step *s = &lw->plan->steps[lw->source_step[p]];
     double held;
-    if (s->storage == HAP_STORE_ZERO)
+    if (s->storage == HAP_STORE_ZERO && !sgd)
+      held = held_bytes(lw, g, p, -1, -1, 1, dev) / lw->group_size; /* flat_zero */
+    else if (s->storage == HAP_STORE_ZERO)
       held = held_bytes(lw, g, p, 0, 0, 1, dev);
     else
       held = held_bytes(lw, g, p, s->to, s->segment, s->granule, dev);
@@ -773,8 +787,10 @@ static hap_status work(hap_lowered *lw, int32_t t, int32_t dev, bool priced, hap
     return HAP_OK;
   case HAP_TASK_COLLECTIVE: {
     bool use_to = k->coll == HAP_COLL_REDUCE_SCATTER || k->coll == HAP_COLL_ALL_REDUCE;
-    out->bytes = held_bytes(lw, g, k->tensor, use_to ? k->to : k->from,
-                            use_to ? k->to_segment : k->from_segment, k->granule, dev);
+    out->bytes = flat_zero(lw, k, priced)
+                     ? held_bytes(lw, g, k->tensor, -1, -1, 1, dev) / lw->group_size
+                     : held_bytes(lw, g, k->tensor, use_to ? k->to : k->from,
+                                  use_to ? k->to_segment : k->from_segment, k->granule, dev);
     double scale = priced ? coll_scale(lw, k) : 1;
     if (scale != 1)
       out->bytes *= scale;

@@ -176,7 +176,10 @@ static void prop_memory_terms(const syn_ctx *x, int32_t tensor, hap_layout layou
   syn_prop p = {tensor, layout, seg, 1};
   hap_memory_breakdown r = syn_prop_rates(x, &p, storage);
   double factor = r.parameters + r.gradients + r.optimizer + r.activations;
-  if (storage == HAP_STORE_ZERO) {
+  if (storage == HAP_STORE_ZERO && !x->plain) {
+    bytes /= x->n; /* an even split of the flattened tensor (evaluate.c, zero_bytes) */
+    layout = HAP_LAYOUT_IDENTITY;
+  } else if (storage == HAP_STORE_ZERO) {
     layout = 0; /* stored sharded along dim 0 with the first segment's ratios */
     seg = 0;
   }

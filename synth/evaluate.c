@@ -517,16 +517,28 @@ hap_memory_breakdown syn_prop_rates(const syn_ctx *x, const syn_prop *p, hap_sto
   return r;
 }
 
+/* The shard of a ZeRO-stored parameter on every device, bytes: along dim 0 by the first
+ * segment's ratios (what the executor holds); with a policy an even split of the flattened
+ * tensor, as DeepSpeed partitions it (dim 0 may be shorter than the devices: in_proj [3, D, D]). */
+static void zero_bytes(syn_ctx *x, int32_t tensor, double *b) {
+  if (x->plain) {
+    syn_prop shard = {tensor, 0, 0, 1};
+    syn_bytes(x, &shard, b);
+    return;
+  }
+  double full = (double)hap_tensor_bytes(&x->g->tensors[tensor]);
+  for (int32_t i = 0; i < x->n; i++)
+    b[i] = full / x->n;
+}
+
 /* Bytes of tensor p on every device (x->mem_scratch) as the storage holds them. */
 static double *held(syn_ctx *x, const syn_prop *p, hap_storage storage) {
   const hap_tensor *t = &x->g->tensors[p->tensor];
   double *b = x->mem_scratch;
-  if (t->kind == HAP_TENSOR_PARAMETER && storage == HAP_STORE_ZERO) {
-    syn_prop shard = {p->tensor, 0, 0, 1}; /* the gathered copy is transient */
-    syn_bytes(x, &shard, b);
-  } else {
+  if (t->kind == HAP_TENSOR_PARAMETER && storage == HAP_STORE_ZERO)
+    zero_bytes(x, p->tensor, b); /* the gathered copy is transient */
+  else
     syn_bytes(x, p, b);
-  }
   return b;
 }
 
@@ -719,14 +731,17 @@ double syn_source_time(syn_ctx *x, const syn_prop *to, hap_storage *storage) {
 
 /* 2-D plans: the all-reduce across replicas of the gradient a device holds under `to` (the
  * slowest device's), s; 0 without replicas. */
-static double replica_sync_time(syn_ctx *x, const syn_prop *to) {
+static double replica_sync_time(syn_ctx *x, const syn_prop *to, hap_storage storage) {
   const hap_tensor *t = &x->g->tensors[to->tensor];
   if (x->replica_groups == NULL || t->kind != HAP_TENSOR_PARAMETER || !t->requires_grad)
     return 0;
   double *bytes = malloc((size_t)x->n * sizeof *bytes);
   if (bytes == NULL)
     return HUGE_VAL;
-  syn_bytes(x, to, bytes);
+  if (storage == HAP_STORE_ZERO)
+    zero_bytes(x, to->tensor, bytes);
+  else
+    syn_bytes(x, to, bytes);
   double worst = 0;
   for (int32_t i = 0; i < x->n; i++) {
     const hap_group *rg = &x->replica_groups[i];
@@ -766,7 +781,7 @@ static double zero_time(syn_ctx *x, const syn_prop *shard) {
   double *bytes = malloc((size_t)x->n * sizeof *bytes);
   if (bytes == NULL)
     return HUGE_VAL;
-  syn_bytes(x, shard, bytes);
+  zero_bytes(x, shard->tensor, bytes);
   hap_coll_impl impl;
   hap_coll_bytes bw = hap_coll_bytes_of(bytes, x->n);
   double t;
@@ -794,7 +809,7 @@ static double source_time(syn_ctx *x, const syn_prop *to, hap_storage *storage) 
   }
   if (to->layout >= 0) {
     *storage = HAP_STORE_SHARDED;
-    return replica_sync_time(x, to) + update_time(x, to, HAP_STORE_SHARDED);
+    return replica_sync_time(x, to, HAP_STORE_SHARDED) + update_time(x, to, HAP_STORE_SHARDED);
   }
   *storage = HAP_STORE_REPLICATED;
   if (t->kind == HAP_TENSOR_BUFFER || !t->requires_grad)
@@ -808,11 +823,12 @@ static double source_time(syn_ctx *x, const syn_prop *to, hap_storage *storage) 
   /* ZeRO-3: every parameter that can be is stored sharded and gathered for use */
   if (!x->plain && x->pol.zero >= 3 && zero_ok) {
     *storage = HAP_STORE_ZERO;
-    return zero_time(x, &shard) + replica_sync_time(x, &shard) +
+    return zero_time(x, &shard) + replica_sync_time(x, &shard, HAP_STORE_ZERO) +
            update_time(x, &shard, HAP_STORE_ZERO);
   }
   if (x->strategy != HAP_STRATEGY_HAP || x->n == 1)
-    return replicated + replica_sync_time(x, to) + update_time(x, to, HAP_STORE_REPLICATED);
+    return replicated + replica_sync_time(x, to, HAP_STORE_REPLICATED) +
+           update_time(x, to, HAP_STORE_REPLICATED);
   replicated += update_time(x, to, HAP_STORE_REPLICATED);
   /* ZeRO: stored sharded along dim 0 with the first segment's ratios, gathered for use. */
   if (zero_ok) {
