@@ -109,9 +109,21 @@ static hap_status span_groups_init(const hap_lowered *lw, const hap_cluster *c, 
   return st;
 }
 
+/* The policy on a priced duration: the task runs `repeats` times, and a recomputation runs its
+ * forward task again first (dur holds the earlier tasks' rows). */
+static double policy_time(const hap_lowered *lw, const hap_task *k, const double *dur, int32_t d,
+                          double s) {
+  if (k->repeats != 1)
+    s *= k->repeats;
+  if (k->recompute_of >= 0)
+    s += dur[(size_t)k->recompute_of * (size_t)lw->n_devices + (size_t)d];
+  return s;
+}
+
 /* A collective's duration on every device: its sub-group's time for the bytes its members hold. */
 static hap_status price_collective(hap_lowered *lw, int32_t t, const span_groups *sg,
-                                   double *per_rank, double *sub_bytes, double *row, hap_err *err) {
+                                   double *per_rank, double *sub_bytes, double *dur, hap_err *err) {
+  double *row = dur + (size_t)t * (size_t)lw->n_devices;
   const hap_task *k = &lw->tasks[t];
   HAP_TRY(hap_lowered_coll_bytes(lw, t, per_rank, err));
   int32_t ns = n_subs(lw, k->span), m = sub_size(lw, k->span);
@@ -123,23 +135,12 @@ static hap_status price_collective(hap_lowered *lw, int32_t t, const span_groups
               : 0;
     if (!isfinite(sec) || sec < 0)
       return hap_err_set(err, HAP_EINVAL, "task '%s': the cluster prices it at %g s", k->name, sec);
-    for (int32_t i = 0; i < m; i++)
-      row[sub_member(lw, k->span, s, i)] = sec;
+    for (int32_t i = 0; i < m; i++) {
+      int32_t d = sub_member(lw, k->span, s, i);
+      row[d] = policy_time(lw, k, dur, d, sec);
+    }
   }
   return HAP_OK;
-}
-
-/* The policy on a priced duration row: the task runs `repeats` times, and a recomputation runs
- * its forward task again first (dur holds the earlier tasks' rows). */
-static void policy_row(const hap_lowered *lw, int32_t t, const double *dur, double *row) {
-  const hap_task *k = &lw->tasks[t];
-  int32_t n = lw->n_devices;
-  for (int32_t d = 0; d < n && (k->repeats != 1 || k->recompute_of >= 0); d++) {
-    if (k->repeats != 1)
-      row[d] *= k->repeats;
-    if (k->recompute_of >= 0)
-      row[d] += dur[(size_t)k->recompute_of * (size_t)n + (size_t)d];
-  }
 }
 
 /* Durations of every task on every device: dur[t * n + d], s. Devices of one class with the same
@@ -164,8 +165,7 @@ static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cl
     const hap_task *k = &lw->tasks[t];
     double *row = dur + (size_t)t * (size_t)n;
     if (k->kind == HAP_TASK_COLLECTIVE) {
-      st = price_collective(lw, t, &sg, per_rank, sub_bytes, row, err);
-      policy_row(lw, t, dur, row);
+      st = price_collective(lw, t, &sg, per_rank, sub_bytes, dur, err);
       continue;
     }
     /* the key that decides the time on a device of a class: compute -> local length */
@@ -209,10 +209,8 @@ static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cl
         if (n_memo < MEMO)
           memo[n_memo++] = (price_memo){cls[d], key, s};
       }
-      row[d] = s;
+      row[d] = policy_time(lw, k, dur, d, s);
     }
-    if (st == HAP_OK)
-      policy_row(lw, t, dur, row);
   }
 out:
   span_groups_free(&sg);

@@ -584,23 +584,23 @@ void syn_prop_memory_parts(syn_ctx *x, const syn_prop *p, hap_storage storage,
 
 void syn_mem_enter(const syn_ctx *x, int32_t k, double *mem) {
   if (x->n_mem > 1 && x->scope_start[k])
-    memset(mem + x->n_classes, 0, (size_t)x->n_classes * sizeof *mem);
+    memset(mem + (size_t)x->n_classes, 0, (size_t)x->n_classes * sizeof *mem);
 }
 
 void syn_mem_add(syn_ctx *x, const syn_prop *p, hap_storage storage, double *mem) {
-  int32_t nc = x->n_classes;
+  size_t nc = (size_t)x->n_classes;
   if (x->n_mem == 1 || !x->rmap.dropped[p->tensor]) {
     syn_prop_memory(x, p, storage, NULL, mem);
     return;
   }
   double *cur = mem + nc, *top = mem + 2 * nc;
   syn_prop_memory(x, p, storage, NULL, cur);
-  for (int32_t c = 0; c < nc; c++)
+  for (size_t c = 0; c < nc; c++)
     top[c] = fmax(top[c], cur[c]);
 }
 
 double syn_mem_class(const syn_ctx *x, const double *mem, int32_t c) {
-  return x->n_mem == 1 ? mem[c] : mem[c] + mem[2 * x->n_classes + c];
+  return x->n_mem == 1 ? mem[c] : mem[c] + mem[2 * (size_t)x->n_classes + (size_t)c];
 }
 
 bool syn_mem_fits(const syn_ctx *x, const double *mem) {

@@ -78,10 +78,10 @@ static void describe(const hap_synth_stats *s, const hap_cluster *c, const hap_t
              hap_memory_part_name(largest), hap_fmt_bytes(big, buf, sizeof buf));
   hap_err_clear(err);
   hap_err_set(err, HAP_EINVAL,
-              "no plan fits: the leanest plan (policy %s) needs %s per %s (%s), %s over: %s; %s. "
-              "Raise --memory-limit or use more devices",
+              "no program fits in %s per %s with any policy tried: the leanest (policy %s) needs "
+              "%s, %s over: %s; %s. Raise --memory-limit or use more devices",
+              hap_fmt_bytes(s->leanest_limit, lim, sizeof lim), c->devices[s->leanest_device].model,
               hap_policy_brief(pol, pb, sizeof pb), hap_fmt_bytes(total, tot, sizeof tot),
-              c->devices[s->leanest_device].model, hap_fmt_bytes(s->leanest_limit, lim, sizeof lim),
               hap_fmt_bytes(total - s->leanest_limit, over, sizeof over), parts, verdict);
 }
 

@@ -108,7 +108,7 @@ bad_plan plan-memory-sum '"comm_buffers": 0.0' '"comm_buffers": 1.0' "plan-memor
 expect steer 0 "$synth" "$small" -c cpu-2 -s dp-ev -m 9000
 check steer-names-stage grep -q 'steered to fit memory: zero=2' "$tmp/out"
 expect no-fit 1 "$synth" "$small" -c cpu-2 -m 1K
-check no-fit-line one_line_error "no plan fits: the leanest plan (policy zero=3,recompute=full,micro_batches="
+check no-fit-line one_line_error "no program fits in 1.00 KiB per cpu with any policy tried: the leanest (policy zero=3,recompute=full,micro_batches="
 check no-fit-parts grep -qE 'over: parameters .*, gradients .*, optimizer .*, activations .*, comm_buffers 0 B, workspace 0 B; ' "$tmp/err"
 
 # ---- issue 14, acceptance 1
@@ -133,7 +133,7 @@ if [ "$rc" -eq 0 ]; then
   check gpt3-175b-fits grep -qE '^V100-16GB +1024 ' "$tmp/out"
   check gpt3-175b-named grep -q '^            steered to fit memory: ' "$tmp/out"
 else
-  check gpt3-175b-says-why grep -qE 'no plan fits: .* over: parameters .*, gradients .*, optimizer .*, activations ' "$tmp/err"
+  check gpt3-175b-says-why grep -qE 'no program fits in .* with any policy tried: .* over: parameters .*, gradients .*, optimizer .*, activations ' "$tmp/err"
 fi
 
 echo "test_hap_synth_policy: $pass passed, $fail failed"

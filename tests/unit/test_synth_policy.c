@@ -276,8 +276,8 @@ Test(synth_policy, nothing_fits_names_every_component) {
   cr_assert(st.no_fit);
   cr_assert_gt(rep.tried, 4);
   const char *want[] = {
-      "no plan fits: the leanest plan (policy zero=3,recompute=full,micro_batches=",
-      "per cpu (1000 B)",
+      "no program fits in 1000 B per cpu with any policy tried: the leanest (policy "
+      "zero=3,recompute=full,micro_batches=",
       "over: parameters ",
       "gradients ",
       "optimizer ",
