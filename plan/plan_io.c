@@ -302,9 +302,13 @@ static hap_status read_policy(reader *r, const json_t *root) {
 /* The graph the steps' shapes come from: one micro-batch of one replica. */
 static hap_status step_graph(reader *r) {
   hap_err e = {0};
-  if (hap_plan_step_graph(r->p, r->g, &r->split, &e) != HAP_OK)
-    return hap_jr_fail(&r->jr, HAP_EINVAL, r->p->policy.micro_batches > 1 ? "policy" : "replicas",
-                       "%s", e.msg);
+  if (hap_plan_step_graph(r->p, r->g, &r->split, &e) != HAP_OK) {
+    bool micro = r->p->policy.micro_batches > 1;
+    const char *field = micro ? "policy" : "replicas", *why = e.msg;
+    if (strncmp(why, field, strlen(field)) == 0 && strncmp(why + strlen(field), ": ", 2) == 0)
+      why += strlen(field) + 2; /* the path names the field already */
+    return hap_jr_fail(&r->jr, HAP_EINVAL, field, "%s", why);
+  }
   r->lg = r->split != NULL ? r->split : r->g;
   return HAP_OK;
 }

@@ -581,8 +581,9 @@ Test(plan, read_policy_errors) {
   mutate_unreadable(&f, "\"micro_batches\": 1", "\"micro_batches\": 0", HAP_EPARSE,
                     TEXTS("plan.json: policy.micro_batches: micro_batches=0, expected an integer "
                           "1..4096"));
-  mutate_unreadable(&f, "\"micro_batches\": 1", "\"micro_batches\": 3", HAP_EINVAL,
-                    TEXTS("plan.json: policy: policy: micro_batches=3", "not a multiple of 3"));
+  mutate_unreadable(
+      &f, "\"micro_batches\": 1", "\"micro_batches\": 3", HAP_EINVAL,
+      TEXTS("plan.json: policy: micro_batches=3 (x 1 replicas)", "not a multiple of 3"));
   mutate_unreadable(&f, "\"grad_accum\": \"half\"", "\"grad_accum\": \"half\", \"lr\": 1",
                     HAP_EPARSE, TEXTS("plan.json: policy.lr: unknown key"));
   mutate_unreadable(&f, "\"zero\": 1, ", "", HAP_EPARSE, TEXTS("plan.json: policy.zero: missing"));
