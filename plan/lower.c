@@ -75,7 +75,18 @@ typedef struct builder {
   int32_t n_scratch, cap_scratch;
   int32_t n_deps_total, n_params_total;
   hap_strmap names;
+  /* the policy's: micro-batches, tensors without a batch, recomputation */
+  int32_t micro;
+  bool zero3;
+  bool *state;            /* [tensors] */
+  hap_recompute_map rmap; /* of the priced graph */
 } builder;
+
+/* Runs per iteration of a task that moves or computes tensor t: once per micro-batch, unless t
+ * carries no batch (parameters, buffers and what is made from them alone). */
+static int32_t runs_of(const builder *b, int32_t tensor) {
+  return tensor >= 0 && b->state[tensor] ? 1 : b->micro;
+}
 
 static hap_status oom(builder *b) {
   return hap_err_set(b->err, HAP_ENOMEM, "out of memory lowering the plan");
@@ -175,6 +186,8 @@ static hap_task proto(hap_task_kind kind, hap_task_phase phase, int32_t step) {
   t.tensor = -1;
   t.from_segment = t.to_segment = -1;
   t.granule = 1;
+  t.repeats = 1;
+  t.recompute_of = -1;
   return t;
 }
 
@@ -213,6 +226,7 @@ static hap_status forward_pass(builder *b) {
         t.from = 0;
         t.from_segment = 0;
         t.to = HAP_LAYOUT_IDENTITY;
+        t.repeats = b->micro * (b->zero3 ? 2 : 1); /* ZeRO-3 gathers again for the backward */
         if ((task = add_task(b, &t, "%s.all_gather", g->tensors[s->tensor].name)) < 0)
           return oom(b);
       }
@@ -228,6 +242,7 @@ static hap_status forward_pass(builder *b) {
       }
       hap_task t = proto(HAP_TASK_COMPUTE, HAP_PHASE_FWD, k);
       t.node = s->node;
+      t.repeats = b->micro;
       if ((task = add_task(b, &t, "%s.fwd", node->name)) < 0)
         return oom(b);
       for (int o = 0; o < node->n_outputs; o++)
@@ -248,6 +263,7 @@ static hap_status forward_pass(builder *b) {
       t.to_segment = s->to >= 0 ? s->segment : -1;
       t.granule = s->granule > 1 ? s->granule : 1;
       t.impl = s->impl;
+      t.repeats = runs_of(b, s->tensor);
       static const hap_coll_kind coll_of[HAP_COMM_OP_COUNT] = {
           HAP_COLL_ALL_GATHER, HAP_COLL_REDUCE_SCATTER, HAP_COLL_ALL_REDUCE, HAP_COLL_ALL_TO_ALL};
       t.coll = coll_of[s->comm];
@@ -343,6 +359,9 @@ static hap_status backward_step(builder *b, int32_t k) {
     if (any) {
       hap_task t = proto(HAP_TASK_COMPUTE, HAP_PHASE_BWD, k);
       t.node = s->node;
+      t.repeats = b->micro;
+      if (b->rmap.recomputed != NULL && b->rmap.recomputed[s->node])
+        t.recompute_of = b->fwd[k];
       if ((task = add_task(b, &t, "%s.bwd", node->name)) < 0)
         return oom(b);
     }
@@ -352,6 +371,9 @@ static hap_status backward_step(builder *b, int32_t k) {
     t.tensor = s->tensor;
     t.impl = s->impl;
     t.granule = s->granule > 1 ? s->granule : 1;
+    t.repeats = runs_of(b, s->tensor);
+    if (b->rmap.dropped != NULL && b->rmap.dropped[s->tensor])
+      t.recompute_of = b->fwd[k]; /* the forward layout change again, for the recomputation */
     /* the gradient moves from the dual of `to` to the dual of `from` */
     switch (s->comm) {
     case HAP_COMM_ALL_GATHER: /* grad I-dual (R) -> G */
@@ -410,6 +432,7 @@ static hap_status backward_step(builder *b, int32_t k) {
       t.impl = HAP_IMPL_AUTO;
       t.to = 0;
       t.to_segment = 0;
+      t.repeats = b->micro; /* a sharded gradient is reduced every micro-batch */
     }
     if ((task = add_task(b, &t, "%s.grad.%s", g->tensors[s->tensor].name,
                          hap_coll_kind_name(t.coll))) < 0)
@@ -508,6 +531,8 @@ static void free_builder(builder *b) {
   free(b->front);
   free(b->uses);
   free(b->scratch);
+  free(b->state);
+  hap_recompute_map_free(&b->rmap);
   hap_strmap_free(&b->names);
 }
 
@@ -519,6 +544,8 @@ void hap_lowered_destroy(hap_lowered *lw) {
     hap_arena_free(&lw->priv->names);
     free(lw->priv);
   }
+  if (lw->priced_graph != lw->local_graph)
+    hap_graph_destroy((hap_graph *)lw->priced_graph);
   if (lw->local_graph != lw->graph)
     hap_graph_destroy((hap_graph *)lw->local_graph);
   free(lw->tasks);
@@ -558,7 +585,24 @@ hap_status hap_lower(const hap_plan *p, const hap_graph *g, hap_lowered **out, h
     }
     lw->local_graph = split;
   }
+  lw->priced_graph = lw->local_graph;
+  b.micro = p->policy.micro_batches > 1 ? p->policy.micro_batches : 1;
+  b.zero3 = p->policy.zero >= 3;
+  if (!hap_policy_is_default(&p->policy)) {
+    hap_graph *priced = NULL;
+    hap_status pst = hap_graph_for_policy(lw->local_graph, 1, &p->policy, &priced, err);
+    if (pst == HAP_OK && priced != NULL)
+      lw->priced_graph = priced;
+    if (pst == HAP_OK)
+      pst = hap_recompute_map_build(lw->priced_graph, p->policy.recompute, &b.rmap, err);
+    if (pst != HAP_OK) {
+      free_builder(&b);
+      hap_lowered_destroy(lw);
+      return pst;
+    }
+  }
   lw->priv = calloc(1, sizeof *lw->priv);
+  b.state = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *b.state);
   lw->source_step = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *lw->source_step);
   b.lw = lw;
   b.head = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *b.head);
@@ -570,12 +614,13 @@ hap_status hap_lower(const hap_plan *p, const hap_graph *g, hap_lowered **out, h
   b.nfront = malloc(ns * sizeof *b.nfront);
   hap_status st = HAP_OK;
   if (!lw->priv || !lw->source_step || !b.head || !b.in || !b.out || !b.fwd || !b.bwd ||
-      !b.front0 || !b.nfront) {
+      !b.front0 || !b.nfront || !b.state) {
     st = oom(&b);
     goto out;
   }
   hap_arena_init(&lw->priv->names);
   hap_shard_cache_init(&lw->priv->lengths, p->ratios, p->n_segments, p->group_size);
+  hap_graph_state_tensors(g, b.state);
   for (int32_t t = 0; t < g->n_tensors; t++)
     lw->source_step[t] = b.head[t] = -1;
   memset(b.in, 0xff, ns * HAP_MAX_OP_INPUTS * sizeof *b.in); /* every entry -1 */
@@ -600,10 +645,10 @@ out:
 
 /* ---- per-device work ------------------------------------------------------------------- */
 
-/* Bytes of tensor t held on `dev` under a layout. */
-static double held_bytes(hap_lowered *lw, int32_t t, hap_layout l, int32_t seg, int64_t granule,
-                         int32_t dev) {
-  const hap_tensor *ten = &lw->local_graph->tensors[t];
+/* Bytes of tensor t of graph `g` (local_graph or priced_graph) held on `dev` under a layout. */
+static double held_bytes(hap_lowered *lw, const hap_graph *g, int32_t t, hap_layout l, int32_t seg,
+                         int64_t granule, int32_t dev) {
+  const hap_tensor *ten = &g->tensors[t];
   double full = (double)hap_tensor_bytes(ten);
   if (l < 0)
     return full;
@@ -621,6 +666,28 @@ static hap_status bad_task(hap_lowered *lw, int32_t t, int32_t dev, hap_err *err
   return HAP_OK;
 }
 
+/* Priced: a ZeRO-stored parameter's shard is an even split of the flattened tensor (as DeepSpeed
+ * partitions it; the synthesizer's zero_bytes), with any policy but the default (whose shard,
+ * like the executor's, is dim 0 by the first segment's ratios). */
+static bool flat_zero(const hap_lowered *lw, const hap_task *k, bool priced) {
+  if (!priced || hap_policy_is_default(&lw->plan->policy) || k->step < 0)
+    return false;
+  const hap_step *s = &lw->plan->steps[k->step];
+  return s->kind == HAP_STEP_SOURCE && s->storage == HAP_STORE_ZERO;
+}
+
+/* Priced bytes per byte of a collective: a parameter's gradient reduction (the backward task of
+ * its source) moves the gradient's precision, which with grad_accum=fp32 is twice the compute
+ * copy's. 1 otherwise. */
+static double coll_scale(const hap_lowered *lw, const hap_task *k) {
+  const hap_train_policy *pol = &lw->plan->policy;
+  if (pol->precision == HAP_PREC_FP32 || pol->grad_accum != HAP_GRAD_FP32 ||
+      k->phase != HAP_PHASE_BWD || k->step < 0 || lw->plan->steps[k->step].kind != HAP_STEP_SOURCE)
+    return 1;
+  return hap_policy_grad_comm_bytes(pol) /
+         hap_dtype_size(lw->priced_graph->tensors[k->tensor].dtype);
+}
+
 hap_status hap_lowered_coll_bytes(hap_lowered *lw, int32_t t, double *per_rank, hap_err *err) {
   HAP_TRY(bad_task(lw, t, 0, err));
   const hap_task *k = &lw->tasks[t];
@@ -631,16 +698,22 @@ hap_status hap_lowered_coll_bytes(hap_lowered *lw, int32_t t, double *per_rank, 
   bool use_to = k->coll == HAP_COLL_REDUCE_SCATTER || k->coll == HAP_COLL_ALL_REDUCE;
   hap_layout l = use_to ? k->to : k->from;
   int32_t seg = use_to ? k->to_segment : k->from_segment;
-  for (int32_t d = 0; d < lw->n_devices; d++)
-    per_rank[d] = held_bytes(lw, k->tensor, l, seg, k->granule, d);
+  double scale = coll_scale(lw, k);
+  bool flat = flat_zero(lw, k, true);
+  for (int32_t d = 0; d < lw->n_devices; d++) {
+    per_rank[d] = flat ? held_bytes(lw, lw->priced_graph, k->tensor, -1, -1, 1, d) / lw->group_size
+                       : held_bytes(lw, lw->priced_graph, k->tensor, l, seg, k->granule, d);
+    if (scale != 1)
+      per_rank[d] *= scale;
+  }
   return HAP_OK;
 }
 
-static hap_status compute_work(hap_lowered *lw, const hap_task *k, int32_t dev, hap_task_work *w,
-                               hap_err *err) {
+static hap_status compute_work(hap_lowered *lw, const hap_graph *g, const hap_task *k, int32_t dev,
+                               hap_task_work *w, hap_err *err) {
   const hap_step *s = &lw->plan->steps[k->step];
   hap_op_io full;
-  hap_graph_node_io(lw->local_graph, k->node, &full);
+  hap_graph_node_io(g, k->node, &full);
   w->op = lw->graph->nodes[k->node].op;
   w->backward = k->phase == HAP_PHASE_BWD;
   int64_t extent = hap_variant_extent(&full, &s->variant);
@@ -667,37 +740,72 @@ static hap_status compute_work(hap_lowered *lw, const hap_task *k, int32_t dev, 
   return HAP_OK;
 }
 
-hap_status hap_lowered_work(hap_lowered *lw, int32_t t, int32_t dev, hap_task_work *out,
-                            hap_err *err) {
+/* UPDATE: the optimizer's pass over what the device holds of each parameter. The executor's
+ * (priced false) and the default policy's: SGD, w -= lr * g, 2 FLOPs and 3x the bytes held. */
+static void update_work(hap_lowered *lw, const hap_task *k, int32_t dev, bool priced,
+                        hap_task_work *out) {
+  const hap_train_policy *pol = &lw->plan->policy;
+  bool sgd = !priced || hap_policy_is_default(pol);
+  const hap_graph *g = priced ? lw->priced_graph : lw->local_graph;
+  for (int32_t i = 0; i < k->n_params; i++) {
+    int32_t p = lw->params[k->param0 + i];
+    const hap_step *s = &lw->plan->steps[lw->source_step[p]];
+    double held;
+    if (s->storage == HAP_STORE_ZERO && !sgd)
+      held = held_bytes(lw, g, p, -1, -1, 1, dev) / lw->group_size; /* flat_zero */
+    else if (s->storage == HAP_STORE_ZERO)
+      held = held_bytes(lw, g, p, 0, 0, 1, dev);
+    else
+      held = held_bytes(lw, g, p, s->to, s->segment, s->granule, dev);
+    const hap_tensor *ten = &g->tensors[p];
+    if (sgd) {
+      out->flops += 2 * held / hap_dtype_size(ten->dtype);
+      out->bytes += 3 * held;
+      continue;
+    }
+    /* ZeRO >= 1: each of the copies updates its share of the element */
+    double copies = (s->storage == HAP_STORE_REPLICATED && s->to < 0 ? lw->group_size : 1) *
+                    (double)lw->replicas;
+    double elems = held / hap_dtype_size(ten->dtype) / (pol->zero >= 1 ? copies : 1);
+    out->flops += hap_policy_update_flops(pol) * elems;
+    out->bytes += hap_policy_update_bytes(pol) * elems;
+  }
+}
+
+static hap_status work(hap_lowered *lw, int32_t t, int32_t dev, bool priced, hap_task_work *out,
+                       hap_err *err) {
   HAP_TRY(bad_task(lw, t, dev, err));
   memset(out, 0, sizeof *out);
   out->len = -1;
   const hap_task *k = &lw->tasks[t];
+  const hap_graph *g = priced ? lw->priced_graph : lw->local_graph;
   switch (k->kind) {
-  case HAP_TASK_COMPUTE: return compute_work(lw, k, dev, out, err);
+  case HAP_TASK_COMPUTE: return compute_work(lw, g, k, dev, out, err);
   case HAP_TASK_LOCAL:
-    out->bytes = held_bytes(lw, k->tensor, k->to == HAP_LAYOUT_REDUCE ? -1 : k->to, k->to_segment,
-                            k->granule, dev);
+    out->bytes = held_bytes(lw, g, k->tensor, k->to == HAP_LAYOUT_REDUCE ? -1 : k->to,
+                            k->to_segment, k->granule, dev);
     return HAP_OK;
   case HAP_TASK_COLLECTIVE: {
     bool use_to = k->coll == HAP_COLL_REDUCE_SCATTER || k->coll == HAP_COLL_ALL_REDUCE;
-    out->bytes = held_bytes(lw, k->tensor, use_to ? k->to : k->from,
-                            use_to ? k->to_segment : k->from_segment, k->granule, dev);
+    out->bytes = flat_zero(lw, k, priced)
+                     ? held_bytes(lw, g, k->tensor, -1, -1, 1, dev) / lw->group_size
+                     : held_bytes(lw, g, k->tensor, use_to ? k->to : k->from,
+                                  use_to ? k->to_segment : k->from_segment, k->granule, dev);
+    double scale = priced ? coll_scale(lw, k) : 1;
+    if (scale != 1)
+      out->bytes *= scale;
     return HAP_OK;
   }
-  default: /* UPDATE: w -= lr * g over what the device holds */
-    for (int32_t i = 0; i < k->n_params; i++) {
-      int32_t p = lw->params[k->param0 + i];
-      const hap_step *s = &lw->plan->steps[lw->source_step[p]];
-      double held;
-      if (s->storage == HAP_STORE_ZERO)
-        held = held_bytes(lw, p, 0, 0, 1, dev);
-      else
-        held = held_bytes(lw, p, s->to, s->segment, s->granule, dev);
-      const hap_tensor *ten = &lw->graph->tensors[p];
-      out->flops += 2 * held / hap_dtype_size(ten->dtype);
-      out->bytes += 3 * held;
-    }
-    return HAP_OK;
+  default: update_work(lw, k, dev, priced, out); return HAP_OK;
   }
+}
+
+hap_status hap_lowered_work(hap_lowered *lw, int32_t t, int32_t dev, hap_task_work *out,
+                            hap_err *err) {
+  return work(lw, t, dev, false, out, err);
+}
+
+hap_status hap_lowered_priced_work(hap_lowered *lw, int32_t t, int32_t dev, hap_task_work *out,
+                                   hap_err *err) {
+  return work(lw, t, dev, true, out, err);
 }

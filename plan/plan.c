@@ -124,8 +124,10 @@ hap_plan *hap_plan_create(const char *strategy, const char *graph_name, uint64_t
   p->device_memory_bytes = calloc(nd, sizeof *p->device_memory_bytes);
   p->device_compute_s = calloc(nd, sizeof *p->device_compute_s);
   p->device_comm_s = calloc(nd, sizeof *p->device_comm_s);
+  p->device_memory = calloc(nd, sizeof *p->device_memory);
+  p->policy = hap_policy_default();
   if (!p->strategy || !p->graph_name || !p->cluster_name || !p->ratios || !p->device_memory_bytes ||
-      !p->device_compute_s || !p->device_comm_s) {
+      !p->device_compute_s || !p->device_comm_s || !p->device_memory) {
     hap_plan_destroy(p);
     return NULL;
   }
@@ -163,7 +165,26 @@ void hap_plan_destroy(hap_plan *p) {
   free(p->device_memory_bytes);
   free(p->device_compute_s);
   free(p->device_comm_s);
+  free(p->device_memory);
   free(p);
+}
+
+hap_status hap_plan_step_graph(const hap_plan *p, const hap_graph *g, hap_graph **out,
+                               hap_err *err) {
+  *out = NULL;
+  int32_t k = p->policy.micro_batches;
+  if (p->replicas < 1 || k < 1 || k > HAP_POLICY_MAX_MICRO_BATCHES)
+    return hap_err_set(err, HAP_EINVAL, "replicas %d x micro_batches %d: expected both >= 1",
+                       p->replicas, k);
+  if (p->replicas * k == 1)
+    return HAP_OK;
+  hap_err why = {0};
+  if (hap_graph_split_batch(g, p->replicas * k, out, &why) == HAP_OK)
+    return HAP_OK;
+  if (k == 1)
+    return hap_err_set(err, HAP_EINVAL, "replicas: %d: %s", p->replicas, why.msg);
+  return hap_err_set(err, HAP_EINVAL, "policy: micro_batches=%d (x %d replicas): %s", k,
+                     p->replicas, why.msg);
 }
 
 hap_status hap_plan_add_step(hap_plan *p, const hap_step *step, hap_err *err) {
@@ -248,6 +269,27 @@ static hap_status check_predicted(const hap_plan *p, hap_err *err) {
     if (!nonneg(p->steps[k].predicted_s))
       return hap_err_set(err, HAP_EINVAL, "steps[%d].predicted_s: %g, expected a finite time >= 0",
                          k, p->steps[k].predicted_s);
+  return HAP_OK;
+}
+
+/* A recorded breakdown: parts finite and >= 0, adding up to the device's memory_bytes. */
+static hap_status check_memory(const hap_plan *p, hap_err *err) {
+  if (!p->memory_recorded)
+    return HAP_OK;
+  for (int32_t i = 0; i < p->n_devices; i++) {
+    const hap_memory_breakdown *m = &p->device_memory[i];
+    for (int k = 0; k < HAP_MEMORY_PARTS; k++)
+      if (!nonneg(hap_memory_part_get(m, k)))
+        return hap_err_set(err, HAP_EINVAL,
+                           "predicted.devices[%d].memory.%s: %g, expected a finite byte count >= 0",
+                           i, hap_memory_part_name(k), hap_memory_part_get(m, k));
+    double sum = hap_memory_total(m), want = p->device_memory_bytes[i];
+    if (fabs(sum - want) > 1e-9 * fmax(1, fabs(want)))
+      return hap_err_set(err, HAP_EINVAL,
+                         "predicted.devices[%d].memory: the parts add up to %.17g bytes, expected "
+                         "memory_bytes %.17g",
+                         i, sum, want);
+  }
   return HAP_OK;
 }
 
@@ -647,15 +689,14 @@ hap_status hap_plan_validate(const hap_plan *p, const hap_graph *g, const hap_cl
       p->group_size != p->n_devices / p->replicas)
     return hap_err_set(err, HAP_EINVAL, "replicas: %d, expected a divisor of the %d devices",
                        p->replicas, p->n_devices);
+  HAP_TRY(hap_policy_check(&p->policy, err));
   HAP_TRY(check_ratios(p, err));
   HAP_TRY(check_predicted(p, err));
+  HAP_TRY(check_memory(p, err));
   hap_graph *split = NULL;
-  if (p->replicas > 1) {
-    hap_err why = {0};
-    if (hap_graph_split_batch(g, p->replicas, &split, &why) != HAP_OK)
-      return hap_err_set(err, HAP_EINVAL, "replicas: %d: %s", p->replicas, why.msg);
+  HAP_TRY(hap_plan_step_graph(p, g, &split, err));
+  if (split != NULL)
     g = split;
-  }
   flow f = {.p = p, .g = g, .err = err};
   f.head = minus_ones(g->n_tensors);
   f.sourced = minus_ones(g->n_tensors);

@@ -10,6 +10,11 @@
  *   "replicas"   optional  2-D device groups (hap_plan.replicas), an integer >= 1 dividing the
  *                          devices; absent means 1. Ratios and lengths are then per device of a
  *                          group, and extents those of one replica's graph (hap_graph_split_batch)
+ *   "policy"     optional  the training policy (model/policy.h), every field given:
+ *                          {"precision", "optimizer", "zero", "recompute", "micro_batches",
+ *                          "grad_accum"}; absent means the default (fp32, sgd, 0, none, 1, half).
+ *                          With micro_batches k > 1, extents are those of one micro-batch
+ *                          (hap_plan_step_graph)
  *   "segments"   required  one {"ratios", "lengths"} per graph segment: ratios per device;
  *                          lengths (optional) {"EXTENT" or "EXTENT/GRANULE": [per-device ints]}
  *                          for every (extent, granule) a step shards in the segment
@@ -19,13 +24,17 @@
  *               "segment", "predicted_s"}
  *     comm     {"kind", "tensor", "op", "from", "to", "impl", "from_segment"?, "granule"?,
  *               "segment", "predicted_s"}
- *   "predicted"  required  {"iteration_s", "devices": [{"compute_s", "comm_s", "memory_bytes"}]}
+ *   "predicted"  required  {"iteration_s", "devices": [{"compute_s", "comm_s", "memory_bytes",
+ *                          "memory"?}]}; "memory" (on every device or none) is memory_bytes by
+ *                          component: {"parameters", "gradients", "optimizer", "activations",
+ *                          "comm_buffers", "workspace"}, bytes
  * Names (tensors, nodes, devices) resolve against the given graph and cluster. A compute step's
  * layouts, granule, flags and once select the variant among hap_op_variants; its "variant" name
  * must be that variant's. Then hap_plan_validate runs, then the lengths are checked.
  * Compatibility: unknown keys are errors in files of version <= 1.0, ignored in a newer 1.x.
  * Writing is canonical: keys in the order above, one step per line, optional keys written only
- * when they differ from their defaults (granule 1, from_segment = segment, no once), doubles in
+ * when they differ from their defaults (granule 1, from_segment = segment, no once; "policy" and
+ * "memory" only with a policy other than the default, so default plans read as before), doubles in
  * the shortest form that reads back bit-exactly.
  * Errors are one line:
  *   "<file>: <json path>: <what is wrong, what was expected>"   schema errors
@@ -146,11 +155,12 @@ static hap_status num_member(reader *r, const json_t *obj, const char *path, con
 /* ---- header, graph and cluster -------------------------------------------------------------- */
 
 static hap_status read_header(reader *r, const json_t *root) {
-  static const char *const keys[] = {"format",   "version",  "strategy", "graph",     "cluster",
-                                     "replicas", "segments", "steps",    "predicted", NULL};
+  static const char *const keys[] = {"format",  "version",   "strategy", "graph",
+                                     "cluster", "replicas",  "policy",   "segments",
+                                     "steps",   "predicted", NULL};
   return hap_jr_read_header(
       &r->jr, root, HAP_PLAN_FORMAT, HAP_PLAN_VERSION_MAJOR, HAP_PLAN_VERSION_MINOR, keys,
-      "format, version, strategy, graph, cluster, replicas, segments, steps, predicted");
+      "format, version, strategy, graph, cluster, replicas, policy, segments, steps, predicted");
 }
 
 /* Exactly 16 hex digits. */
@@ -243,10 +253,63 @@ static hap_status read_replicas(reader *r, const json_t *root) {
   if (hap_plan_set_replicas(r->p, (int32_t)n, &e) != HAP_OK)
     return hap_jr_fail(&r->jr, e.status, "replicas", "%lld, expected a divisor of the %d devices",
                        (long long)n, r->p->n_devices);
-  if (n > 1 && hap_graph_split_batch(r->g, (int32_t)n, &r->split, &e) != HAP_OK)
-    return hap_jr_fail(&r->jr, HAP_EINVAL, "replicas", "%s", e.msg);
-  if (r->split != NULL)
-    r->lg = r->split;
+  return HAP_OK;
+}
+
+/* "policy" (optional): every field, each checked as the spec parser checks it. */
+static hap_status read_policy(reader *r, const json_t *root) {
+  static const char *const keys[] = {"precision",     "optimizer",  "zero", "recompute",
+                                     "micro_batches", "grad_accum", NULL};
+  static const bool numeric[] = {false, false, true, false, true, false};
+  json_t *obj;
+  HAP_TRY(hap_jr_member(&r->jr, root, "", "policy", false, NULL, &obj));
+  if (obj == NULL)
+    return HAP_OK;
+  const char *want = "a training policy {\"precision\", \"optimizer\", \"zero\", "
+                     "\"recompute\", \"micro_batches\", \"grad_accum\"}";
+  HAP_TRY(hap_jr_want_type(&r->jr, obj, JSON_OBJECT, "policy", want));
+  HAP_TRY(hap_jr_check_keys(&r->jr, obj, "policy", keys,
+                            "precision, optimizer, zero, recompute, micro_batches, grad_accum"));
+  hap_train_policy pol = hap_policy_default();
+  for (int i = 0; keys[i] != NULL; i++) {
+    json_t *m;
+    hap_jpath p;
+    hap_jpath_key(p, "policy", keys[i]);
+    HAP_TRY(hap_jr_member(&r->jr, obj, "policy", keys[i], true,
+                          numeric[i] ? "an integer" : "a name", &m));
+    char value[64];
+    if (numeric[i]) {
+      int64_t v;
+      HAP_TRY(hap_jr_want_int(&r->jr, m, p, INT32_MIN, INT32_MAX, "an integer", &v));
+      snprintf(value, sizeof value, "%lld", (long long)v);
+    } else {
+      const char *str;
+      HAP_TRY(hap_jr_want_text(&r->jr, m, p, "a name", &str));
+      hap_jquote b;
+      snprintf(value, sizeof value, "%s", hap_json_quote(str, b));
+    }
+    hap_err e = {0};
+    if (hap_policy_set(&pol, keys[i], value, &e) != HAP_OK) {
+      /* "policy: unknown precision 'x', expected ..." -> "<file>: policy.precision: ..." */
+      const char *why = strncmp(e.msg, "policy: ", 8) == 0 ? e.msg + 8 : e.msg;
+      return hap_jr_fail(&r->jr, HAP_EPARSE, p, "%s", why);
+    }
+  }
+  r->p->policy = pol;
+  return HAP_OK;
+}
+
+/* The graph the steps' shapes come from: one micro-batch of one replica. */
+static hap_status step_graph(reader *r) {
+  hap_err e = {0};
+  if (hap_plan_step_graph(r->p, r->g, &r->split, &e) != HAP_OK) {
+    bool micro = r->p->policy.micro_batches > 1;
+    const char *field = micro ? "policy" : "replicas", *why = e.msg;
+    if (strncmp(why, field, strlen(field)) == 0 && strncmp(why + strlen(field), ": ", 2) == 0)
+      why += strlen(field) + 2; /* the path names the field already */
+    return hap_jr_fail(&r->jr, HAP_EINVAL, field, "%s", why);
+  }
+  r->lg = r->split != NULL ? r->split : r->g;
   return HAP_OK;
 }
 
@@ -277,7 +340,9 @@ static hap_status read_top(reader *r, const json_t *root) {
   r->lengths = calloc((size_t)r->g->n_segments, sizeof(json_t *));
   if (r->p == NULL || r->lengths == NULL)
     return hap_err_set(r->jr.err, HAP_ENOMEM, "%s: out of memory", r->jr.label);
-  return read_replicas(r, root);
+  HAP_TRY(read_replicas(r, root));
+  HAP_TRY(read_policy(r, root));
+  return step_graph(r);
 }
 
 /* ---- segments ------------------------------------------------------------------------------- */
@@ -600,9 +665,36 @@ static hap_status read_steps(reader *r, const json_t *root) {
 
 /* ---- predictions ---------------------------------------------------------------------------- */
 
+/* predicted.devices[i].memory: on every device or on none (the first device decides). */
+static hap_status read_memory(reader *r, const json_t *d, const char *path, int32_t i) {
+  static const char *const keys[] = {"parameters",   "gradients", "optimizer", "activations",
+                                     "comm_buffers", "workspace", NULL};
+  const char *want = "memory_bytes by component {\"parameters\", \"gradients\", \"optimizer\", "
+                     "\"activations\", \"comm_buffers\", \"workspace\"}";
+  json_t *m;
+  hap_jpath p;
+  HAP_TRY(hap_jr_member(&r->jr, d, path, "memory", i > 0 && r->p->memory_recorded, want, &m));
+  if (m == NULL)
+    return HAP_OK;
+  if (i > 0 && !r->p->memory_recorded)
+    return hap_jr_fail(&r->jr, HAP_EPARSE, hap_jpath_key(p, path, "memory"),
+                       "present, but predicted.devices[0] has none: expected it on every device "
+                       "or on none");
+  hap_jpath_key(p, path, "memory");
+  HAP_TRY(hap_jr_want_type(&r->jr, m, JSON_OBJECT, p, want));
+  HAP_TRY(hap_jr_check_keys(&r->jr, m, p, keys,
+                            "parameters, gradients, optimizer, activations, comm_buffers, "
+                            "workspace"));
+  for (int k = 0; k < HAP_MEMORY_PARTS; k++)
+    HAP_TRY(num_member(r, m, p, hap_memory_part_name(k), "a byte count",
+                       hap_memory_part(&r->p->device_memory[i], k)));
+  r->p->memory_recorded = true;
+  return HAP_OK;
+}
+
 static hap_status read_predicted(reader *r, const json_t *root) {
   static const char *const keys[] = {"iteration_s", "devices", NULL};
-  static const char *const dkeys[] = {"compute_s", "comm_s", "memory_bytes", NULL};
+  static const char *const dkeys[] = {"compute_s", "comm_s", "memory_bytes", "memory", NULL};
   json_t *obj, *arr;
   hap_plan *pl = r->p;
   HAP_TRY(
@@ -626,10 +718,11 @@ static hap_status read_predicted(reader *r, const json_t *root) {
     hap_jpath_index(p, "predicted.devices", (size_t)i);
     HAP_TRY(hap_jr_want_type(&r->jr, d, JSON_OBJECT, p,
                              "{\"compute_s\", \"comm_s\", \"memory_bytes\"}"));
-    HAP_TRY(hap_jr_check_keys(&r->jr, d, p, dkeys, "compute_s, comm_s, memory_bytes"));
+    HAP_TRY(hap_jr_check_keys(&r->jr, d, p, dkeys, "compute_s, comm_s, memory_bytes, memory"));
     HAP_TRY(num_member(r, d, p, "compute_s", "a time in seconds", &pl->device_compute_s[i]));
     HAP_TRY(num_member(r, d, p, "comm_s", "a time in seconds", &pl->device_comm_s[i]));
     HAP_TRY(num_member(r, d, p, "memory_bytes", "a byte count", &pl->device_memory_bytes[i]));
+    HAP_TRY(read_memory(r, d, p, i));
   }
   return HAP_OK;
 }
@@ -962,6 +1055,28 @@ static hap_status write_segments(hap_jw *w, const hap_plan *p, const lkey *keys,
   return st;
 }
 
+/* Only a policy other than the default is written (default plans keep their bytes). */
+static void write_policy(hap_jw *w, const hap_plan *p) {
+  const hap_train_policy *pol = &p->policy;
+  if (hap_policy_is_default(pol))
+    return;
+  hap_jw_key(w, "policy");
+  hap_jw_begin_object_inline(w);
+  hap_jw_key(w, "precision");
+  hap_jw_str(w, hap_precision_name(pol->precision));
+  hap_jw_key(w, "optimizer");
+  hap_jw_str(w, hap_optimizer_name(pol->optimizer));
+  hap_jw_key(w, "zero");
+  hap_jw_int(w, pol->zero);
+  hap_jw_key(w, "recompute");
+  hap_jw_str(w, hap_recompute_name(pol->recompute));
+  hap_jw_key(w, "micro_batches");
+  hap_jw_int(w, pol->micro_batches);
+  hap_jw_key(w, "grad_accum");
+  hap_jw_str(w, hap_grad_accum_name(pol->grad_accum));
+  hap_jw_end_object(w);
+}
+
 static void write_predicted(hap_jw *w, const hap_plan *p) {
   hap_jw_key(w, "predicted");
   hap_jw_begin_object(w);
@@ -977,6 +1092,15 @@ static void write_predicted(hap_jw *w, const hap_plan *p) {
     hap_jw_double(w, p->device_comm_s[i]);
     hap_jw_key(w, "memory_bytes");
     hap_jw_double(w, p->device_memory_bytes[i]);
+    if (p->memory_recorded && !hap_policy_is_default(&p->policy)) {
+      hap_jw_key(w, "memory");
+      hap_jw_begin_object_inline(w);
+      for (int k = 0; k < HAP_MEMORY_PARTS; k++) {
+        hap_jw_key(w, hap_memory_part_name(k));
+        hap_jw_double(w, hap_memory_part_get(&p->device_memory[i], k));
+      }
+      hap_jw_end_object(w);
+    }
     hap_jw_end_object(w);
   }
   hap_jw_end_array(w);
@@ -1001,8 +1125,7 @@ hap_status hap_plan_write(const hap_plan *p, const hap_graph *g, const hap_clust
   lkey *keys;
   int32_t n_keys;
   hap_graph *split = NULL;
-  if (p->replicas > 1)
-    HAP_TRY(hap_graph_split_batch(g, p->replicas, &split, err));
+  HAP_TRY(hap_plan_step_graph(p, g, &split, err));
   const hap_graph *lg = split ? split : g; /* the steps' shapes */
   hap_status st = collect_lengths(p, lg, &keys, &n_keys, err);
   if (st != HAP_OK) {
@@ -1017,6 +1140,7 @@ hap_status hap_plan_write(const hap_plan *p, const hap_graph *g, const hap_clust
     hap_jw_key(&w, "replicas");
     hap_jw_int(&w, p->replicas);
   }
+  write_policy(&w, p);
   st = write_segments(&w, p, keys, n_keys, err);
   free(keys);
   if (st != HAP_OK) {

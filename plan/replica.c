@@ -211,6 +211,24 @@ hap_status hap_graph_split_batch(const hap_graph *g, int32_t replicas, hap_graph
   return st;
 }
 
+hap_status hap_graph_for_policy(const hap_graph *g, int32_t replicas, const hap_train_policy *pol,
+                                hap_graph **out, hap_err *err) {
+  *out = NULL;
+  int32_t k = pol->micro_batches > 0 ? pol->micro_batches : 1;
+  hap_graph *split = NULL, *cast = NULL;
+  if (replicas * k > 1)
+    HAP_TRY(hap_graph_split_batch(g, replicas * k, &split, err));
+  hap_status st =
+      hap_graph_cast_float(split ? split : g, hap_policy_compute_dtype(pol), &cast, err);
+  if (st != HAP_OK || cast != NULL) {
+    hap_graph_destroy(split);
+    *out = cast;
+    return st;
+  }
+  *out = split;
+  return HAP_OK;
+}
+
 hap_status hap_cluster_of_host(const hap_cluster *c, int32_t host, hap_cluster **out,
                                hap_err *err) {
   *out = NULL;

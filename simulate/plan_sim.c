@@ -109,9 +109,21 @@ static hap_status span_groups_init(const hap_lowered *lw, const hap_cluster *c, 
   return st;
 }
 
+/* The policy on a priced duration: the task runs `repeats` times, and a recomputation runs its
+ * forward task again first (dur holds the earlier tasks' rows). */
+static double policy_time(const hap_lowered *lw, const hap_task *k, const double *dur, int32_t d,
+                          double s) {
+  if (k->repeats != 1)
+    s *= k->repeats;
+  if (k->recompute_of >= 0)
+    s += dur[(size_t)k->recompute_of * (size_t)lw->n_devices + (size_t)d];
+  return s;
+}
+
 /* A collective's duration on every device: its sub-group's time for the bytes its members hold. */
 static hap_status price_collective(hap_lowered *lw, int32_t t, const span_groups *sg,
-                                   double *per_rank, double *sub_bytes, double *row, hap_err *err) {
+                                   double *per_rank, double *sub_bytes, double *dur, hap_err *err) {
+  double *row = dur + (size_t)t * (size_t)lw->n_devices;
   const hap_task *k = &lw->tasks[t];
   HAP_TRY(hap_lowered_coll_bytes(lw, t, per_rank, err));
   int32_t ns = n_subs(lw, k->span), m = sub_size(lw, k->span);
@@ -123,8 +135,10 @@ static hap_status price_collective(hap_lowered *lw, int32_t t, const span_groups
               : 0;
     if (!isfinite(sec) || sec < 0)
       return hap_err_set(err, HAP_EINVAL, "task '%s': the cluster prices it at %g s", k->name, sec);
-    for (int32_t i = 0; i < m; i++)
-      row[sub_member(lw, k->span, s, i)] = sec;
+    for (int32_t i = 0; i < m; i++) {
+      int32_t d = sub_member(lw, k->span, s, i);
+      row[d] = policy_time(lw, k, dur, d, sec);
+    }
   }
   return HAP_OK;
 }
@@ -151,7 +165,7 @@ static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cl
     const hap_task *k = &lw->tasks[t];
     double *row = dur + (size_t)t * (size_t)n;
     if (k->kind == HAP_TASK_COLLECTIVE) {
-      st = price_collective(lw, t, &sg, per_rank, sub_bytes, row, err);
+      st = price_collective(lw, t, &sg, per_rank, sub_bytes, dur, err);
       continue;
     }
     /* the key that decides the time on a device of a class: compute -> local length */
@@ -159,7 +173,7 @@ static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cl
     if (k->kind == HAP_TASK_COMPUTE) {
       const hap_step *s = &lw->plan->steps[k->step];
       hap_op_io full;
-      hap_graph_node_io(lw->local_graph, k->node, &full);
+      hap_graph_node_io(lw->priced_graph, k->node, &full);
       int64_t extent = hap_variant_extent(&full, &s->variant);
       if (extent > 0 &&
           (len = hap_lowered_lengths(lw, extent, s->variant.granule, s->segment)) == NULL) {
@@ -172,7 +186,7 @@ static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cl
       double key = len ? (double)len[d % lw->group_size] : -1;
       double s = -1;
       if (k->kind != HAP_TASK_COMPUTE) {
-        if ((st = hap_lowered_work(lw, t, d, w, err)) != HAP_OK)
+        if ((st = hap_lowered_priced_work(lw, t, d, w, err)) != HAP_OK)
           break;
         key = w->bytes;
       }
@@ -181,7 +195,7 @@ static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cl
           s = memo[m].s;
       if (s < 0) {
         if (k->kind == HAP_TASK_COMPUTE) {
-          if ((st = hap_lowered_work(lw, t, d, w, err)) != HAP_OK)
+          if ((st = hap_lowered_priced_work(lw, t, d, w, err)) != HAP_OK)
             break;
           s = w->len == 0 ? 0 : hap_compute_time(c, d, w->op, &w->io, w->backward);
         } else {
@@ -195,7 +209,7 @@ static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cl
         if (n_memo < MEMO)
           memo[n_memo++] = (price_memo){cls[d], key, s};
       }
-      row[d] = s;
+      row[d] = policy_time(lw, k, dur, d, s);
     }
   }
 out:
@@ -463,7 +477,7 @@ hap_status hap_plan_sim_trace(hap_plan_sim *ps, hap_trace *tr, int32_t max_devic
     size_t g0 = (size_t)ps->group[d] * (size_t)ps->n_tasks;
     for (int32_t t = 0; t < ps->n_tasks && st == HAP_OK; t++) {
       const hap_task *k = &ps->lw->tasks[t];
-      if ((st = hap_lowered_work(ps->lw, t, d, w, err)) != HAP_OK)
+      if ((st = hap_lowered_priced_work(ps->lw, t, d, w, err)) != HAP_OK)
         break;
       bool coll = k->kind == HAP_TASK_COLLECTIVE;
       hap_trace_event e = HAP_TRACE_EVENT_INIT;
@@ -474,8 +488,8 @@ hap_status hap_plan_sim_trace(hap_plan_sim *ps, hap_trace *tr, int32_t max_devic
       e.tid = coll ? HAP_TRACE_LANE_COLLECTIVE : HAP_TRACE_LANE_COMPUTE;
       e.ts_ns = ns_of(ps->start_s[g0 + (size_t)t]);
       e.dur_ns = ns_of(ps->end_s[g0 + (size_t)t]) - e.ts_ns;
-      e.flops = w->flops;
-      e.bytes = w->bytes;
+      e.flops = w->flops * k->repeats; /* every run in the iteration */
+      e.bytes = w->bytes * k->repeats;
       st = hap_trace_complete(tr, &e);
     }
   }

@@ -60,7 +60,8 @@ static double node_time_at(syn_ctx *x, int32_t k, int v, int32_t d, int64_t len)
   hap_op_io local;
   if (hap_op_local_io(op, &sn->io, &sn->variants[v], len, &attrs, &local, NULL) != HAP_OK)
     return HUGE_VAL;
-  return hap_compute_time(x->c, d, op, &local, false) + hap_compute_time(x->c, d, op, &local, true);
+  return syn_node_policy_time(x, k, hap_compute_time(x->c, d, op, &local, false),
+                              hap_compute_time(x->c, d, op, &local, true));
 }
 
 static hap_status min_var(lp_build *b, int32_t s, hap_err *err) {
@@ -90,10 +91,15 @@ static hap_status collective_rows(lp_build *b, int32_t s, bool grouped, double c
   return HAP_OK;
 }
 
-/* Forward + backward time of a gather-type pair with every rank's bytes given by `b`. */
-static double pair_time(const syn_ctx *x, hap_coll_kind fwd, hap_coll_kind bwd, hap_coll_impl impl,
-                        hap_coll_bytes b) {
-  return hap_coll_time(&x->world, fwd, impl, b) + hap_coll_time(&x->world, bwd, impl, b);
+/* Forward + backward time of a gather-type pair with every rank's bytes given by `b`, each run as
+ * often per iteration as the policy says (syn_comm_weights). */
+static double pair_time(const syn_ctx *x, int32_t tensor, hap_coll_kind fwd, hap_coll_kind bwd,
+                        hap_coll_impl impl, hap_coll_bytes b) {
+  if (x->plain)
+    return hap_coll_time(&x->world, fwd, impl, b) + hap_coll_time(&x->world, bwd, impl, b);
+  double wf, wb;
+  syn_comm_weights(x, tensor, &wf, &wb);
+  return hap_coll_time(&x->world, fwd, impl, b) * wf + hap_coll_time(&x->world, bwd, impl, b) * wb;
 }
 
 static hap_status comm_step(lp_build *b, const hap_step *step, double current, hap_err *err) {
@@ -115,10 +121,10 @@ static hap_status comm_step(lp_build *b, const hap_step *step, double current, h
   (void)g_layout;
   bool grouped = step->impl == HAP_IMPL_GROUPED;
   hap_coll_bytes zero = {0, 0, grouped ? S : 0, n};
-  double c0 = pair_time(x, fwd, bwd, step->impl, zero);
+  double c0 = pair_time(x, step->tensor, fwd, bwd, step->impl, zero);
   hap_coll_bytes full = grouped ? (hap_coll_bytes){S, S, S, n} : (hap_coll_bytes){S, 0, S, n};
-  double c1S = grouped ? c0 - pair_time(x, fwd, bwd, step->impl, full)
-                       : pair_time(x, fwd, bwd, step->impl, full) - c0;
+  double c1S = grouped ? c0 - pair_time(x, step->tensor, fwd, bwd, step->impl, full)
+                       : pair_time(x, step->tensor, fwd, bwd, step->impl, full) - c0;
   if (grouped) /* grouped: c0 is the time at min = 0; t = c0 - c1S * m */
     return collective_rows(b, step->segment, true, c0 - c1S, c1S, err);
   return collective_rows(b, step->segment, false, c0, c1S, err);
@@ -156,8 +162,9 @@ static void compute_step(lp_build *b, const hap_step *step) {
       add_step_row(b, -1, 0, step->predicted_s);
       return;
     }
-    double slope = fmax(0, ti - 2 * launch) * (double)extent / (double)at; /* fwd + bwd launches */
-    add_step_row(b, b->r[(size_t)sn->segment * (size_t)nc + (size_t)cl], -slope, 2 * launch);
+    double nl = syn_node_launches(x, k); /* fwd + bwd launches (per micro-batch, recomputed) */
+    double slope = fmax(0, ti - nl * launch) * (double)extent / (double)at;
+    add_step_row(b, b->r[(size_t)sn->segment * (size_t)nc + (size_t)cl], -slope, nl * launch);
   }
 }
 
@@ -166,8 +173,13 @@ static void prop_memory_terms(const syn_ctx *x, int32_t tensor, hap_layout layou
                               hap_storage storage, double *coef, double *constant) {
   const hap_tensor *t = &x->g->tensors[tensor];
   double bytes = (double)hap_tensor_bytes(t);
-  double factor = t->kind == HAP_TENSOR_PARAMETER ? 2 : 1;
-  if (storage == HAP_STORE_ZERO) {
+  syn_prop p = {tensor, layout, seg, 1};
+  hap_memory_breakdown r = syn_prop_rates(x, &p, storage);
+  double factor = r.parameters + r.gradients + r.optimizer + r.activations;
+  if (storage == HAP_STORE_ZERO && !x->plain) {
+    bytes /= x->n; /* an even split of the flattened tensor (evaluate.c, zero_bytes) */
+    layout = HAP_LAYOUT_IDENTITY;
+  } else if (storage == HAP_STORE_ZERO) {
     layout = 0; /* stored sharded along dim 0 with the first segment's ratios */
     seg = 0;
   }
@@ -179,62 +191,119 @@ static void prop_memory_terms(const syn_ctx *x, int32_t tensor, hap_layout layou
   }
 }
 
-/* Memory rows: per class, sum over the program's properties within the class's limit. */
+/* The LP's memory terms of one class: coef [nv] over the ratio variables, and a constant. */
+typedef struct mem_terms {
+  double *coef, *constant; /* [n_classes][nv], [n_classes] */
+} mem_terms;
+
+/* Add one step's properties' terms to m (per[] is scratch of nv). */
+static void step_memory_terms(const syn_ctx *x, const hap_step *s, bool dropped_only, double *per,
+                              mem_terms *m) {
+  int32_t nc = x->n_classes, nv = x->n_segments * nc;
+  memset(per, 0, (size_t)nv * sizeof *per);
+  if (s->kind == HAP_STEP_SOURCE || s->kind == HAP_STEP_COMM) {
+    if (x->n_mem == 1 || x->rmap.dropped[s->tensor] == dropped_only)
+      prop_memory_terms(x, s->tensor, s->to, s->segment,
+                        s->kind == HAP_STEP_SOURCE ? s->storage : HAP_STORE_INPUT, per,
+                        m->constant);
+  } else {
+    const hap_node *node = &x->g->nodes[s->node];
+    for (int o = 0; o < node->n_outputs; o++)
+      if (x->n_mem == 1 || x->rmap.dropped[node->outputs[o]] == dropped_only)
+        prop_memory_terms(x, node->outputs[o], s->variant.out[o], s->segment, HAP_STORE_INPUT, per,
+                          m->constant);
+  }
+  /* per[seg * nc + c] is the class-independent coefficient of r[seg][c] */
+  for (int32_t c = 0; c < nc; c++)
+    for (int32_t sg = 0; sg < x->n_segments; sg++)
+      m->coef[(size_t)c * (size_t)nv + (size_t)sg * (size_t)nc + (size_t)c] +=
+          per[(size_t)sg * (size_t)nc + (size_t)c];
+}
+
+/* Class c's terms at the installed ratios, bytes. */
+static double terms_value(const syn_ctx *x, const mem_terms *m, int32_t c, const int32_t *rep) {
+  int32_t nc = x->n_classes, nv = x->n_segments * nc;
+  double v = m->constant[c];
+  for (int32_t sg = 0; sg < x->n_segments; sg++)
+    for (int32_t k = 0; k < nc; k++)
+      v += m->coef[(size_t)c * (size_t)nv + (size_t)sg * (size_t)nc + (size_t)k] *
+           x->ratios[(size_t)sg * (size_t)x->n + (size_t)rep[k]];
+  return v;
+}
+
+/* Memory rows: per class, sum over the program's properties within the class's limit; with
+ * recomputation, plus the layer whose dropped tensors weigh most at the installed ratios (the
+ * working set of the backward pass). */
 static hap_status memory_rows(lp_build *b, const hap_plan *plan, hap_err *err) {
   syn_ctx *x = b->x;
   int32_t nc = x->n_classes, nv = x->n_segments * nc;
-  double *coef = calloc((size_t)nv * (size_t)nc, sizeof *coef); /* [class][segment][class] */
-  double *constant = calloc((size_t)nc, sizeof *constant);
+  size_t cells = (size_t)nv * (size_t)nc;
+  /* kept, the current layer's dropped, the largest layer's dropped per class */
+  mem_terms kept = {calloc(cells, sizeof(double)), calloc((size_t)nc, sizeof(double))};
+  mem_terms cur = {calloc(cells, sizeof(double)), calloc((size_t)nc, sizeof(double))};
+  mem_terms top = {calloc(cells, sizeof(double)), calloc((size_t)nc, sizeof(double))};
+  double *top_value = calloc((size_t)nc, sizeof(double));
   int *ids = malloc((size_t)nv * sizeof *ids);
   double *vals = malloc((size_t)nv * sizeof *vals);
-  hap_status st = HAP_OK;
-  if (!coef || !constant || !ids || !vals) {
-    st = hap_err_set(err, HAP_ENOMEM, "out of memory building memory rows");
-    goto out;
-  }
   double *per = malloc((size_t)nv * sizeof *per);
-  if (per == NULL) {
+  hap_status st = HAP_OK;
+  if (!kept.coef || !kept.constant || !cur.coef || !cur.constant || !top.coef || !top.constant ||
+      !top_value || !ids || !vals || !per) {
     st = hap_err_set(err, HAP_ENOMEM, "out of memory building memory rows");
     goto out;
   }
+  int32_t node = -1; /* the node whose steps come next: the scope they belong to */
   for (int32_t j = 0; j < plan->n_steps; j++) {
     const hap_step *s = &plan->steps[j];
-    memset(per, 0, (size_t)nv * sizeof *per);
-    if (s->kind == HAP_STEP_SOURCE || s->kind == HAP_STEP_COMM) {
-      prop_memory_terms(x, s->tensor, s->to, s->segment,
-                        s->kind == HAP_STEP_SOURCE ? s->storage : HAP_STORE_INPUT, per, constant);
-    } else {
-      const hap_node *node = &x->g->nodes[s->node];
-      for (int o = 0; o < node->n_outputs; o++)
-        prop_memory_terms(x, node->outputs[o], s->variant.out[o], s->segment, HAP_STORE_INPUT, per,
-                          constant);
+    if (x->n_mem > 1) {
+      int32_t next = -1; /* the first compute step from here on */
+      for (int32_t i = j; i < plan->n_steps && next < 0; i++)
+        if (plan->steps[i].kind == HAP_STEP_COMPUTE)
+          next = plan->steps[i].node;
+      if (next != node && next >= 0 && x->scope_start[next]) {
+        memset(cur.coef, 0, cells * sizeof(double));
+        memset(cur.constant, 0, (size_t)nc * sizeof(double));
+      }
+      node = next;
+      step_memory_terms(x, s, true, per, &cur);
+      for (int32_t c = 0; c < nc; c++) {
+        double v = terms_value(x, &cur, c, b->rep);
+        if (v > top_value[c]) {
+          top_value[c] = v;
+          memcpy(top.coef + (size_t)c * (size_t)nv, cur.coef + (size_t)c * (size_t)nv,
+                 (size_t)nv * sizeof(double));
+          top.constant[c] = cur.constant[c];
+        }
+      }
     }
-    /* per[seg * nc + c] is the class-independent coefficient of r[seg][c] */
-    for (int32_t c = 0; c < nc; c++)
-      for (int32_t sg = 0; sg < x->n_segments; sg++)
-        coef[(size_t)c * (size_t)nv + (size_t)sg * (size_t)nc + (size_t)c] +=
-            per[(size_t)sg * (size_t)nc + (size_t)c];
+    step_memory_terms(x, s, false, per, &kept);
   }
-  free(per);
-  /* constants were added once per class per property above */
   for (int32_t c = 0; c < nc && st == HAP_OK; c++) {
     if (!isfinite(x->mem_limit[c]))
       continue;
     int k = 0;
     for (int32_t v = 0; v < nv; v++) {
-      double a = coef[(size_t)c * (size_t)nv + (size_t)v];
+      double a = kept.coef[(size_t)c * (size_t)nv + (size_t)v] +
+                 (x->n_mem > 1 ? top.coef[(size_t)c * (size_t)nv + (size_t)v] : 0);
       if (a != 0) {
         ids[k] = b->r[v];
         vals[k++] = a;
       }
     }
-    st = hap_lp_add_row(b->lp, ids, vals, k, -INFINITY, x->mem_limit[c] - constant[c], err);
+    double constant = kept.constant[c] + (x->n_mem > 1 ? top.constant[c] : 0);
+    st = hap_lp_add_row(b->lp, ids, vals, k, -INFINITY, x->mem_limit[c] - constant, err);
   }
 out:
-  free(coef);
-  free(constant);
+  free(kept.coef);
+  free(kept.constant);
+  free(cur.coef);
+  free(cur.constant);
+  free(top.coef);
+  free(top.constant);
+  free(top_value);
   free(ids);
   free(vals);
+  free(per);
   return st;
 }
 

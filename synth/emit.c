@@ -20,15 +20,52 @@ static int prop_qcmp(const void *pa, const void *pb) {
   return (a->granule > b->granule) - (a->granule < b->granule);
 }
 
+/* The plan's memory as the program's properties are made: kept bytes straight into the plan
+ * (total and parts), a dropped tensor's into the current layer's working set (cur), whose
+ * largest (top) the plan holds on top at the end (recomputation runs one layer at a time). */
+typedef struct mem_tally {
+  hap_plan *plan;
+  double *cur, *top; /* [n] or NULL without recomputation */
+} mem_tally;
+
+static void tally(syn_ctx *x, mem_tally *m, const syn_prop *p, hap_storage storage) {
+  if (m->plan == NULL)
+    return;
+  if (m->cur != NULL && x->rmap.dropped[p->tensor])
+    syn_prop_memory_parts(x, p, storage, NULL, m->cur);
+  else
+    syn_prop_memory_parts(x, p, storage, m->plan->device_memory, m->plan->device_memory_bytes);
+}
+
+static void tally_node_done(syn_ctx *x, mem_tally *m) {
+  for (int32_t d = 0; m->cur != NULL && d < x->n; d++)
+    m->top[d] = fmax(m->top[d], m->cur[d]);
+}
+
+static void tally_finish(syn_ctx *x, mem_tally *m) {
+  if (m->plan == NULL)
+    return;
+  for (int32_t d = 0; m->top != NULL && d < x->n; d++) {
+    m->plan->device_memory_bytes[d] += m->top[d];
+    m->plan->device_memory[d].activations += m->top[d];
+  }
+  m->plan->memory_recorded = true;
+}
+
 hap_status syn_replay(syn_ctx *x, const int8_t *variants, hap_plan *plan, double *cost_s,
                       hap_err *err) {
   const hap_graph *g = x->g;
   int32_t cap = 64, n = 0;
   syn_prop *have = malloc((size_t)cap * sizeof *have);
   double *per_dev = malloc((size_t)x->n * sizeof *per_dev);
+  mem_tally mt = {plan, NULL, NULL};
+  if (plan != NULL && x->n_mem > 1) {
+    mt.cur = calloc((size_t)x->n, sizeof *mt.cur);
+    mt.top = calloc((size_t)x->n, sizeof *mt.top);
+  }
   hap_status st = HAP_OK;
   double total = 0;
-  if (!have || !per_dev) {
+  if (!have || !per_dev || (plan != NULL && x->n_mem > 1 && (!mt.cur || !mt.top))) {
     st = hap_err_set(err, HAP_ENOMEM, "out of memory replaying a program");
     goto out;
   }
@@ -37,6 +74,8 @@ hap_status syn_replay(syn_ctx *x, const int8_t *variants, hap_plan *plan, double
     const syn_node *sn = &x->nodes[k];
     int v = variants[k];
     const hap_variant *var = &sn->variants[v];
+    if (mt.cur != NULL && x->scope_start[k])
+      memset(mt.cur, 0, (size_t)x->n * sizeof *mt.cur);
     if (HAP_VEC_RESERVE(have, cap, (int64_t)n + node->n_inputs + node->n_outputs, 64) != 0) {
       st = hap_err_set(err, HAP_ENOMEM, "out of memory replaying a program");
       goto out;
@@ -68,14 +107,14 @@ hap_status syn_replay(syn_ctx *x, const int8_t *variants, hap_plan *plan, double
         if (c.source) {
           step.kind = HAP_STEP_SOURCE;
           step.storage = c.storage;
-          syn_prop_memory(x, &want, c.storage, plan->device_memory_bytes, NULL);
+          tally(x, &mt, &want, c.storage);
         } else {
           step.kind = HAP_STEP_COMM;
           step.from = c.from.layout;
           step.comm = c.op;
           step.impl = c.impl;
           step.from_segment = c.from.layout >= 0 ? c.from.segment : step.segment;
-          syn_prop_memory(x, &want, HAP_STORE_INPUT, plan->device_memory_bytes, NULL);
+          tally(x, &mt, &want, HAP_STORE_INPUT);
         }
         for (int32_t d = 0; d < x->n; d++)
           plan->device_comm_s[d] += c.seconds;
@@ -92,9 +131,9 @@ hap_status syn_replay(syn_ctx *x, const int8_t *variants, hap_plan *plan, double
         out.granule = var->granule;
       }
       have[n++] = out;
-      if (plan != NULL)
-        syn_prop_memory(x, &out, HAP_STORE_INPUT, plan->device_memory_bytes, NULL);
+      tally(x, &mt, &out, HAP_STORE_INPUT);
     }
+    tally_node_done(x, &mt);
     if (plan != NULL) {
       hap_step step = {0};
       step.kind = HAP_STEP_COMPUTE;
@@ -122,8 +161,11 @@ hap_status syn_replay(syn_ctx *x, const int8_t *variants, hap_plan *plan, double
   *cost_s = total;
   if (plan != NULL)
     plan->predicted_iteration_s = total;
+  tally_finish(x, &mt);
 out:
   free(have);
   free(per_dev);
+  free(mt.cur);
+  free(mt.top);
   return st;
 }

@@ -125,7 +125,40 @@ void syn_ctx_free(syn_ctx *x) {
   free(x->mem_limit);
   free(x->mem_scratch);
   free(x->class_scratch);
+  free(x->state);
+  free(x->scope_start);
+  hap_recompute_map_free(&x->rmap);
   memset(x, 0, sizeof *x);
+}
+
+/* Recomputation scopes: a node starts one when its layer differs from the previous node's. */
+static void set_scopes(syn_ctx *x) {
+  for (int32_t k = 0; k < x->g->n_nodes; k++)
+    x->scope_start[k] = k == 0 || x->rmap.layer[k] != x->rmap.layer[k - 1];
+}
+
+hap_status syn_ctx_set_policy(syn_ctx *x, const hap_train_policy *pol, int32_t replicas,
+                              hap_err *err) {
+  hap_train_policy p = *pol;
+  if (p.micro_batches == 0)
+    p.micro_batches = 1;
+  HAP_TRY(hap_policy_check(&p, err));
+  x->pol = p;
+  x->plain = hap_policy_is_default(&p);
+  x->micro = p.micro_batches;
+  x->replicas = replicas > 1 ? replicas : 1;
+  /* a gradient reduction moves the gradient's bytes: the policy's for mixed precision, the
+   * graph's own dtype (x->g is already in the compute precision) for fp32 */
+  x->grad_scale = p.precision == HAP_PREC_FP32 || p.grad_accum == HAP_GRAD_HALF
+                      ? 1
+                      : hap_policy_grad_comm_bytes(&p) / 2;
+  hap_recompute_map_free(&x->rmap);
+  HAP_TRY(hap_recompute_map_build(x->g, p.recompute, &x->rmap, err));
+  set_scopes(x);
+  x->n_mem = x->rmap.n_dropped > 0 ? 3 : 1;
+  x->h_window_ready = false;
+  clear_lengths(x);
+  return HAP_OK;
 }
 
 /* Which variants a strategy may use. Data parallelism: hap_variant_is_data_parallel (replica.h).
@@ -164,9 +197,17 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
   x->h_window = calloc((size_t)g->n_nodes + 1, sizeof *x->h_window);
   x->avail = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *x->avail);
   x->dev_class = calloc((size_t)x->n, sizeof *x->dev_class);
+  x->state = calloc(g->n_tensors > 0 ? (size_t)g->n_tensors : 1, sizeof *x->state);
+  x->scope_start = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *x->scope_start);
+  x->pol = hap_policy_default();
+  x->plain = true;
+  x->micro = 1;
+  x->replicas = 1;
+  x->grad_scale = 1;
+  x->n_mem = 1;
   int32_t *ranks = malloc((size_t)x->n * sizeof *ranks);
   if (!x->ratios || !x->nodes || !x->last_use || !x->n_uses || !x->h_suffix || !x->h_window ||
-      !x->avail || !x->dev_class || !ranks) {
+      !x->avail || !x->dev_class || !x->state || !x->scope_start || !ranks) {
     free(ranks);
     syn_ctx_free(x);
     return hap_err_set(err, HAP_ENOMEM, "out of memory setting up the synthesizer");
@@ -204,11 +245,12 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
     x->last_use[t] = -1;
     x->avail[t] = -1;
   }
-  bool *state = calloc(g->n_tensors > 0 ? (size_t)g->n_tensors : 1, sizeof *state);
-  if (state == NULL) {
+  if ((st = hap_recompute_map_build(g, HAP_RECOMPUTE_NONE, &x->rmap, err)) != HAP_OK) {
     syn_ctx_free(x);
-    return hap_err_set(err, HAP_ENOMEM, "out of memory setting up the synthesizer");
+    return st;
   }
+  set_scopes(x);
+  bool *state = x->state;
   hap_graph_state_tensors(g, state);
   for (int32_t k = 0; k < g->n_nodes; k++) {
     syn_node *sn = &x->nodes[k];
@@ -223,7 +265,6 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
     if (!any) {
       st = hap_err_set(err, HAP_EUNSUPPORTED, "node '%s' (%s) has no %s variant", g->nodes[k].name,
                        hap_op_name(g->nodes[k].op), hap_strategy_name(s));
-      free(state);
       syn_ctx_free(x);
       return st;
     }
@@ -241,13 +282,36 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
         x->n_uses[t]++;
     }
   }
-  free(state);
   x->last_use[g->loss] = g->n_nodes;
   return HAP_OK;
 }
 
 const int64_t *syn_lengths(syn_ctx *x, int64_t extent, int64_t granule, int32_t seg) {
   return hap_shard_cache_get(&x->lengths, extent, granule, seg);
+}
+
+double syn_node_policy_time(const syn_ctx *x, int32_t k, double fwd_s, double bwd_s) {
+  double t = fwd_s + bwd_s;
+  if (x->plain)
+    return t;
+  if (x->rmap.recomputed[k])
+    t += fwd_s; /* the forward again inside the backward */
+  return t * x->micro;
+}
+
+double syn_node_launches(const syn_ctx *x, int32_t k) {
+  if (x->plain)
+    return 2;
+  return (x->rmap.recomputed[k] ? 3 : 2) * (double)x->micro;
+}
+
+void syn_comm_weights(const syn_ctx *x, int32_t t, double *fwd, double *bwd) {
+  *fwd = *bwd = 1;
+  if (x->plain)
+    return;
+  double k = x->state[t] ? 1 : x->micro; /* state is communicated once, batches per micro-batch */
+  *fwd = k * (x->rmap.dropped[t] ? 2 : 1);
+  *bwd = k;
 }
 
 double syn_node_time(syn_ctx *x, int32_t k, int v, double *per_device) {
@@ -275,15 +339,15 @@ double syn_node_time(syn_ctx *x, int32_t k, int v, double *per_device) {
       if (l == 0) {
         t = 0; /* nothing of this op lands on the device */
       } else if (l < 0) {
-        t = hap_compute_time(x->c, i, op, &sn->io, false) +
-            hap_compute_time(x->c, i, op, &sn->io, true);
+        t = syn_node_policy_time(x, k, hap_compute_time(x->c, i, op, &sn->io, false),
+                                 hap_compute_time(x->c, i, op, &sn->io, true));
       } else {
         hap_attrs attrs;
         hap_op_io local;
         if (hap_op_local_io(op, &sn->io, var, l, &attrs, &local, NULL) != HAP_OK)
           return HUGE_VAL;
-        t = hap_compute_time(x->c, i, op, &local, false) +
-            hap_compute_time(x->c, i, op, &local, true);
+        t = syn_node_policy_time(x, k, hap_compute_time(x->c, i, op, &local, false),
+                                 hap_compute_time(x->c, i, op, &local, true));
       }
       if (n_memo < MEMO) {
         memo_class[n_memo] = x->dev_class[i];
@@ -412,32 +476,153 @@ void syn_prop_memory(syn_ctx *x, const syn_prop *p, hap_storage storage, double 
     per_class[c] += vals[c];
 }
 
-static void prop_memory(syn_ctx *x, const syn_prop *p, hap_storage storage, double *mem,
-                        double *per_class) {
+/* How many devices hold a copy of what a parameter's source puts on each (its data-parallel
+ * degree, which ZeRO divides by): every device of the group for a replicated parameter, times
+ * the 2-D replicas. */
+static double copies(const syn_ctx *x, const syn_prop *p, hap_storage storage) {
+  return (storage == HAP_STORE_REPLICATED && p->layout < 0 ? (double)x->n : 1) * x->replicas;
+}
+
+hap_memory_breakdown syn_prop_rates(const syn_ctx *x, const syn_prop *p, hap_storage storage) {
+  const hap_tensor *t = &x->g->tensors[p->tensor];
+  hap_memory_breakdown r = {0};
+  if (t->kind == HAP_TENSOR_BUFFER) {
+    r.parameters = 1;
+  } else if (t->kind != HAP_TENSOR_PARAMETER) {
+    r.activations = 1;
+  } else if (storage == HAP_STORE_INPUT || x->plain) {
+    /* a communicated copy (or the default policy): the value and its gradient as the kernels
+     * hold them */
+    r.parameters = 1;
+    r.gradients = 1;
+  } else {
+    /* a source: what the policy stores per element, over the element's bytes in g */
+    double size = hap_dtype_size(t->dtype);
+    hap_param_bytes b = hap_policy_param_bytes_zero(&x->pol, 1);
+    if (x->pol.precision == HAP_PREC_FP32) /* fp32 keeps the graph's own dtype */
+      b.weights = b.grads = size;
+    double n_d = copies(x, p, storage);
+    if (n_d > 1) {
+      if (x->pol.zero >= 1)
+        b.optimizer /= n_d;
+      if (x->pol.zero >= 2)
+        b.grads /= n_d;
+      if (x->pol.zero >= 3)
+        b.weights /= n_d;
+    }
+    r.parameters = b.weights / size;
+    r.gradients = b.grads / size;
+    r.optimizer = b.optimizer / size;
+  }
+  return r;
+}
+
+/* The shard of a ZeRO-stored parameter on every device, bytes: along dim 0 by the first
+ * segment's ratios (what the executor holds); with a policy an even split of the flattened
+ * tensor, as DeepSpeed partitions it (dim 0 may be shorter than the devices: in_proj [3, D, D]). */
+static void zero_bytes(syn_ctx *x, int32_t tensor, double *b) {
+  if (x->plain) {
+    syn_prop shard = {tensor, 0, 0, 1};
+    syn_bytes(x, &shard, b);
+    return;
+  }
+  double full = (double)hap_tensor_bytes(&x->g->tensors[tensor]);
+  for (int32_t i = 0; i < x->n; i++)
+    b[i] = full / x->n;
+}
+
+/* Bytes of tensor p on every device (x->mem_scratch) as the storage holds them. */
+static double *held(syn_ctx *x, const syn_prop *p, hap_storage storage) {
   const hap_tensor *t = &x->g->tensors[p->tensor];
   double *b = x->mem_scratch;
-  double factor = t->kind == HAP_TENSOR_PARAMETER ? 2 : 1;
-  if (t->kind == HAP_TENSOR_PARAMETER && storage == HAP_STORE_ZERO) {
-    syn_prop shard = {p->tensor, 0, 0, 1}; /* the gathered copy is transient */
-    syn_bytes(x, &shard, b);
-  } else {
+  if (t->kind == HAP_TENSOR_PARAMETER && storage == HAP_STORE_ZERO)
+    zero_bytes(x, p->tensor, b); /* the gathered copy is transient */
+  else
     syn_bytes(x, p, b);
-  }
+  return b;
+}
+
+static double rate_total(const hap_memory_breakdown *r, double b) {
+  return r->parameters * b + r->gradients * b + r->optimizer * b + r->activations * b;
+}
+
+static void prop_memory(syn_ctx *x, const syn_prop *p, hap_storage storage, double *mem,
+                        double *per_class) {
+  hap_memory_breakdown r = syn_prop_rates(x, p, storage);
+  const double *b = held(x, p, storage);
   if (per_class != NULL)
     for (int32_t c = 0; c < x->n_classes; c++)
       x->class_scratch[c] = 0;
   for (int32_t i = 0; i < x->n; i++) {
+    double v = rate_total(&r, b[i]);
     if (mem != NULL)
-      mem[i] += factor * b[i];
-    if (per_class != NULL && factor * b[i] > x->class_scratch[x->dev_class[i]])
-      x->class_scratch[x->dev_class[i]] = factor * b[i];
+      mem[i] += v;
+    if (per_class != NULL && v > x->class_scratch[x->dev_class[i]])
+      x->class_scratch[x->dev_class[i]] = v;
   }
   if (per_class != NULL)
     for (int32_t c = 0; c < x->n_classes; c++)
       per_class[c] += x->class_scratch[c];
 }
 
-/* Forward collective + its dual in backward, choosing padded (ring) vs grouped per tensor. */
+void syn_prop_memory_parts(syn_ctx *x, const syn_prop *p, hap_storage storage,
+                           hap_memory_breakdown *parts, double *total) {
+  hap_memory_breakdown r = syn_prop_rates(x, p, storage);
+  const double *b = held(x, p, storage);
+  for (int32_t i = 0; i < x->n; i++) {
+    total[i] += rate_total(&r, b[i]);
+    if (parts != NULL) {
+      parts[i].parameters += r.parameters * b[i];
+      parts[i].gradients += r.gradients * b[i];
+      parts[i].optimizer += r.optimizer * b[i];
+      parts[i].activations += r.activations * b[i];
+    }
+  }
+}
+
+/* ---- search-state memory ---------------------------------------------------------------- */
+
+void syn_mem_enter(const syn_ctx *x, int32_t k, double *mem) {
+  if (x->n_mem > 1 && x->scope_start[k])
+    memset(mem + (size_t)x->n_classes, 0, (size_t)x->n_classes * sizeof *mem);
+}
+
+void syn_mem_add(syn_ctx *x, const syn_prop *p, hap_storage storage, double *mem) {
+  size_t nc = (size_t)x->n_classes;
+  if (x->n_mem == 1 || !x->rmap.dropped[p->tensor]) {
+    syn_prop_memory(x, p, storage, NULL, mem);
+    return;
+  }
+  double *cur = mem + nc, *top = mem + 2 * nc;
+  syn_prop_memory(x, p, storage, NULL, cur);
+  for (size_t c = 0; c < nc; c++)
+    top[c] = fmax(top[c], cur[c]);
+}
+
+double syn_mem_class(const syn_ctx *x, const double *mem, int32_t c) {
+  return x->n_mem == 1 ? mem[c] : mem[c] + mem[2 * (size_t)x->n_classes + (size_t)c];
+}
+
+bool syn_mem_fits(const syn_ctx *x, const double *mem) {
+  for (int32_t c = 0; c < x->n_classes; c++)
+    if (syn_mem_class(x, mem, c) > x->mem_limit[c])
+      return false;
+  return true;
+}
+
+/* Forward collective (bf bytes, run wf times per iteration) + its dual in backward (bb bytes,
+ * wb times), choosing padded (ring) vs grouped per tensor. */
+static double gather_pair_w(syn_ctx *x, hap_coll_kind fwd, hap_coll_kind bwd, hap_coll_bytes bf,
+                            hap_coll_bytes bb, double wf, double wb, hap_coll_impl *impl) {
+  double ring = hap_coll_time(&x->world, fwd, HAP_IMPL_RING, bf) * wf +
+                hap_coll_time(&x->world, bwd, HAP_IMPL_RING, bb) * wb;
+  double grouped = hap_coll_time(&x->world, fwd, HAP_IMPL_GROUPED, bf) * wf +
+                   hap_coll_time(&x->world, bwd, HAP_IMPL_GROUPED, bb) * wb;
+  *impl = grouped < ring ? HAP_IMPL_GROUPED : HAP_IMPL_RING;
+  return fmin(ring, grouped);
+}
+
+/* Forward collective + its dual in backward, once each. */
 static double gather_pair(syn_ctx *x, hap_coll_kind fwd, hap_coll_kind bwd, hap_coll_bytes b,
                           hap_coll_impl *impl) {
   double ring = hap_coll_time(&x->world, fwd, HAP_IMPL_RING, b) +
@@ -480,22 +665,28 @@ static double comm_time(syn_ctx *x, const syn_prop *from, const syn_prop *to, ha
     return HUGE_VAL;
   double t = HUGE_VAL;
   *impl = HAP_IMPL_AUTO;
+  double wf, wb; /* runs per iteration, forward and backward */
+  syn_comm_weights(x, from->tensor, &wf, &wb);
   hap_layout a = from->layout, b = to->layout;
   if (a >= 0 && b == HAP_LAYOUT_IDENTITY) {
     *op = HAP_COMM_ALL_GATHER;
     syn_bytes(x, from, bytes);
-    t = gather_pair(x, HAP_COLL_ALL_GATHER, HAP_COLL_REDUCE_SCATTER, hap_coll_bytes_of(bytes, x->n),
-                    impl);
+    hap_coll_bytes cb = hap_coll_bytes_of(bytes, x->n);
+    t = x->plain
+            ? gather_pair(x, HAP_COLL_ALL_GATHER, HAP_COLL_REDUCE_SCATTER, cb, impl)
+            : gather_pair_w(x, HAP_COLL_ALL_GATHER, HAP_COLL_REDUCE_SCATTER, cb, cb, wf, wb, impl);
   } else if (a == HAP_LAYOUT_REDUCE && b >= 0) {
     *op = HAP_COMM_REDUCE_SCATTER;
     syn_bytes(x, to, bytes);
-    t = gather_pair(x, HAP_COLL_REDUCE_SCATTER, HAP_COLL_ALL_GATHER, hap_coll_bytes_of(bytes, x->n),
-                    impl);
+    hap_coll_bytes cb = hap_coll_bytes_of(bytes, x->n);
+    t = x->plain
+            ? gather_pair(x, HAP_COLL_REDUCE_SCATTER, HAP_COLL_ALL_GATHER, cb, impl)
+            : gather_pair_w(x, HAP_COLL_REDUCE_SCATTER, HAP_COLL_ALL_GATHER, cb, cb, wf, wb, impl);
   } else if (a == HAP_LAYOUT_REDUCE && b == HAP_LAYOUT_IDENTITY) {
     *op = HAP_COMM_ALL_REDUCE;
     syn_bytes(x, to, bytes);
     hap_coll_bytes cb = hap_coll_bytes_of(bytes, x->n);
-    t = 2 * hap_coll_time(&x->world, HAP_COLL_ALL_REDUCE, HAP_IMPL_AUTO, cb);
+    t = (x->plain ? 2 : wf + wb) * hap_coll_time(&x->world, HAP_COLL_ALL_REDUCE, HAP_IMPL_AUTO, cb);
   } else if (a >= 0 && b >= 0 && (a != b || from->segment != to->segment)) {
     *op = HAP_COMM_ALL_TO_ALL;
     *impl = HAP_IMPL_PAIRWISE;
@@ -503,8 +694,10 @@ static double comm_time(syn_ctx *x, const syn_prop *from, const syn_prop *to, ha
     hap_coll_bytes fwd = hap_coll_bytes_of(bytes, x->n);
     syn_bytes(x, to, bytes);
     hap_coll_bytes bwd = hap_coll_bytes_of(bytes, x->n);
-    t = hap_coll_time(&x->world, HAP_COLL_ALL_TO_ALL, HAP_IMPL_PAIRWISE, fwd) +
-        hap_coll_time(&x->world, HAP_COLL_ALL_TO_ALL, HAP_IMPL_PAIRWISE, bwd);
+    t = x->plain ? hap_coll_time(&x->world, HAP_COLL_ALL_TO_ALL, HAP_IMPL_PAIRWISE, fwd) +
+                       hap_coll_time(&x->world, HAP_COLL_ALL_TO_ALL, HAP_IMPL_PAIRWISE, bwd)
+                 : hap_coll_time(&x->world, HAP_COLL_ALL_TO_ALL, HAP_IMPL_PAIRWISE, fwd) * wf +
+                       hap_coll_time(&x->world, HAP_COLL_ALL_TO_ALL, HAP_IMPL_PAIRWISE, bwd) * wb;
   } else if (a == HAP_LAYOUT_IDENTITY && b >= 0) {
     *op = HAP_COMM_SLICE; /* local; the gradient stays a partial sum of the Identity tensor */
     t = 0;
@@ -538,22 +731,72 @@ double syn_source_time(syn_ctx *x, const syn_prop *to, hap_storage *storage) {
 
 /* 2-D plans: the all-reduce across replicas of the gradient a device holds under `to` (the
  * slowest device's), s; 0 without replicas. */
-static double replica_sync_time(syn_ctx *x, const syn_prop *to) {
+static double replica_sync_time(syn_ctx *x, const syn_prop *to, hap_storage storage) {
   const hap_tensor *t = &x->g->tensors[to->tensor];
   if (x->replica_groups == NULL || t->kind != HAP_TENSOR_PARAMETER || !t->requires_grad)
     return 0;
   double *bytes = malloc((size_t)x->n * sizeof *bytes);
   if (bytes == NULL)
     return HUGE_VAL;
-  syn_bytes(x, to, bytes);
+  if (storage == HAP_STORE_ZERO)
+    zero_bytes(x, to->tensor, bytes);
+  else
+    syn_bytes(x, to, bytes);
   double worst = 0;
   for (int32_t i = 0; i < x->n; i++) {
     const hap_group *rg = &x->replica_groups[i];
+    double b = x->plain ? bytes[i] : bytes[i] * x->grad_scale;
     worst = fmax(worst, hap_coll_time(rg, HAP_COLL_ALL_REDUCE, HAP_IMPL_AUTO,
-                                      hap_coll_bytes_uniform(bytes[i], rg->n)));
+                                      hap_coll_bytes_uniform(b, rg->n)));
   }
   free(bytes);
   return worst;
+}
+
+/* The optimizer update of what a parameter's source puts on each device, the slowest device's,
+ * s: a memory-bound pass (hap_policy_update_bytes per element) at the device's update bandwidth;
+ * ZeRO >= 1 updates 1/copies of it. Only with a policy: the default leaves the update to the
+ * simulator, as before. */
+static double update_time(syn_ctx *x, const syn_prop *to, hap_storage storage) {
+  const hap_tensor *t = &x->g->tensors[to->tensor];
+  if (x->plain || t->kind != HAP_TENSOR_PARAMETER || !t->requires_grad)
+    return 0;
+  const double *b = held(x, to, storage);
+  double per_byte = hap_policy_update_bytes(&x->pol) / hap_dtype_size(t->dtype);
+  double n_d = x->pol.zero >= 1 ? copies(x, to, storage) : 1;
+  double worst = 0;
+  for (int32_t i = 0; i < x->n; i++) {
+    const hap_device *d = &x->c->devices[i];
+    double bw = d->update_bw_Bps > 0 ? d->update_bw_Bps : d->memory_bw_Bps;
+    if (bw > 0)
+      worst = fmax(worst, b[i] * per_byte / n_d / bw);
+  }
+  return worst;
+}
+
+/* ZeRO storage: the shard all-gathered before use (per micro-batch; twice with policy zero=3,
+ * which frees it after the forward and gathers it again for the backward), the gradient
+ * reduce-scattered (per micro-batch). */
+static double zero_time(syn_ctx *x, const syn_prop *shard) {
+  double *bytes = malloc((size_t)x->n * sizeof *bytes);
+  if (bytes == NULL)
+    return HUGE_VAL;
+  zero_bytes(x, shard->tensor, bytes);
+  hap_coll_impl impl;
+  hap_coll_bytes bw = hap_coll_bytes_of(bytes, x->n);
+  double t;
+  if (x->plain) {
+    t = gather_pair(x, HAP_COLL_ALL_GATHER, HAP_COLL_REDUCE_SCATTER, bw, &impl);
+  } else {
+    for (int32_t i = 0; i < x->n; i++)
+      bytes[i] *= x->grad_scale;
+    hap_coll_bytes bg = hap_coll_bytes_of(bytes, x->n);
+    double k = x->micro;
+    t = gather_pair_w(x, HAP_COLL_ALL_GATHER, HAP_COLL_REDUCE_SCATTER, bw, bg,
+                      k * (x->pol.zero >= 3 ? 2 : 1), k, &impl);
+  }
+  free(bytes);
+  return t;
 }
 
 static double source_time(syn_ctx *x, const syn_prop *to, hap_storage *storage) {
@@ -566,31 +809,33 @@ static double source_time(syn_ctx *x, const syn_prop *to, hap_storage *storage) 
   }
   if (to->layout >= 0) {
     *storage = HAP_STORE_SHARDED;
-    return replica_sync_time(x, to);
+    return replica_sync_time(x, to, HAP_STORE_SHARDED) + update_time(x, to, HAP_STORE_SHARDED);
   }
   *storage = HAP_STORE_REPLICATED;
   if (t->kind == HAP_TENSOR_BUFFER || !t->requires_grad)
     return 0;
-  if (x->strategy != HAP_STRATEGY_HAP || x->n == 1)
-    return hap_coll_time(&x->world, HAP_COLL_ALL_REDUCE, HAP_IMPL_AUTO,
-                         hap_coll_bytes_uniform((double)hap_tensor_bytes(t), x->n)) +
-           replica_sync_time(x, to);
+  /* every gradient reduced once per iteration, in the gradient's precision */
+  double grad_bytes = (double)hap_tensor_bytes(t) * (x->plain ? 1 : x->grad_scale);
   double replicated = hap_coll_time(&x->world, HAP_COLL_ALL_REDUCE, HAP_IMPL_AUTO,
-                                    hap_coll_bytes_uniform((double)hap_tensor_bytes(t), x->n));
+                                    hap_coll_bytes_uniform(grad_bytes, x->n));
+  bool zero_ok = x->n > 1 && t->shape.rank > 0 && t->shape.dims[0] > 1;
+  syn_prop shard = {to->tensor, 0, 0, 1};
+  /* ZeRO-3: every parameter that can be is stored sharded and gathered for use */
+  if (!x->plain && x->pol.zero >= 3 && zero_ok) {
+    *storage = HAP_STORE_ZERO;
+    return zero_time(x, &shard) + replica_sync_time(x, &shard, HAP_STORE_ZERO) +
+           update_time(x, &shard, HAP_STORE_ZERO);
+  }
+  if (x->strategy != HAP_STRATEGY_HAP || x->n == 1)
+    return replicated + replica_sync_time(x, to, HAP_STORE_REPLICATED) +
+           update_time(x, to, HAP_STORE_REPLICATED);
+  replicated += update_time(x, to, HAP_STORE_REPLICATED);
   /* ZeRO: stored sharded along dim 0 with the first segment's ratios, gathered for use. */
-  if (t->shape.rank > 0 && t->shape.dims[0] > 1) {
-    syn_prop shard = {to->tensor, 0, 0, 1};
-    double *bytes = malloc((size_t)x->n * sizeof *bytes);
-    if (bytes != NULL) {
-      syn_bytes(x, &shard, bytes);
-      hap_coll_impl impl;
-      double zero = gather_pair(x, HAP_COLL_ALL_GATHER, HAP_COLL_REDUCE_SCATTER,
-                                hap_coll_bytes_of(bytes, x->n), &impl);
-      free(bytes);
-      if (zero < replicated) {
-        *storage = HAP_STORE_ZERO;
-        return zero;
-      }
+  if (zero_ok) {
+    double zero = zero_time(x, &shard) + update_time(x, &shard, HAP_STORE_ZERO);
+    if (zero < replicated) {
+      *storage = HAP_STORE_ZERO;
+      return zero;
     }
   }
   return replicated;

@@ -63,8 +63,11 @@ static hap_status assemble(const hap_plan *in, const hap_graph *g, const hap_clu
   for (int32_t k = 0; k < in->n_steps && st == HAP_OK; k++)
     st = hap_plan_add_step(p, &in->steps[k], err);
   int32_t G = in->n_devices;
+  p->policy = in->policy;
+  p->memory_recorded = in->memory_recorded;
   for (int32_t d = 0; d < c->n_devices && st == HAP_OK; d++) {
     p->device_memory_bytes[d] = in->device_memory_bytes[d % G];
+    p->device_memory[d] = in->device_memory[d % G];
     p->device_compute_s[d] = in->device_compute_s[d % G];
     p->device_comm_s[d] = in->device_comm_s[d % G];
     double limit =

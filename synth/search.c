@@ -39,7 +39,8 @@ typedef struct syn_state {
   int32_t n_props;
   int8_t variant;  /* variant of node k-1 */
   syn_prop *props; /* sorted */
-  double *mem;     /* [n_classes] bytes held so far by the fullest device of each class */
+  double *mem;     /* [n_mem * n_classes] bytes held so far by the fullest device of each class
+                      (syn_mem_*: kept, and with recomputation the layer working sets) */
 } syn_state;
 
 /* ---- memory -------------------------------------------------------------------------------- */
@@ -137,7 +138,7 @@ typedef struct search {
   int64_t expanded, generated;
   syn_prop *scratch; /* working property set */
   int32_t cap_scratch;
-  double *wmem; /* [n_classes] working memory of the state being built */
+  double *wmem; /* [n_mem * n_classes] working memory of the state being built */
   /* What is solved: nodes from the root's k up to `end`, f = g + h[k] */
   int32_t end;
   const double *h; /* [n_nodes + 1] admissible cost still to pay after k nodes, s */
@@ -280,13 +281,6 @@ syn_choice syn_choose_input(syn_ctx *x, const syn_prop *have, int32_t n, const s
 
 /* Apply node k with variant v to the properties of `from` (n props) into s->scratch; returns the
  * new count and adds the triple's cost to *g, or -1 when the variant cannot be applied. */
-static bool within_limits(const syn_ctx *x, const double *mem) {
-  for (int32_t c = 0; c < x->n_classes; c++)
-    if (mem[c] > x->mem_limit[c])
-      return false;
-  return true;
-}
-
 static int32_t apply(search *s, const syn_prop *from, const double *from_mem, int32_t n, int32_t k,
                      int v, double *g) {
   syn_ctx *x = s->x;
@@ -302,8 +296,10 @@ static int32_t apply(search *s, const syn_prop *from, const double *from_mem, in
   int32_t m = n;
   double cost = sn->cost_s[v];
   double *mem = s->wmem;
-  memcpy(mem, from_mem, (size_t)x->n_classes * sizeof *mem);
+  memcpy(mem, from_mem, (size_t)x->n_mem * (size_t)x->n_classes * sizeof *mem);
   bool relaxed = s->free_before >= 0;
+  if (!relaxed)
+    syn_mem_enter(x, k, mem);
   for (int i = 0; i < node->n_inputs; i++) {
     if (x->avail[node->inputs[i]] < s->free_before)
       continue;
@@ -315,16 +311,16 @@ static int32_t apply(search *s, const syn_prop *from, const double *from_mem, in
     if (!c.present) {
       w[m++] = want;
       if (!relaxed)
-        syn_prop_memory(x, &want, c.source ? c.storage : HAP_STORE_INPUT, NULL, mem);
+        syn_mem_add(x, &want, c.source ? c.storage : HAP_STORE_INPUT, mem);
     }
   }
   for (int o = 0; o < node->n_outputs; o++) {
     w[m] = needed_prop(x, node->outputs[o], var->out[o], sn->segment, var->granule);
     if (!relaxed)
-      syn_prop_memory(x, &w[m], HAP_STORE_INPUT, NULL, mem);
+      syn_mem_add(x, &w[m], HAP_STORE_INPUT, mem);
     m++;
   }
-  if (!relaxed && !within_limits(x, mem))
+  if (!relaxed && !syn_mem_fits(x, mem))
     return -1;
   /* drop the properties of tensors no later node needs */
   int32_t keep = 0;
@@ -350,7 +346,7 @@ static int32_t apply(search *s, const syn_prop *from, const double *from_mem, in
 
 static syn_state *new_state(search *s, syn_state *parent, int32_t k, int v, double g,
                             const syn_prop *p, int32_t n, uint64_t hash, const double *mem) {
-  int32_t nc = s->x->n_classes;
+  int32_t nc = s->x->n_classes * s->x->n_mem;
   syn_state *st = pool_alloc(&s->mem, sizeof *st);
   syn_prop *props = n ? pool_alloc(&s->mem, (size_t)n * sizeof *props) : NULL;
   double *m = pool_alloc(&s->mem, (size_t)nc * sizeof *m);
@@ -369,15 +365,15 @@ static syn_state *new_state(search *s, syn_state *parent, int32_t k, int v, doub
 static double max_mem(const syn_ctx *x, const double *mem) {
   double m = 0;
   for (int32_t c = 0; c < x->n_classes; c++)
-    m = fmax(m, mem[c]);
+    m = fmax(m, syn_mem_class(x, mem, c));
   return m;
 }
 
-/* a no worse than b in cost and in every class's memory */
+/* a no worse than b in cost and in every class's memory (every vector: kept and working sets) */
 static bool dominates(const syn_ctx *x, const syn_state *a, double g, const double *mem) {
   if (a->g > g)
     return false;
-  for (int32_t c = 0; c < x->n_classes; c++)
+  for (int32_t c = 0; c < x->n_classes * x->n_mem; c++)
     if (a->mem[c] > mem[c])
       return false;
   return true;
@@ -622,7 +618,7 @@ hap_status syn_search(syn_ctx *x, const hap_synth_options *o, int round, int8_t 
   syn_state *done = NULL;
   int64_t bound_expanded = 0;
   bool interrupted = false;
-  s.wmem = calloc((size_t)x->n_classes, sizeof *s.wmem);
+  s.wmem = calloc((size_t)x->n_classes * (size_t)x->n_mem, sizeof *s.wmem);
   if (s.wmem == NULL || table_rehash(&s) != 0) {
     st = hap_err_set(err, HAP_ENOMEM, "out of memory in the program search");
     goto out;
@@ -643,11 +639,8 @@ hap_status syn_search(syn_ctx *x, const hap_synth_options *o, int round, int8_t 
     goto out;
   }
   *cost_s = done->g;
-  if (peak_bytes != NULL) {
-    *peak_bytes = 0;
-    for (int32_t c = 0; c < x->n_classes; c++)
-      *peak_bytes = fmax(*peak_bytes, done->mem[c]);
-  }
+  if (peak_bytes != NULL)
+    *peak_bytes = max_mem(x, done->mem);
   for (syn_state *p = done; p->parent != NULL; p = p->parent)
     variants[p->k - 1] = p->variant;
 out:

@@ -7,6 +7,7 @@
 #include "base/cli.h"
 #include "cluster/cluster_io.h"
 #include "model/graph_io.h"
+#include "plan/replica.h"
 #include "synth_internal.h"
 
 static const char *const strategy_names[HAP_STRATEGY_COUNT] = {"hap", "dp-ev", "dp-cp",
@@ -49,9 +50,47 @@ static void initial_ratios(const syn_ctx *x, bool proportional, double *ratios) 
     memcpy(ratios + (size_t)s * (size_t)x->n, ratios, (size_t)x->n * sizeof *ratios);
 }
 
+/* "parameters 5.2 GiB, gradients ..., workspace 0 B" into buf. */
+static const char *parts_str(const hap_memory_breakdown *m, char *buf, size_t len) {
+  size_t o = 0;
+  buf[0] = '\0';
+  for (int k = 0; k < HAP_MEMORY_PARTS && o < len; k++) {
+    char b[32];
+    const char *name = k == 2   ? "optimizer state"
+                       : k == 4 ? "comm buffers"
+                                : hap_memory_part_name(k);
+    o += (size_t)snprintf(buf + o, len - o, "%s%s %s", k ? ", " : "", name,
+                          hap_fmt_bytes(hap_memory_part_get(m, k), b, sizeof b));
+  }
+  return buf;
+}
+
+/* The device of the leanest program that exceeds its limit the most (its breakdown into stats),
+ * replayed under the installed ratios. */
+static void leanest_breakdown(syn_ctx *x, const int8_t *prog, hap_synth_stats *stats) {
+  hap_plan *p = hap_plan_create("leanest", "", 0, "", 0, x->n, x->n_segments);
+  double cost;
+  hap_err quiet = {0};
+  if (p == NULL || syn_replay(x, prog, p, &cost, &quiet) != HAP_OK) {
+    hap_plan_destroy(p);
+    return;
+  }
+  int32_t worst = 0;
+  for (int32_t d = 1; d < x->n; d++)
+    if (p->device_memory_bytes[d] - x->mem_limit[x->dev_class[d]] >
+        p->device_memory_bytes[worst] - x->mem_limit[x->dev_class[worst]])
+      worst = d;
+  stats->no_fit = true;
+  stats->leanest_device = worst;
+  stats->leanest_limit = x->mem_limit[x->dev_class[worst]];
+  stats->leanest = p->device_memory[worst];
+  hap_plan_destroy(p);
+}
+
 /* Nothing fit in the memory limit. The program needing the least memory (a search ordered by
  * memory) either fits after all (the time-ordered searches pruned their way past it), and then it
- * is the answer, or it does not, and the error says how much memory any program needs. */
+ * is the answer, or it does not, and the error says how much memory any program needs and what
+ * it is made of on the device that is most over its limit. */
 static hap_status least_memory_program(syn_ctx *x, const hap_synth_options *o,
                                        hap_synth_stats *stats, int8_t *prog, double *cost,
                                        hap_err *err) {
@@ -78,13 +117,20 @@ static hap_status least_memory_program(syn_ctx *x, const hap_synth_options *o,
                        x->g->tensors[x->g->loss].name);
   if (peak <= limit)
     return HAP_OK;
-  char have[32], need[32];
-  return hap_err_set(err, HAP_EINVAL,
-                     "no program fits in %s per device (parameters, gradients and activations "
-                     "kept for the backward pass); the leanest program found needs %s per device: "
-                     "raise --memory-limit or use more devices",
-                     hap_fmt_bytes(limit, have, sizeof have),
-                     hap_fmt_bytes(peak, need, sizeof need));
+  leanest_breakdown(x, prog, stats);
+  char have[32], need[32], pol[160], parts[400], over[32], lim[32];
+  const hap_memory_breakdown *m = &stats->leanest;
+  double total = hap_memory_total(m);
+  return hap_err_set(
+      err, HAP_EINVAL,
+      "no program fits in %s per device (policy %s); the leanest program found "
+      "needs %s per device, on %s %s over its %s: %s: raise --memory-limit, use "
+      "more devices or a leaner policy",
+      hap_fmt_bytes(limit, have, sizeof have), hap_policy_brief(&x->pol, pol, sizeof pol),
+      hap_fmt_bytes(peak, need, sizeof need),
+      stats->no_fit ? x->c->devices[stats->leanest_device].model : "?",
+      hap_fmt_bytes(fmax(0, total - stats->leanest_limit), over, sizeof over),
+      hap_fmt_bytes(stats->leanest_limit, lim, sizeof lim), parts_str(m, parts, sizeof parts));
 }
 
 /* Price a program under the installed ratios and check it fits every device's memory (the LP's
@@ -143,9 +189,25 @@ hap_status syn_synthesize_replica(const hap_graph *g, const hap_cluster *c,
   HAP_TRY(hap_graph_digest(g, &gd, err));
   HAP_TRY(hap_cluster_digest(c, &cd, err));
 
+  /* the graph the kernels run: one micro-batch, in the policy's compute precision */
+  hap_train_policy pol = o ? o->policy : hap_policy_default();
+  if (pol.micro_batches == 0)
+    pol.micro_batches = 1;
+  HAP_TRY(hap_policy_check(&pol, err));
+  hap_graph *pg = NULL;
+  HAP_TRY(hap_graph_for_policy(g, 1, &pol, &pg, err));
   syn_ctx x;
-  HAP_TRY(syn_ctx_init(&x, g, c, strategy, o ? o->memory_limit_bytes : 0, err));
-  x.replica_groups = replica_groups;
+  hap_status ist = syn_ctx_init(&x, pg ? pg : g, c, strategy, o ? o->memory_limit_bytes : 0, err);
+  if (ist == HAP_OK) {
+    x.replica_groups = replica_groups;
+    ist = syn_ctx_set_policy(&x, &pol, replica_groups ? replica_groups[0].n : 1, err);
+    if (ist != HAP_OK)
+      syn_ctx_free(&x);
+  }
+  if (ist != HAP_OK) {
+    hap_graph_destroy(pg);
+    return ist;
+  }
   size_t nr = (size_t)x.n_segments * (size_t)x.n;
   double *ratios = malloc(nr * sizeof *ratios);
   double *best_ratios = malloc(nr * sizeof *best_ratios);
@@ -255,6 +317,7 @@ hap_status syn_synthesize_replica(const hap_graph *g, const hap_cluster *c,
       goto out;
     }
     memcpy(p->ratios, cand_ratios[k], nr * sizeof *best_ratios);
+    p->policy = x.pol;
     double emitted;
     if ((st = syn_replay(&x, cand_prog[k], p, &emitted, err)) != HAP_OK) {
       hap_plan_destroy(p);
@@ -316,5 +379,6 @@ out:
   free(prog);
   free(best_prog);
   syn_ctx_free(&x);
+  hap_graph_destroy(pg);
   return st;
 }

@@ -69,6 +69,20 @@ typedef struct syn_ctx {
   /* [n] or NULL: 2-D plans, the group across replicas each device's gradients are all-reduced in
    * (megatron.c); priced into every trainable parameter's source */
   const hap_group *replica_groups;
+  /* ---- the training policy (syn_ctx_set_policy; the default after syn_ctx_init) ---- */
+  hap_train_policy pol;
+  bool plain;        /* the default policy: every cost and byte exactly as before policies */
+  int32_t micro;     /* micro-batches per iteration */
+  double replicas;   /* copies of each device's data across 2-D replicas (1 when flat) */
+  double grad_scale; /* bytes a gradient reduction moves per byte of the tensor in g */
+  bool *state;       /* [g->n_tensors]: parameters, buffers and what is made from them alone (no
+                        batch: communicated once per iteration, not per micro-batch) */
+  hap_recompute_map rmap; /* dropped tensors and recomputed nodes (none without recomputation) */
+  bool *scope_start;      /* [n_nodes]: node k starts a new recomputation scope (layer) */
+  /* Memory vectors per search state, each [n_classes]: 1 (kept bytes), or 3 with recomputation
+   * (kept; the current layer's dropped bytes; the largest layer's so far): the peak is kept +
+   * the largest layer, recomputed one at a time in the backward pass. */
+  int32_t n_mem;
 } syn_ctx;
 
 /* hap_synthesize over every device as one SPMD group (hap, dp-ev, dp-cp, and megatron-tp's
@@ -89,6 +103,11 @@ hap_status syn_megatron(const hap_graph *g, const hap_cluster *c, const hap_synt
 hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, hap_strategy s,
                         double memory_limit, hap_err *err);
 void syn_ctx_free(syn_ctx *x);
+/* Install the training policy (x->g is already the graph its kernels run: one micro-batch, the
+ * compute precision); `replicas` copies across 2-D replicas (1 when flat). Call before
+ * syn_set_ratios. */
+hap_status syn_ctx_set_policy(syn_ctx *x, const hap_train_policy *pol, int32_t replicas,
+                              hap_err *err);
 /* Install ratios ([n_segments][n]) and re-price every node's variants. */
 hap_status syn_set_ratios(syn_ctx *x, const double *ratios, hap_err *err);
 
@@ -96,8 +115,16 @@ hap_status syn_set_ratios(syn_ctx *x, const double *ratios, hap_err *err);
 const int64_t *syn_lengths(syn_ctx *x, int64_t extent, int64_t granule, int32_t seg);
 
 /* Forward + backward compute time of node k under variant v on every device (per_device may be
- * NULL), returning the slowest device's, s. */
+ * NULL), returning the slowest device's, s: every micro-batch, and a recomputed node's forward
+ * again. */
 double syn_node_time(syn_ctx *x, int32_t k, int v, double *per_device);
+/* What the policy makes of one node's forward and backward time on one device, s. */
+double syn_node_policy_time(const syn_ctx *x, int32_t k, double fwd_s, double bwd_s);
+/* Kernel launches behind syn_node_policy_time (2 per micro-batch, 3 when recomputed). */
+double syn_node_launches(const syn_ctx *x, int32_t k);
+/* How often a communication of tensor t runs per iteration, forward and backward (its dual):
+ * once per micro-batch unless t is state, and a dropped tensor's forward again. */
+void syn_comm_weights(const syn_ctx *x, int32_t t, double *fwd, double *bwd);
 
 /* A tensor's layout on the devices: which layout, which segment's ratios split its Gather dim,
  * and in which granule. */
@@ -140,10 +167,25 @@ hap_status syn_replay(syn_ctx *x, const int8_t *variants, hap_plan *plan, double
                       hap_err *err);
 
 /* Memory a property occupies, added per device to mem[n] (and, when per_class is not NULL, the
- * largest device's share per class to per_class[n_classes]): parameters twice (value and
- * gradient; ZeRO storage holds its shard), everything else once (kept for the backward pass). */
+ * largest device's share per class to per_class[n_classes]): a parameter's source its value,
+ * gradient and optimizer state under the policy (ZeRO storage holds its shard; ZeRO stages divide
+ * by the copies), a communicated parameter its compute copy and gradient, everything else once
+ * (kept for the backward pass). Under the default policy: parameters twice, the rest once. */
 void syn_prop_memory(syn_ctx *x, const syn_prop *p, hap_storage storage, double *mem,
                      double *per_class);
+/* The same by component, added to parts[n] (which may be NULL) and total[n]. */
+void syn_prop_memory_parts(syn_ctx *x, const syn_prop *p, hap_storage storage,
+                           hap_memory_breakdown *parts, double *total);
+/* Bytes per byte of the tensor a property holds, by component (the parts above). */
+hap_memory_breakdown syn_prop_rates(const syn_ctx *x, const syn_prop *p, hap_storage storage);
+
+/* Search-state memory (n_mem vectors of n_classes): enter node k (a new layer starts with an
+ * empty working set), add a property (kept, or in the layer's working set when recomputation
+ * drops its tensor), the peak per class and whether every class fits its limit. */
+void syn_mem_enter(const syn_ctx *x, int32_t k, double *mem);
+void syn_mem_add(syn_ctx *x, const syn_prop *p, hap_storage storage, double *mem);
+double syn_mem_class(const syn_ctx *x, const double *mem, int32_t c);
+bool syn_mem_fits(const syn_ctx *x, const double *mem);
 
 /* Bytes of tensor t on each device under a property. */
 void syn_bytes(syn_ctx *x, const syn_prop *p, double *per_rank);

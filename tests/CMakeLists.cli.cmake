@@ -29,5 +29,8 @@ if(TARGET hap-sim AND TARGET hap-synth)
   add_test(NAME cli_hap_sim
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_hap_sim.sh $<TARGET_FILE:hap-sim>
                    $<TARGET_FILE:hap-synth>)
-  set_tests_properties(cli_hap_sim PROPERTIES LABELS cli TIMEOUT 300)
+  add_test(NAME cli_hap_synth_policy
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_hap_synth_policy.sh
+                   $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-sim>)
+  set_tests_properties(cli_hap_sim cli_hap_synth_policy PROPERTIES LABELS cli TIMEOUT 300)
 endif()

@@ -61,7 +61,14 @@ static void usage(FILE *f) {
       "                        before its extension\n"
       "      --trace-devices N devices written to a trace (default 64; 0 = all)\n"
       "  -f, --format FMT      table (default), csv or json\n"
-      "  -m, --memory-limit B  per-device memory for synthesis, e.g. 12G\n"
+      "  -m, --memory-limit B  per-device memory for synthesis, e.g. 12G; a plan that does\n"
+      "                        not fit steers the policy fields --policy does not force\n"
+      "                        (ZeRO stage, then recomputation, then micro-batches)\n"
+      "      --policy SPEC     how the model trains, as hap-synth's --policy\n"
+      "                        (precision=bf16,optimizer=adam,zero=1,...; docs/memory.md);\n"
+      "                        with it, or a plan or steering with another policy than the\n"
+      "                        default, each row's policy and memory by component follow\n"
+      "                        the table\n"
       "      --tasks           list every lowered task: dependencies, start and end on\n"
       "                        device 0 (before the summary)\n"
       "      --no-fold         simulate identical devices separately (slower, same result)\n"
@@ -81,7 +88,20 @@ typedef struct opts {
   double memory_limit;
   int trace_devices;
   bool no_fold, quiet, tasks;
+  hap_train_policy policy; /* --policy over the default */
+  uint32_t forced;         /* HAP_POLICY_* bits --policy set */
+  bool policy_given;
 } opts;
+
+enum { MEM_CLASSES = 8 };
+
+/* One device class of a row's memory breakdown: its fullest device. */
+typedef struct mem_class {
+  char model[48];
+  int32_t count;
+  hap_memory_breakdown m;
+  double total, limit; /* bytes */
+} mem_class;
 
 /* ---- one point of the grid ------------------------------------------------------------- */
 
@@ -100,7 +120,36 @@ typedef struct row {
   int64_t events;
   int32_t groups;
   char *details; /* printed after the table (owned; may be NULL) */
+  /* the policy and the memory by component, shown when --policy was given or the policy is not
+   * the default */
+  bool show_policy, steered;
+  hap_train_policy policy;
+  int n_mem; /* classes in mem (0: the plan recorded no breakdown) */
+  mem_class mem[MEM_CLASSES];
 } row;
+
+/* The row's policy and memory per device class (runs of one model, the fullest device of each). */
+static void record_policy(const opts *o, const hap_plan *plan, const hap_cluster *c,
+                          const hap_steer_report *rep, row *r) {
+  r->policy = plan->policy;
+  r->steered = rep != NULL && rep->steered;
+  r->show_policy = o->policy_given || !hap_policy_is_default(&plan->policy);
+  r->n_mem = 0;
+  if (!plan->memory_recorded)
+    return;
+  for (int32_t i = 0, j; i < c->n_devices && r->n_mem < MEM_CLASSES; i = j) {
+    int32_t top = i;
+    for (j = i + 1; j < c->n_devices && strcmp(c->devices[j].model, c->devices[i].model) == 0; j++)
+      if (plan->device_memory_bytes[j] > plan->device_memory_bytes[top])
+        top = j;
+    mem_class *m = &r->mem[r->n_mem++];
+    snprintf(m->model, sizeof m->model, "%s", c->devices[top].model);
+    m->count = j - i;
+    m->m = plan->device_memory[top];
+    m->total = plan->device_memory_bytes[top];
+    m->limit = o->memory_limit > 0 ? o->memory_limit : c->devices[top].memory_bytes;
+  }
+}
 
 static void trace_path(const opts *o, const row *r, bool several, char *buf, size_t len) {
   if (!several) {
@@ -224,6 +273,7 @@ static hap_status run_strategy(const opts *o, const hap_graph *g, const hap_clus
   hap_plan *plan = NULL;
   hap_lowered *lw = NULL;
   hap_plan_sim *ps = NULL;
+  hap_steer_report rep = {0};
   hap_status st;
   snprintf(r->strategy, sizeof r->strategy, "%s", o->plan ? "plan" : hap_strategy_name(s));
   r->devices = c->n_devices;
@@ -232,12 +282,16 @@ static hap_status run_strategy(const opts *o, const hap_graph *g, const hap_clus
     if (st == HAP_OK)
       snprintf(r->strategy, sizeof r->strategy, "%s", plan->strategy);
   } else {
-    hap_synth_options so = {
-        .strategy = s, .memory_limit_bytes = o->memory_limit, .rescore = hap_plan_sim_rescore};
+    hap_synth_options so = {.strategy = s,
+                            .memory_limit_bytes = o->memory_limit,
+                            .rescore = hap_plan_sim_rescore,
+                            .policy = o->policy};
     hap_synth_stats stats;
-    st = hap_synthesize(g, c, &so, &plan, &stats, &err);
+    st = hap_synthesize_steered(g, c, &so, o->forced, &plan, &stats, &rep, &err);
     r->synth_seconds = stats.seconds;
   }
+  if (st == HAP_OK)
+    record_policy(o, plan, c, o->plan == NULL ? &rep : NULL, r);
   hap_plan_sim_options po = {.no_fold = o->no_fold};
   if (st == HAP_OK && (st = hap_lower(plan, g, &lw, &err)) == HAP_OK)
     st = hap_plan_sim_run(lw, c, &po, &ps, &err);
@@ -326,6 +380,47 @@ static void print_table(const row *rows, int n) {
   }
 }
 
+/* After the table: each row's policy and memory by component, when shown. */
+static void print_policies(const row *rows, int n) {
+  bool any = false;
+  for (int i = 0; i < n; i++)
+    any = any || (rows[i].ok && rows[i].show_policy);
+  if (!any)
+    return;
+  int w = 5;
+  for (int i = 0; i < n; i++)
+    w = (int)fmax(w, (double)strlen(rows[i].point));
+  printf("\npolicy and memory per device (the fullest device of each class, at the peak)\n");
+  for (int i = 0; i < n; i++) {
+    const row *r = &rows[i];
+    if (!r->ok || !r->show_policy)
+      continue;
+    char pb[200];
+    hap_err err = {0};
+    if (hap_policy_format(&r->policy, pb, sizeof pb, &err) != HAP_OK)
+      snprintf(pb, sizeof pb, "?");
+    printf("%-*s %-11s policy %s%s\n", w, r->point[0] ? r->point : "-", r->strategy, pb,
+           r->steered ? " (steered to fit memory)" : "");
+    if (r->n_mem == 0) {
+      printf("%-*s %-11s   memory breakdown not recorded in the plan\n", w, "", "");
+      continue;
+    }
+    printf("%-*s %-11s   %-14s %5s %11s %11s %11s %11s %11s %11s %11s %11s\n", w, "", "", "devices",
+           "count", "parameters", "gradients", "optimizer", "activations", "comm bufs", "workspace",
+           "total", "limit");
+    for (int k = 0; k < r->n_mem; k++) {
+      const mem_class *m = &r->mem[k];
+      char b[8][32];
+      for (int j = 0; j < HAP_MEMORY_PARTS; j++)
+        hap_fmt_bytes(hap_memory_part_get(&m->m, j), b[j], sizeof b[j]);
+      printf("%-*s %-11s   %-14s %5d %11s %11s %11s %11s %11s %11s %11s %11s\n", w, "", "",
+             m->model, m->count, b[0], b[1], b[2], b[3], b[4], b[5],
+             hap_fmt_bytes(m->total, b[6], sizeof b[6]),
+             hap_fmt_bytes(m->limit, b[7], sizeof b[7]));
+    }
+  }
+}
+
 static void print_csv(const row *rows, int n) {
   printf("point,strategy,devices,ok,iteration_s,synth_predicted_s,speedup_vs_dp_ev,"
          "speedup_vs_dp_cp,speedup_vs_megatron_tp,busy_fraction,exposed_comm_fraction,"
@@ -397,6 +492,36 @@ static void print_json(const opts *o, const row *rows, int n) {
       hap_jw_double(&w, r->peak_bytes);
       hap_jw_key(&w, "events");
       hap_jw_int(&w, r->events);
+      if (r->show_policy) {
+        char pb[200];
+        hap_err err = {0};
+        if (hap_policy_format(&r->policy, pb, sizeof pb, &err) == HAP_OK) {
+          hap_jw_key(&w, "policy");
+          hap_jw_str(&w, pb);
+        }
+        hap_jw_key(&w, "steered");
+        hap_jw_bool(&w, r->steered);
+        hap_jw_key(&w, "memory");
+        hap_jw_begin_array(&w);
+        for (int k = 0; k < r->n_mem; k++) {
+          const mem_class *m = &r->mem[k];
+          hap_jw_begin_object_inline(&w);
+          hap_jw_key(&w, "model");
+          hap_jw_str(&w, m->model);
+          hap_jw_key(&w, "count");
+          hap_jw_int(&w, m->count);
+          for (int j = 0; j < HAP_MEMORY_PARTS; j++) {
+            hap_jw_key(&w, hap_memory_part_name(j));
+            hap_jw_double(&w, hap_memory_part_get(&m->m, j));
+          }
+          hap_jw_key(&w, "total");
+          hap_jw_double(&w, m->total);
+          hap_jw_key(&w, "limit");
+          hap_jw_double(&w, m->limit);
+          hap_jw_end_object(&w);
+        }
+        hap_jw_end_array(&w);
+      }
     } else {
       hap_jw_key(&w, "error");
       hap_jw_str(&w, r->error);
@@ -472,6 +597,8 @@ static int run(const opts *o) {
       print_csv(rows, n_rows);
     else
       print_table(rows, n_rows);
+    if (o->format == HAP_FORMAT_TABLE)
+      print_policies(rows, n_rows);
     for (int i = 0; i < n_rows && o->format == HAP_FORMAT_TABLE; i++)
       if (rows[i].details != NULL)
         fputs(rows[i].details, stdout);
@@ -486,7 +613,7 @@ static int run(const opts *o) {
 }
 
 int main(int argc, char **argv) {
-  enum { OPT_NO_FOLD = 256, OPT_TRACE_DEVICES, OPT_TASKS };
+  enum { OPT_NO_FOLD = 256, OPT_TRACE_DEVICES, OPT_TASKS, OPT_POLICY };
   static const struct option long_opts[] = {
       {"cluster", required_argument, NULL, 'c'},
       {"strategy", required_argument, NULL, 's'},
@@ -496,6 +623,7 @@ int main(int argc, char **argv) {
       {"trace-devices", required_argument, NULL, OPT_TRACE_DEVICES},
       {"format", required_argument, NULL, 'f'},
       {"memory-limit", required_argument, NULL, 'm'},
+      {"policy", required_argument, NULL, OPT_POLICY},
       {"no-fold", no_argument, NULL, OPT_NO_FOLD},
       {"tasks", no_argument, NULL, OPT_TASKS},
       {"batch-per-device", required_argument, NULL, 'b'},
@@ -506,7 +634,8 @@ int main(int argc, char **argv) {
   opts o = {.model = DEFAULT_MODEL,
             .cluster = DEFAULT_CLUSTER,
             .format = HAP_FORMAT_TABLE,
-            .trace_devices = 64};
+            .trace_devices = 64,
+            .policy = hap_policy_default()};
   const char *strategy = NULL;
   const char *sweeps[HAP_SWEEP_MAX_AXES + 1] = {0};
   int n_sweeps = 0, batch_per_device = 0; /* > 0: the batch is this x the devices */
@@ -538,6 +667,14 @@ int main(int argc, char **argv) {
         return hap_report_usage(
             prog, -1, "--memory-limit wants a size such as 12G or 512M, got '%s'", optarg);
       break;
+    case OPT_POLICY: {
+      uint32_t given = 0;
+      if (hap_policy_parse(optarg, &o.policy, &given, &err) != HAP_OK)
+        return hap_report_usage(prog, -1, "--%s", err.msg);
+      o.forced |= given;
+      o.policy_given = true;
+      break;
+    }
     case OPT_NO_FOLD: o.no_fold = true; break;
     case OPT_TASKS: o.tasks = true; break;
     case 'b':
@@ -571,6 +708,10 @@ int main(int argc, char **argv) {
   if (o.plan != NULL && n_sweeps > 0)
     return hap_report_usage(prog, -1,
                             "--plan cannot be swept: a plan is made for one graph and cluster");
+  if (o.plan != NULL && o.policy_given)
+    return hap_report_usage(prog, -1,
+                            "--plan and --policy exclude each other: a plan carries "
+                            "its policy");
   if (bare) {
     sweeps[n_sweeps++] = DEFAULT_SWEEP;
     batch_per_device = DEFAULT_BATCH_PER_DEVICE;

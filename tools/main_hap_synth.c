@@ -43,7 +43,16 @@ static void usage(FILE *f) {
           "  -f, --format FMT      summary as table (default) or json\n"
           "  -r, --max-rounds N    search/LP alternations (default 8)\n"
           "  -m, --memory-limit B  bytes per device, e.g. 12G, 512M (default: each device's\n"
-          "                        memory); plans that do not fit are never emitted\n"
+          "                        memory). When the plan does not fit, the policy fields not\n"
+          "                        forced by --policy change until one does: ZeRO stage 0..3,\n"
+          "                        then recompute selective, full, then micro-batches 2, 4, ...\n"
+          "      --policy SPEC     how the model trains (docs/memory.md), key=value,... of\n"
+          "                        precision=fp32|fp16|bf16, optimizer=sgd|momentum|adam|adamw,\n"
+          "                        zero=0..3, recompute=none|selective|full, micro_batches=N,\n"
+          "                        grad_accum=half|fp32 (default fp32, sgd, 0, none, 1, half);\n"
+          "                        the fields given are forced, the others may be steered.\n"
+          "                        With --policy (or a steered policy) the summary names the\n"
+          "                        policy and breaks memory down per device class\n"
           "  -q, --quiet           no summary (errors only)\n"
           "  -h, --help            this help\n"
           "  -V, --version         print the version\n"
@@ -59,6 +68,9 @@ typedef struct opts {
   bool explain, compare, quiet, no_rescore;
   int max_rounds;
   double memory_limit;
+  hap_train_policy policy; /* --policy over the default */
+  uint32_t forced;         /* HAP_POLICY_* bits --policy set */
+  bool policy_given;
 } opts;
 
 static void progress(void *ctx, int round, int64_t expanded, double best_s) {
@@ -98,8 +110,58 @@ static const char *step_what(const hap_plan *p, const hap_graph *g, const hap_st
   return buf;
 }
 
+/* Whether to show the policy and the memory breakdown: --policy was given, or steering chose a
+ * policy other than the default (default runs print what they always printed). */
+static bool show_policy(const opts *o, const hap_plan *p) {
+  return o->policy_given || !hap_policy_is_default(&p->policy);
+}
+
+static double limit_of(const opts *o, const hap_cluster *c, int32_t d) {
+  return o->memory_limit > 0 ? o->memory_limit : c->devices[d].memory_bytes;
+}
+
+/* The device classes of the breakdown: runs of devices of one model; each shown by its fullest
+ * device. *end gets the run's end, the fullest device is returned. */
+static int32_t memory_class(const hap_plan *p, const hap_cluster *c, int32_t i, int32_t *end) {
+  int32_t j = i + 1, top = i;
+  for (; j < c->n_devices && strcmp(c->devices[j].model, c->devices[i].model) == 0; j++)
+    if (p->device_memory_bytes[j] > p->device_memory_bytes[top])
+      top = j;
+  *end = j;
+  return top;
+}
+
+static void print_policy(const hap_plan *p, const hap_steer_report *rep) {
+  char buf[160], brief[160];
+  hap_err err = {0};
+  if (hap_policy_format(&p->policy, buf, sizeof buf, &err) != HAP_OK)
+    snprintf(buf, sizeof buf, "?");
+  printf("policy      %s\n", buf);
+  if (rep->steered)
+    printf("            steered to fit memory: %s (%d candidates, %.3f s)\n",
+           hap_policy_brief(&p->policy, brief, sizeof brief), rep->tried, rep->seconds);
+}
+
+/* Memory per device class, by component (docs/memory.md). */
+static void print_memory(const opts *o, const hap_plan *p, const hap_cluster *c) {
+  char b[HAP_MEMORY_PARTS + 2][32];
+  printf("\nmemory per device (bytes held at the peak by the fullest device of each class)\n");
+  printf("%-18s %5s %11s %11s %11s %11s %11s %11s %11s %11s\n", "devices", "count", "parameters",
+         "gradients", "optimizer", "activations", "comm bufs", "workspace", "total", "limit");
+  for (int32_t i = 0, j; i < c->n_devices; i = j) {
+    int32_t d = memory_class(p, c, i, &j);
+    const hap_memory_breakdown *m = &p->device_memory[d];
+    for (int k = 0; k < HAP_MEMORY_PARTS; k++)
+      hap_fmt_bytes(hap_memory_part_get(m, k), b[k], sizeof b[k]);
+    printf("%-18s %5d %11s %11s %11s %11s %11s %11s %11s %11s\n", c->devices[d].model, j - i, b[0],
+           b[1], b[2], b[3], b[4], b[5],
+           hap_fmt_bytes(p->device_memory_bytes[d], b[6], sizeof b[6]),
+           hap_fmt_bytes(limit_of(o, c, d), b[7], sizeof b[7]));
+  }
+}
+
 static void print_table(const opts *o, const hap_plan *p, const hap_graph *g, const hap_cluster *c,
-                        const hap_synth_stats *st) {
+                        const hap_synth_stats *st, const hap_steer_report *rep) {
   char a[64], b[64], d[64];
   printf("model       %s\n", g->source ? g->source : g->name);
   printf("cluster     %s (%d devices on %d hosts)\n", c->source ? c->source : c->name, c->n_devices,
@@ -110,6 +172,8 @@ static void print_table(const opts *o, const hap_plan *p, const hap_graph *g, co
     printf("groups      %d replicas of %d devices: the program inside each, the batch split "
            "evenly across\n",
            p->replicas, p->group_size);
+  if (show_policy(o, p))
+    print_policy(p, rep);
   printf("predicted   %.6f s per iteration\n", p->predicted_iteration_s);
   printf("search      %d round%s, %lld states expanded, %.3f s%s\n", st->rounds,
          st->rounds == 1 ? "" : "s", (long long)st->states_expanded, st->seconds,
@@ -129,6 +193,8 @@ static void print_table(const opts *o, const hap_plan *p, const hap_graph *g, co
            hap_fmt_bytes(p->device_memory_bytes[i], a, sizeof a));
     i = j;
   }
+  if (show_policy(o, p) && p->memory_recorded)
+    print_memory(o, p, c);
   /* what the program does */
   int n_comm = 0, by_variant = 0;
   double comm_s = 0, comp_s = 0, src_s = 0;
@@ -165,8 +231,59 @@ typedef struct refusal {
   hap_err err;
 } refusal;
 
-static void print_json(const hap_plan *p, const hap_synth_stats *st, const hap_plan *const *base,
-                       int n_base, const refusal *refused, int n_refused) {
+/* "policy", "steered" and "memory" (per device class) for --format json, when shown. */
+static void json_policy(hap_jw *w, const opts *o, const hap_plan *p, const hap_cluster *c,
+                        const hap_steer_report *rep) {
+  const hap_train_policy *pol = &p->policy;
+  hap_jw_key(w, "policy");
+  hap_jw_begin_object_inline(w);
+  hap_jw_key(w, "precision");
+  hap_jw_str(w, hap_precision_name(pol->precision));
+  hap_jw_key(w, "optimizer");
+  hap_jw_str(w, hap_optimizer_name(pol->optimizer));
+  hap_jw_key(w, "zero");
+  hap_jw_int(w, pol->zero);
+  hap_jw_key(w, "recompute");
+  hap_jw_str(w, hap_recompute_name(pol->recompute));
+  hap_jw_key(w, "micro_batches");
+  hap_jw_int(w, pol->micro_batches);
+  hap_jw_key(w, "grad_accum");
+  hap_jw_str(w, hap_grad_accum_name(pol->grad_accum));
+  hap_jw_end_object(w);
+  hap_jw_key(w, "steered");
+  hap_jw_bool(w, rep->steered);
+  hap_jw_key(w, "policy_candidates");
+  hap_jw_int(w, rep->tried);
+  if (!p->memory_recorded)
+    return;
+  hap_jw_key(w, "memory");
+  hap_jw_begin_array(w);
+  for (int32_t i = 0, j; i < c->n_devices; i = j) {
+    int32_t d = memory_class(p, c, i, &j);
+    hap_jw_begin_object_inline(w);
+    hap_jw_key(w, "model");
+    hap_jw_str(w, c->devices[d].model);
+    hap_jw_key(w, "count");
+    hap_jw_int(w, j - i);
+    hap_jw_key(w, "fullest_device");
+    hap_jw_str(w, c->devices[d].name);
+    for (int k = 0; k < HAP_MEMORY_PARTS; k++) {
+      hap_jw_key(w, hap_memory_part_name(k));
+      hap_jw_double(w, hap_memory_part_get(&p->device_memory[d], k));
+    }
+    hap_jw_key(w, "total");
+    hap_jw_double(w, p->device_memory_bytes[d]);
+    hap_jw_key(w, "limit");
+    hap_jw_double(w, limit_of(o, c, d));
+    hap_jw_end_object(w);
+  }
+  hap_jw_end_array(w);
+}
+
+static void print_json(const opts *o, const hap_plan *p, const hap_cluster *c,
+                       const hap_synth_stats *st, const hap_steer_report *rep,
+                       const hap_plan *const *base, int n_base, const refusal *refused,
+                       int n_refused) {
   hap_jw w;
   hap_jw_init(&w, stdout, 2);
   hap_jw_begin_object(&w);
@@ -184,6 +301,8 @@ static void print_json(const hap_plan *p, const hap_synth_stats *st, const hap_p
   hap_jw_double(&w, st->seconds);
   hap_jw_key(&w, "interrupted");
   hap_jw_bool(&w, st->interrupted);
+  if (show_policy(o, p))
+    json_policy(&w, o, p, c, rep);
   hap_jw_key(&w, "baselines");
   hap_jw_begin_array(&w);
   for (int i = 0; i < n_base; i++) {
@@ -226,22 +345,25 @@ static int run(const opts *o) {
                           .max_rounds = o->max_rounds,
                           .memory_limit_bytes = o->memory_limit,
                           .interrupt = hap_interrupt_on_sigint(),
-                          .rescore = o->no_rescore ? NULL : hap_plan_sim_rescore};
+                          .rescore = o->no_rescore ? NULL : hap_plan_sim_rescore,
+                          .policy = o->policy};
   bool tty = hap_cli_progress_enabled(stderr, o->quiet);
   if (tty)
     so.progress = progress;
   hap_synth_stats st;
-  hap_status s = hap_synthesize(g, c, &so, &plan, &st, &err);
+  hap_steer_report rep;
+  hap_status s = hap_synthesize_steered(g, c, &so, o->forced, &plan, &st, &rep, &err);
   if (tty)
     fprintf(stderr, "\r%*s\r", 70, "");
   if (s != HAP_OK)
     goto out;
   if (o->compare && o->strategy == HAP_STRATEGY_HAP) {
     for (int k = HAP_STRATEGY_DP_EV; k <= HAP_STRATEGY_MEGATRON_TP; k++) {
-      hap_synth_options bo = {.strategy = (hap_strategy)k, .memory_limit_bytes = o->memory_limit};
+      hap_synth_options bo = {
+          .strategy = (hap_strategy)k, .memory_limit_bytes = o->memory_limit, .policy = o->policy};
       hap_synth_stats bs;
       hap_err berr = {0};
-      if (hap_synthesize(g, c, &bo, &base[n_base], &bs, &berr) == HAP_OK) {
+      if (hap_synthesize_steered(g, c, &bo, o->forced, &base[n_base], &bs, NULL, &berr) == HAP_OK) {
         n_base++;
         continue;
       }
@@ -257,12 +379,17 @@ static int run(const opts *o) {
   bool plan_on_stdout = o->output != NULL && strcmp(o->output, "-") == 0;
   if (!o->quiet && !plan_on_stdout) {
     if (o->format == HAP_FORMAT_JSON) {
-      print_json(plan, &st, (const hap_plan *const *)base, n_base, refused, n_refused);
+      print_json(o, plan, c, &st, &rep, (const hap_plan *const *)base, n_base, refused, n_refused);
     } else {
-      print_table(o, plan, g, c, &st);
-      for (int i = 0; i < n_base; i++)
-        printf("vs %-8s %.6f s: %.2fx speedup\n", base[i]->strategy, base[i]->predicted_iteration_s,
+      print_table(o, plan, g, c, &st, &rep);
+      for (int i = 0; i < n_base; i++) {
+        char pb[160];
+        printf("vs %-8s %.6f s: %.2fx speedup", base[i]->strategy, base[i]->predicted_iteration_s,
                base[i]->predicted_iteration_s / plan->predicted_iteration_s);
+        if (!hap_policy_equal(&base[i]->policy, &plan->policy))
+          printf(" (policy %s)", hap_policy_brief(&base[i]->policy, pb, sizeof pb));
+        printf("\n");
+      }
     }
   }
   rc = 0;
@@ -278,7 +405,7 @@ out:
 }
 
 int main(int argc, char **argv) {
-  enum { OPT_COMPARE = 256, OPT_NO_RESCORE };
+  enum { OPT_COMPARE = 256, OPT_NO_RESCORE, OPT_POLICY };
   static const struct option long_opts[] = {{"cluster", required_argument, NULL, 'c'},
                                             {"strategy", required_argument, NULL, 's'},
                                             {"output", required_argument, NULL, 'o'},
@@ -288,11 +415,13 @@ int main(int argc, char **argv) {
                                             {"format", required_argument, NULL, 'f'},
                                             {"max-rounds", required_argument, NULL, 'r'},
                                             {"memory-limit", required_argument, NULL, 'm'},
+                                            {"policy", required_argument, NULL, OPT_POLICY},
                                             {"quiet", no_argument, NULL, 'q'},
                                             {"help", no_argument, NULL, 'h'},
                                             {"version", no_argument, NULL, 'V'},
                                             {NULL, 0, NULL, 0}};
-  opts o = {.strategy = HAP_STRATEGY_HAP, .format = HAP_FORMAT_TABLE};
+  opts o = {
+      .strategy = HAP_STRATEGY_HAP, .format = HAP_FORMAT_TABLE, .policy = hap_policy_default()};
   hap_err err = {0};
   long long v;
   int c;
@@ -322,6 +451,14 @@ int main(int argc, char **argv) {
         return hap_report_usage(
             prog, -1, "--memory-limit wants a size such as 12G or 512M, got '%s'", optarg);
       break;
+    case OPT_POLICY: {
+      uint32_t given = 0;
+      if (hap_policy_parse(optarg, &o.policy, &given, &err) != HAP_OK)
+        return hap_report_usage(prog, -1, "--%s", err.msg);
+      o.forced |= given;
+      o.policy_given = true;
+      break;
+    }
     case 'q': o.quiet = true; break;
     case 'h': usage(stdout); return 0;
     case 'V': printf("hap-synth %s\n", HAP_VERSION); return 0;

@@ -278,6 +278,13 @@ static void assert_plans_equal(const hap_plan *a, const hap_plan *b, const hap_g
   for (int32_t i = 0; i < a->n_devices * a->n_segments; i++)
     cr_assert_eq(a->ratios[i], b->ratios[i], "ratio %d", i);
   cr_assert_eq(a->predicted_iteration_s, b->predicted_iteration_s);
+  cr_assert(hap_policy_equal(&a->policy, &b->policy));
+  cr_assert_eq(a->memory_recorded, b->memory_recorded);
+  for (int32_t i = 0; i < a->n_devices && a->memory_recorded; i++)
+    for (int k = 0; k < HAP_MEMORY_PARTS; k++)
+      cr_assert_eq(hap_memory_part_get(&a->device_memory[i], k),
+                   hap_memory_part_get(&b->device_memory[i], k), "device %d %s", i,
+                   hap_memory_part_name(k));
   for (int32_t i = 0; i < a->n_devices; i++) {
     cr_assert_eq(a->device_compute_s[i], b->device_compute_s[i]);
     cr_assert_eq(a->device_comm_s[i], b->device_comm_s[i]);
@@ -498,7 +505,146 @@ Test(plan, valid_plans_validate) {
   }
 }
 
+/* dp_plan trained with bf16 mixed precision, Adam, ZeRO-1 and selective recomputation, its memory
+ * broken down (parts adding up to memory_bytes). */
+static hap_plan *policy_plan(const hap_graph *g, const hap_cluster *c) {
+  hap_plan *p = dp_plan(g, c);
+  p->policy.precision = HAP_PREC_BF16;
+  p->policy.optimizer = HAP_OPT_ADAM;
+  p->policy.zero = 1;
+  p->policy.recompute = HAP_RECOMPUTE_SELECTIVE;
+  p->memory_recorded = true;
+  for (int32_t i = 0; i < p->n_devices; i++) {
+    double b = p->device_memory_bytes[i];
+    p->device_memory[i] = (hap_memory_breakdown){b / 8, b / 8, b / 4, b / 2, 0, 0};
+  }
+  return p;
+}
+
+/* dp_plan over 2 micro-batches: the steps run on batch 4, and the lengths are of that extent. */
+static hap_plan *micro_plan(const hap_graph *g, const hap_cluster *c) {
+  hap_plan *p = dp_plan(g, c);
+  p->policy.micro_batches = 2;
+  return p;
+}
+
 Test(plan, round_trip_data_parallel) { round_trip(MLP, dp_plan); }
+Test(plan, round_trip_policy_and_memory) { round_trip(MLP, policy_plan); }
+Test(plan, round_trip_micro_batches) { round_trip(MLP, micro_plan); }
+
+Test(plan, policy_written_only_when_not_the_default) {
+  fixture f = make(MLP, dp_plan);
+  f.p->memory_recorded = true; /* a default plan keeps the bytes it always had */
+  for (int32_t i = 0; i < f.p->n_devices; i++)
+    f.p->device_memory[i].activations = f.p->device_memory_bytes[i];
+  char *text = to_json(&f);
+  cr_assert_null(strstr(text, "policy"), "%s", text);
+  cr_assert_null(strstr(text, "\"memory\""), "%s", text);
+  free(text);
+  done(&f);
+  f = make(MLP, policy_plan);
+  text = to_json(&f);
+  cr_assert_not_null(strstr(text,
+                            "\"policy\": {\"precision\": \"bf16\", \"optimizer\": \"adam\", "
+                            "\"zero\": 1, \"recompute\": \"selective\", \"micro_batches\": 1, "
+                            "\"grad_accum\": \"half\"}"),
+                     "%s", text);
+  cr_assert_not_null(strstr(text, "\"memory\": {\"parameters\": 8192.0, \"gradients\": 8192.0, "
+                                  "\"optimizer\": 16384.0, \"activations\": 32768.0, "
+                                  "\"comm_buffers\": 0.0, \"workspace\": 0.0}"),
+                     "%s", text);
+  free(text);
+  done(&f);
+  f = make(MLP, micro_plan);
+  text = to_json(&f);
+  cr_assert_not_null(strstr(text, "\"lengths\": {\"4\": [3, 1]}"), "one micro-batch's extent: %s",
+                     text);
+  free(text);
+  done(&f);
+}
+
+Test(plan, read_policy_errors) {
+  fixture f = make(MLP, policy_plan);
+  mutate_unreadable(&f, "\"precision\": \"bf16\"", "\"precision\": \"fp8\"", HAP_EPARSE,
+                    TEXTS("plan.json: policy.precision: unknown precision 'fp8', expected fp32, "
+                          "fp16 or bf16"));
+  mutate_unreadable(&f, "\"optimizer\": \"adam\"", "\"optimizer\": \"lamb\"", HAP_EPARSE,
+                    TEXTS("plan.json: policy.optimizer: unknown optimizer 'lamb', expected sgd, "
+                          "momentum, adam or adamw"));
+  mutate_unreadable(&f, "\"recompute\": \"selective\"", "\"recompute\": \"half\"", HAP_EPARSE,
+                    TEXTS("plan.json: policy.recompute: unknown recompute 'half', expected none, "
+                          "selective or full"));
+  mutate_unreadable(&f, "\"zero\": 1", "\"zero\": 4", HAP_EPARSE,
+                    TEXTS("plan.json: policy.zero: zero=4, expected a ZeRO stage 0, 1, 2 or 3"));
+  mutate_unreadable(&f, "\"zero\": 1", "\"zero\": \"1\"", HAP_EPARSE,
+                    TEXTS("plan.json: policy.zero: expected an integer, got a string"));
+  mutate_unreadable(&f, "\"micro_batches\": 1", "\"micro_batches\": 0", HAP_EPARSE,
+                    TEXTS("plan.json: policy.micro_batches: micro_batches=0, expected an integer "
+                          "1..4096"));
+  mutate_unreadable(
+      &f, "\"micro_batches\": 1", "\"micro_batches\": 3", HAP_EINVAL,
+      TEXTS("plan.json: policy: micro_batches=3 (x 1 replicas)", "not a multiple of 3"));
+  mutate_unreadable(&f, "\"grad_accum\": \"half\"", "\"grad_accum\": \"half\", \"lr\": 1",
+                    HAP_EPARSE, TEXTS("plan.json: policy.lr: unknown key"));
+  mutate_unreadable(&f, "\"zero\": 1, ", "", HAP_EPARSE, TEXTS("plan.json: policy.zero: missing"));
+  mutate_unreadable(&f, "\"policy\": {", "\"policy\": [{", HAP_EPARSE, TEXTS("plan.json: line "));
+  char *good = to_json(&f);
+  const char *start = strstr(good, "{\"precision\"");
+  const char *end = strstr(start, "}");
+  char *obj = strndup(start, (size_t)(end - start + 1));
+  mutate_unreadable(&f, obj, "\"bf16\"", HAP_EPARSE,
+                    TEXTS("plan.json: policy: expected a training policy {\"precision\""));
+  free(obj);
+  free(good);
+  done(&f);
+}
+
+Test(plan, read_memory_errors) {
+  fixture f = make(MLP, policy_plan);
+  mutate_unreadable(&f, "\"workspace\": 0.0}}", "\"workspace\": 0.0, \"nccl\": 1}}", HAP_EPARSE,
+                    TEXTS("plan.json: predicted.devices[0].memory.nccl: unknown key"));
+  mutate_unreadable(&f, "\"parameters\": 8192.0", "\"parameters\": \"8K\"", HAP_EPARSE,
+                    TEXTS("plan.json: predicted.devices[0].memory.parameters: expected a byte "
+                          "count, got a string"));
+  mutate_unreadable(
+      &f, "\"parameters\": 8192.0", "\"parameters\": 8193.0", HAP_EINVAL,
+      TEXTS("plan.json: predicted.devices[0].memory: the parts add up to 65537 bytes, "
+            "expected memory_bytes 65536"));
+  mutate_unreadable(&f, "\"comm_buffers\": 0.0", "\"comm_buffers\": -1.0", HAP_EINVAL,
+                    TEXTS("plan.json: predicted.devices[0].memory.comm_buffers: -1, expected a "
+                          "finite byte count >= 0"));
+  /* on every device or none */
+  char *good = to_json(&f);
+  const char *second = strstr(strstr(good, "\"memory\": {") + 1, ", \"memory\": {");
+  cr_assert_not_null(second);
+  const char *close = strstr(second, "}");
+  char *obj = strndup(second, (size_t)(close - second + 1));
+  mutate_unreadable(&f, obj, "", HAP_EPARSE,
+                    TEXTS("plan.json: predicted.devices[1].memory: missing"));
+  free(obj);
+  const char *first = strstr(good, ", \"memory\": {");
+  close = strstr(first, "}");
+  obj = strndup(first, (size_t)(close - first + 1));
+  mutate_unreadable(&f, obj, "", HAP_EPARSE,
+                    TEXTS("plan.json: predicted.devices[1].memory: present, but "
+                          "predicted.devices[0] has none"));
+  free(obj);
+  free(good);
+  done(&f);
+}
+
+Test(plan, validate_policy_and_memory) {
+  fixture f = make(MLP, policy_plan);
+  f.p->policy.zero = 5;
+  expect_invalid(&f, HAP_EINVAL, TEXTS("policy: zero: 5, expected 0, 1, 2 or 3"));
+  f.p->policy.zero = 1;
+  f.p->device_memory[1].workspace = 1;
+  expect_invalid(&f, HAP_EINVAL, TEXTS("predicted.devices[1].memory: the parts add up to"));
+  f.p->device_memory[1].workspace = 0;
+  f.p->policy.micro_batches = 16; /* batch 8 */
+  expect_invalid(&f, HAP_EINVAL, TEXTS("policy: micro_batches=16 (x 1 replicas)"));
+  done(&f);
+}
 Test(plan, round_trip_column_parallel) { round_trip(MLP, cp_plan); }
 Test(plan, round_trip_segments) { round_trip(MLP_SEG, seg_plan); }
 

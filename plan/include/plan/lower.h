@@ -14,6 +14,13 @@
  * 2-D plans (hap_plan.replicas > 1): every group of group_size consecutive devices runs the task
  * list on one replica's graph (hap_graph_split_batch); a collective spans either the devices of
  * one group or, for the replica all-reduces, the devices with the same index in every group.
+ * The training policy (plan->policy, model/policy.h) changes no task and no name: it changes what
+ * the simulator prices (hap_lowered_priced_work): one micro-batch of the graph in the compute
+ * precision (priced_graph), each batch-carrying task run once per micro-batch (repeats), a
+ * recomputed node's forward (or a dropped tensor's forward collective) run again before its
+ * backward task (recompute_of), the policy's optimizer pass, gradient reductions in the gradient's
+ * precision, ZeRO-3 parameters gathered twice (forward and backward). The executor's work
+ * (hap_lowered_work) stays that of local_graph.
  * Ownership: hap_lower returns an owned hap_lowered freed with hap_lowered_destroy; it borrows the
  * plan and the graph, which must outlive it. */
 #ifndef HAP_LOWER_H
@@ -69,6 +76,9 @@ typedef struct hap_task {
   int64_t granule;                  /* of those Gathers; 1 otherwise */
   int32_t dep0, n_deps;     /* deps[dep0 .. dep0+n_deps): tasks (earlier ids) it waits for */
   int32_t param0, n_params; /* UPDATE: params[param0 ..): the parameter tensors it updates */
+  int32_t repeats;          /* runs per iteration (the policy's micro-batches; 1 by default) */
+  int32_t recompute_of;     /* -1, or the forward task (earlier id) whose whole work runs again
+                               before this backward task: recomputation */
 } hap_task;
 
 typedef struct hap_lowered {
@@ -78,6 +88,9 @@ typedef struct hap_lowered {
   int32_t replicas, group_size; /* the plan's; device d is index d % group_size of group
                                    d / group_size */
   const hap_graph *local_graph; /* shapes one group runs: graph, or one replica's (owned) */
+  /* what the simulator prices: one micro-batch of local_graph in the policy's compute precision
+   * (hap_graph_for_policy); local_graph itself under the default policy (owned otherwise) */
+  const hap_graph *priced_graph;
   int32_t n_tasks;
   hap_task *tasks; /* every device's order: per stream, tasks run in id order */
   int32_t *deps;
@@ -113,8 +126,15 @@ typedef struct hap_task_work {
 
 hap_status hap_lowered_work(hap_lowered *lw, int32_t t, int32_t dev, hap_task_work *out,
                             hap_err *err);
+/* The same as the simulator prices one run of it under the plan's policy: shapes and bytes of
+ * priced_graph; UPDATE the policy's pass (hap_policy_update_bytes and _flops per element held,
+ * over the copies when ZeRO >= 1 shards the update); gradient reductions of parameters in the
+ * gradient's precision. Equal to hap_lowered_work under the default policy. */
+hap_status hap_lowered_priced_work(hap_lowered *lw, int32_t t, int32_t dev, hap_task_work *out,
+                                   hap_err *err);
 
-/* A COLLECTIVE task's per-device bytes (n_devices entries, as hap_coll_bytes_of wants them). */
+/* A COLLECTIVE task's per-device bytes as priced (n_devices entries, as hap_coll_bytes_of wants
+ * them; hap_lowered_priced_work's). */
 hap_status hap_lowered_coll_bytes(hap_lowered *lw, int32_t t, double *per_rank, hap_err *err);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "cluster/cost.h"
 #include "model/graph.h"
+#include "model/policy.h"
 #include "model/sharding.h"
 
 typedef enum hap_step_kind {
@@ -99,10 +100,19 @@ typedef struct hap_plan {
   double *device_memory_bytes;  /* [n_devices] peak per device, bytes */
   double *device_compute_s;     /* [n_devices] busy computing per iteration, s */
   double *device_comm_s;        /* [n_devices] communicating per iteration, s */
+  /* How the plan trains (model/policy.h): precision, optimizer, ZeRO stage, recomputation,
+   * micro-batches. The default for files without one. With micro_batches k > 1 the steps, ratios
+   * and lengths are those of one micro-batch: the graph split k ways (x replicas for 2-D plans,
+   * hap_graph_split_batch). */
+  hap_train_policy policy;
+  /* [n_devices] device_memory_bytes by component (docs/memory.md), bytes; meaningful only when
+   * memory_recorded (the synthesizer records it; older files have none) */
+  hap_memory_breakdown *device_memory;
+  bool memory_recorded;
 } hap_plan;
 
 /* NULL on allocation failure or when n_devices or n_segments < 1. Arrays are sized and zeroed;
- * ratios start even. NULL names are taken as "". */
+ * ratios start even; the policy is the default. NULL names are taken as "". */
 hap_plan *hap_plan_create(const char *strategy, const char *graph_name, uint64_t graph_digest,
                           const char *cluster_name, uint64_t cluster_digest, int32_t n_devices,
                           int32_t n_segments);
@@ -110,12 +120,19 @@ void hap_plan_destroy(hap_plan *p);
 /* Make the plan 2-D: `replicas` groups (>= 1, dividing n_devices); the ratios become
  * [n_segments][n_devices / replicas], even. HAP_EINVAL or HAP_ENOMEM otherwise. */
 hap_status hap_plan_set_replicas(hap_plan *p, int32_t replicas, hap_err *err);
+/* The graph the steps run on: `g` split over replicas x micro-batches (hap_graph_split_batch) into
+ * *out, or *out NULL when that is 1 (the steps run on g itself). Errors name the replicas or the
+ * micro-batches that do not divide the batch. */
+hap_status hap_plan_step_graph(const hap_plan *p, const hap_graph *g, hap_graph **out,
+                               hap_err *err);
 /* Append a copy of `step`; HAP_ENOMEM on failure. */
 hap_status hap_plan_add_step(hap_plan *p, const hap_step *step, hap_err *err);
 
 /* Check the program against its graph (validated) and cluster: names, digests, device and
- * segment counts match; replicas divide the devices and the graph's batch (the steps are then
- * checked against the graph of one replica, hap_graph_split_batch); ratios are finite, >= 0 and sum
+ * segment counts match; the policy is in range (hap_policy_check); replicas divide the devices
+ * and replicas x micro-batches the graph's batch (the steps are then checked against the graph of
+ * one micro-batch of one replica, hap_plan_step_graph); a recorded memory breakdown is finite,
+ * >= 0 and adds up to each device's memory_bytes (relative 1e-9); ratios are finite, >= 0 and sum
  * to 1 (1e-9) per segment; predictions are finite and >= 0; every node is computed exactly once, in
  * its segment, with a variant that hap_op_variants offers for it (layouts, granule, flags and once;
  * the name is not compared); every step only uses layouts made available before it (the property

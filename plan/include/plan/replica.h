@@ -12,6 +12,7 @@
 #include "cluster/cluster.h"
 #include "cluster/cost.h"
 #include "model/graph.h"
+#include "model/policy.h"
 #include "model/sharding.h"
 
 /* state[t] (g->n_tensors entries): tensor t is a parameter or buffer, or is computed from those
@@ -33,6 +34,13 @@ bool hap_variant_is_data_parallel(const hap_graph *g, int32_t k, const hap_varia
  * is not a multiple of `replicas`. The result is validated. */
 hap_status hap_graph_split_batch(const hap_graph *g, int32_t replicas, hap_graph **out,
                                  hap_err *err);
+
+/* The graph the kernels of one micro-batch of one of `replicas` replicas run under policy `pol`:
+ * `g` split over replicas x micro-batches (hap_graph_split_batch), its float32 tensors in the
+ * policy's compute precision (hap_graph_cast_float). Same tensor and node ids and names. *out is
+ * NULL when that is `g` itself (1 x 1, fp32); otherwise the caller destroys it. */
+hap_status hap_graph_for_policy(const hap_graph *g, int32_t replicas, const hap_train_policy *pol,
+                                hap_graph **out, hap_err *err);
 
 /* What running the replicas of a 2-D plan separately must correct for: *loss_mean is true when
  * the loss averages over the batch (its data-parallel variant divides by the whole batch's count,

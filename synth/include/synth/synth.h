@@ -12,6 +12,7 @@
 
 #include "cluster/cluster.h"
 #include "model/graph.h"
+#include "model/policy.h"
 #include "plan/plan.h"
 
 typedef enum hap_strategy {
@@ -29,10 +30,15 @@ hap_status hap_strategy_parse(const char *s, hap_strategy *out);
 
 typedef struct hap_synth_options {
   hap_strategy strategy;
-  int max_rounds;                   /* search/LP alternations; 0 = default (8) */
-  double memory_limit_bytes;        /* per device; 0 = each device's memory. Parameters (value +
-                                       gradient) and every tensor kept for the backward pass
-                                       count; programs that do not fit are never emitted */
+  int max_rounds;            /* search/LP alternations; 0 = default (8) */
+  double memory_limit_bytes; /* per device; 0 = each device's memory. What the policy
+                                keeps counts (docs/memory.md: parameters, gradients,
+                                optimizer state, activations kept for the backward pass);
+                                programs that do not fit are never emitted */
+  /* How the model trains (model/policy.h): precision, optimizer, ZeRO stage, recomputation,
+   * micro-batches. All zeros is the default policy (micro_batches 0 means 1), under which costs
+   * and memory are exactly those hap computed before policies existed. The plan records it. */
+  hap_train_policy policy;
   volatile sig_atomic_t *interrupt; /* set (e.g. by SIGINT) to stop with the best plan so far */
   /* Progress callback (may be NULL), called every few thousand expansions: states expanded so far
    * and the round. */
@@ -53,11 +59,41 @@ typedef struct hap_synth_stats {
   double seconds;           /* wall time, s */
   double initial_s;         /* predicted iteration time of the first round's program, s */
   bool interrupted;
+  /* Set when no program fits the memory limit (the error says so): the leanest program found,
+   * on the device that exceeds its limit the most: the device, its limit and its memory by
+   * component, bytes. */
+  bool no_fit;
+  int32_t leanest_device;
+  double leanest_limit;
+  hap_memory_breakdown leanest;
 } hap_synth_stats;
 
 /* Synthesise a plan for validated `g` on validated `c`. The plan's predicted times are those of
  * the emitted program under the emitted ratios (the pair always belongs together). */
 hap_status hap_synthesize(const hap_graph *g, const hap_cluster *c, const hap_synth_options *o,
                           hap_plan **out, hap_synth_stats *stats, hap_err *err);
+
+/* ---- steering: --memory-limit as a constraint (steer.c) --------------------------------------
+ * The policy fields the user did not force (bits of `forced`: HAP_POLICY_*) may change so that a
+ * plan fits: the candidates are tried in order of expected cost — ZeRO stage 0, 1, 2, 3 (each
+ * only sheds memory; 3 also gathers weights before use), then with the highest free stage
+ * recomputation selective then full, then micro-batches 2, 4, 8, ... (dividing the batch) with
+ * full recomputation — and the first that fits is kept (the default policy when it fits, so an
+ * unconstrained run is the plain synthesis). Candidates that cannot fit are recognised by the
+ * leanest program search and cost little. Precision and optimizer are never changed. */
+typedef struct hap_steer_report {
+  hap_train_policy chosen;  /* the policy of the plan returned */
+  bool steered;             /* chosen differs from the policy asked for */
+  int tried;                /* candidates synthesised */
+  double seconds;           /* wall time over every candidate, s */
+  hap_train_policy leanest; /* when nothing fits: the last candidate tried */
+} hap_steer_report;
+
+/* As hap_synthesize with o->policy as the starting point. When nothing fits, the error names the
+ * device model, its limit, the leanest plan's memory by component and by how much it is over, and
+ * stats->no_fit is set. */
+hap_status hap_synthesize_steered(const hap_graph *g, const hap_cluster *c,
+                                  const hap_synth_options *o, uint32_t forced, hap_plan **out,
+                                  hap_synth_stats *stats, hap_steer_report *report, hap_err *err);
 
 #endif
