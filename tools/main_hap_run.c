@@ -339,6 +339,16 @@ static int run(const opts *o, hap_comm *comm) {
       (st = hap_cluster_open(o->cluster, &c, &err)) != HAP_OK ||
       (st = hap_plan_read_file(o->plan, g, c, &plan, &err)) != HAP_OK)
     goto out;
+  if (!hap_policy_is_default(&plan->policy)) { /* refused before any rank starts work */
+    char pol[160];
+    st = hap_err_set(&err, HAP_EUNSUPPORTED,
+                     "%s: the plan trains with --policy %s; hap-run's %s backend runs only the "
+                     "default policy so far (fp32, SGD, no ZeRO stage, no recomputation, one "
+                     "micro-batch)",
+                     o->plan, hap_policy_brief(&plan->policy, pol, sizeof pol),
+                     o->cuda ? "cuda" : "cpu");
+    goto out;
+  }
   if ((st = hap_lower(plan, g, &lw, &err)) != HAP_OK)
     goto out;
   if (o->n_speeds > 0 && o->n_speeds != comm->size) {
