@@ -544,8 +544,10 @@ void hap_lowered_destroy(hap_lowered *lw) {
     hap_arena_free(&lw->priv->names);
     free(lw->priv);
   }
-  if (lw->priced_graph != lw->local_graph)
+  if (lw->priced_graph != lw->local_graph && lw->priced_graph != lw->exec_graph)
     hap_graph_destroy((hap_graph *)lw->priced_graph);
+  if (lw->exec_graph != lw->local_graph)
+    hap_graph_destroy((hap_graph *)lw->exec_graph);
   if (lw->local_graph != lw->graph)
     hap_graph_destroy((hap_graph *)lw->local_graph);
   free(lw->tasks);
@@ -585,12 +587,18 @@ hap_status hap_lower(const hap_plan *p, const hap_graph *g, hap_lowered **out, h
     }
     lw->local_graph = split;
   }
-  lw->priced_graph = lw->local_graph;
+  lw->priced_graph = lw->exec_graph = lw->local_graph;
   b.micro = p->policy.micro_batches > 1 ? p->policy.micro_batches : 1;
   b.zero3 = p->policy.zero >= 3;
   if (!hap_policy_is_default(&p->policy)) {
-    hap_graph *priced = NULL;
-    hap_status pst = hap_graph_for_policy(lw->local_graph, 1, &p->policy, &priced, err);
+    hap_graph *micro = NULL, *priced = NULL;
+    hap_status pst = HAP_OK;
+    if (b.micro > 1 &&
+        (pst = hap_graph_split_batch(lw->local_graph, b.micro, &micro, err)) == HAP_OK)
+      lw->priced_graph = lw->exec_graph = micro;
+    if (pst == HAP_OK)
+      pst =
+          hap_graph_cast_float(lw->exec_graph, hap_policy_compute_dtype(&p->policy), &priced, err);
     if (pst == HAP_OK && priced != NULL)
       lw->priced_graph = priced;
     if (pst == HAP_OK)
@@ -746,7 +754,7 @@ static void update_work(hap_lowered *lw, const hap_task *k, int32_t dev, bool pr
                         hap_task_work *out) {
   const hap_train_policy *pol = &lw->plan->policy;
   bool sgd = !priced || hap_policy_is_default(pol);
-  const hap_graph *g = priced ? lw->priced_graph : lw->local_graph;
+  const hap_graph *g = priced ? lw->priced_graph : lw->exec_graph;
   for (int32_t i = 0; i < k->n_params; i++) {
     int32_t p = lw->params[k->param0 + i];
     const hap_step *s = &lw->plan->steps[lw->source_step[p]];
@@ -778,7 +786,7 @@ static hap_status work(hap_lowered *lw, int32_t t, int32_t dev, bool priced, hap
   memset(out, 0, sizeof *out);
   out->len = -1;
   const hap_task *k = &lw->tasks[t];
-  const hap_graph *g = priced ? lw->priced_graph : lw->local_graph;
+  const hap_graph *g = priced ? lw->priced_graph : lw->exec_graph;
   switch (k->kind) {
   case HAP_TASK_COMPUTE: return compute_work(lw, g, k, dev, out, err);
   case HAP_TASK_LOCAL:

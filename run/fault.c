@@ -5,11 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_names[] = {"none",  "nan-loss",        "nan-grad",  "grad-error",
-                                         "drift", "skip-all-reduce", "bad-update"};
+static const char *const kind_names[] = {"none",       "nan-loss",      "nan-grad",
+                                         "grad-error", "drift",         "skip-all-reduce",
+                                         "bad-update", "skip-recompute"};
 
 const char *hap_fault_kind_name(hap_fault_kind k) {
-  return k >= 0 && k <= HAP_FAULT_BAD_UPDATE ? kind_names[k] : "?";
+  return k >= 0 && k < HAP_FAULT_KIND_COUNT ? kind_names[k] : "?";
 }
 
 static hap_status bad(hap_err *err, const char *text, const char *what) {
@@ -28,14 +29,15 @@ hap_status hap_fault_parse(const char *text, const hap_graph *g, int32_t world, 
   memcpy(buf, text, len + 1);
   char *save = NULL;
   char *part = strtok_r(buf, ",", &save);
-  for (int k = HAP_FAULT_NAN_LOSS; part != NULL && k <= HAP_FAULT_BAD_UPDATE; k++)
+  for (int k = HAP_FAULT_NAN_LOSS; part != NULL && k < HAP_FAULT_KIND_COUNT; k++)
     if (strcmp(part, kind_names[k]) == 0)
       out->kind = (hap_fault_kind)k;
   if (out->kind == HAP_FAULT_NONE)
     return bad(err, text,
-               "unknown kind (expected nan-loss, nan-grad, grad-error, drift, skip-all-reduce or "
-               "bad-update, then optional ,rank=R ,tensor=NAME)");
-  if (out->kind == HAP_FAULT_SKIP_ALL_REDUCE || out->kind == HAP_FAULT_BAD_UPDATE)
+               "unknown kind (expected nan-loss, nan-grad, grad-error, drift, skip-all-reduce, "
+               "bad-update or skip-recompute, then optional ,rank=R ,tensor=NAME)");
+  if (out->kind == HAP_FAULT_SKIP_ALL_REDUCE || out->kind == HAP_FAULT_BAD_UPDATE ||
+      out->kind == HAP_FAULT_SKIP_RECOMPUTE)
     out->rank = -1;
   while ((part = strtok_r(NULL, ",", &save)) != NULL) {
     if (strncmp(part, "rank=", 5) == 0) {

@@ -1,13 +1,16 @@
 /* fault.h — deliberate faults for tests of hap-run --check (never for real runs): the environment
  * variable HAP_FAULT makes the runner corrupt one thing every iteration, so a test can prove that
  * the check reports it. Syntax: KIND[,rank=R][,tensor=NAME]
- *   nan-loss          rank R's loss value becomes NaN after the forward (default rank 0)
- *   nan-grad          element 0 of parameter NAME's gradient on rank R becomes NaN before the
- * update grad-error        parameter NAME's gradient on rank R is scaled by 1 + 1e-3 before the
- * update drift             parameter NAME's value on rank R is scaled by 1 + 1e-3 (plus 1e-6) after
- *                     the update: that rank's replica drifts from the others
- *   skip-all-reduce   every rank skips the all-reduce that sums NAME's gradient
- *   bad-update        NAME's update uses twice the learning rate (on rank R; default every rank)
+ *   nan-loss         rank R's loss value becomes NaN after the forward (default rank 0)
+ *   nan-grad         element 0 of parameter NAME's gradient on rank R becomes NaN before the update
+ *   grad-error       parameter NAME's gradient on rank R is scaled by 1 + 1e-3 before the update
+ *   drift            parameter NAME's value on rank R is scaled by 1 + 1e-3 (plus 1e-6) after the
+ *                    update: that rank's replica drifts from the others
+ *   skip-all-reduce  every rank skips the all-reduce that sums NAME's gradient
+ *   bad-update       NAME's update uses twice the learning rate (on rank R; default every rank)
+ *   skip-recompute   every rank skips the recomputation of what the policy's recompute dropped
+ *                    (whose values are NaN by then; kernel state is kept): a plan without
+ *                    recomputation is refused
  * NAME defaults to the first trainable parameter (skip-all-reduce: the first whose gradient is
  * all-reduced); R to 0. Ranks are world ranks. Ownership: plain values. */
 #ifndef HAP_RUN_FAULT_H
@@ -26,7 +29,9 @@ typedef enum hap_fault_kind {
   HAP_FAULT_GRAD_ERROR,
   HAP_FAULT_DRIFT,
   HAP_FAULT_SKIP_ALL_REDUCE,
-  HAP_FAULT_BAD_UPDATE
+  HAP_FAULT_BAD_UPDATE,
+  HAP_FAULT_SKIP_RECOMPUTE,
+  HAP_FAULT_KIND_COUNT
 } hap_fault_kind;
 
 typedef struct hap_fault {

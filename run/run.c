@@ -12,7 +12,10 @@
 #include "base/vec.h"
 #include "exec/clock.h"
 #include "exec/emulate.h"
+#include "kernels/half.h"
 #include "kernels/kernels.h"
+#include "kernels/optim.h"
+#include "model/policy.h"
 #include "plan/replica.h"
 #include "run/box.h"
 #include "run/init.h"
@@ -32,6 +35,18 @@ typedef struct rprop {
   float *grad;     /* box gradient (float tensors), allocated on first use */
   bool grad_live;  /* received a contribution this iteration (else it is zero) */
   int32_t next;    /* previous prop of the same tensor, -1 */
+  int32_t step;    /* the plan step that makes it, -1 (a ZeRO shard) */
+  /* micro-batches: the gradient restarts every micro-batch (the backward task it feeds runs in
+   * each one), else it accumulates over the iteration */
+  bool grad_per_micro;
+  void *micro_vals; /* a source with a batch: every micro-batch's block of values, in order */
+  /* recomputation: a dropped tensor's values are overwritten with NaN once the forward pass of the
+   * micro-batch is over (stale) and made again by `producer`, the forward task, when read */
+  bool dropped, stale;
+  int32_t producer;
+  /* the copy the optimizer updates (a trainable parameter's ZeRO shard or stored copy) */
+  float *master;        /* mixed precision: the float32 master copy; val holds it rounded */
+  float *opt_m, *opt_v; /* optimizer state (optim.h), allocated at the first update */
 } rprop;
 
 enum { SCRATCH_SEND, SCRATCH_RECV, SCRATCH_SUM, SCRATCH_SLOTS };
@@ -60,7 +75,19 @@ struct hap_run {
   double staging_s;        /* this iteration's staging copies, s */
   const char *failed;
   hap_fault fault; /* HAP_FAULT (tests only), NONE normally */
-  bool seeded;     /* the loss gradient of this iteration is in place */
+  bool seeded;     /* the loss gradient of this micro-batch is in place */
+  /* the training policy (the plan's) */
+  hap_train_policy pol;
+  hap_dtype half;         /* mixed precision's storage dtype, HAP_F32 without */
+  int32_t micro, mb;      /* micro-batches per iteration, the one running */
+  double loss_part;       /* this rank's loss values, summed over the micro-batches */
+  bool loss_owner;        /* this rank's loss value counts (a Reduce loss, or rank 0) */
+  hap_recompute_map rmap; /* recomputation; empty with none */
+  bool *state_stale;      /* [steps]: a recomputed node's kernel state is gone */
+  int32_t *fwd_task;      /* [steps]: the forward task of a compute step, -1 */
+  hap_loss_scaler scaler; /* loss scale S: 1 except fp16 */
+  int64_t opt_steps;      /* optimizer steps taken (skipped ones not counted) */
+  int8_t update_state;    /* this iteration: 0 not decided, 1 update, -1 skip (overflow) */
   /* Communication scratch, kept across tasks and iterations: MPI is ~10x slower on a buffer it
    * has not seen (a fresh 1 MiB reduce-scatter: 0.5 ms instead of 0.05 ms here). */
   void *scratch[SCRATCH_SLOTS];
@@ -125,6 +152,8 @@ static hap_status new_prop(hap_run *r, int32_t t, hap_layout l, int32_t seg, int
   p->segment = l >= 0 ? seg : -1;
   p->granule = l >= 0 && granule > 1 ? granule : 1;
   p->next = -1;
+  p->step = -1;
+  p->producer = -1;
   HAP_TRY(layout_box(r, t, l, seg, granule, r->rank, &p->box, err));
   p->elem = (size_t)hap_dtype_size(r->g->tensors[t].dtype);
   int64_t n = hap_box_numel(&p->box);
@@ -181,6 +210,56 @@ static hap_status need(hap_run *r, int32_t k, int32_t t, hap_layout l, int32_t s
   return HAP_OK;
 }
 
+static bool trainable(const hap_tensor *t) {
+  return t->kind == HAP_TENSOR_PARAMETER && t->requires_grad;
+}
+
+/* A source's initial values, from the whole graph: an input's rows are this replica's block of
+ * the batch (with micro-batches, every micro-batch's block, kept in micro_vals). Mixed precision:
+ * float values are stored rounded; a trainable parameter keeps its float32 master. */
+static hap_status fill_source(hap_run *r, int32_t t, int32_t id, hap_err *err) {
+  rprop *p = &r->props[id];
+  const hap_tensor *whole = &r->global->tensors[t];
+  int64_t rows = r->g->tensors[t].shape.dims[0], n = hap_box_numel(&p->box);
+  bool batch = p->box.rank > 0 && whole->shape.dims[0] != rows;
+  bool is_float = whole->dtype == HAP_F32;
+  if (batch && r->micro > 1) {
+    size_t bytes = (size_t)n * p->elem;
+    p->micro_vals = malloc(bytes * (size_t)r->micro + 1);
+    if (p->micro_vals == NULL)
+      return oom(err);
+    for (int32_t m = 0; m < r->micro; m++) {
+      hap_box at = p->box;
+      int64_t shift = ((int64_t)r->replica * r->micro + m) * rows;
+      at.lo[0] += shift;
+      at.hi[0] += shift;
+      char *dst = (char *)p->micro_vals + bytes * (size_t)m;
+      HAP_TRY(hap_init_fill(r->global, t, r->o.seed, &at, dst, err));
+      if (is_float)
+        hap_round_array(r->half, (float *)dst, n);
+    }
+    memcpy(p->val, p->micro_vals, bytes);
+    return HAP_OK;
+  }
+  hap_box at = p->box;
+  if (batch) {
+    int64_t shift = (int64_t)r->replica * rows;
+    at.lo[0] += shift;
+    at.hi[0] += shift;
+  }
+  HAP_TRY(hap_init_fill(r->global, t, r->o.seed, &at, p->val, err));
+  if (!is_float || r->half == HAP_F32)
+    return HAP_OK;
+  if (trainable(whole)) {
+    p->master = malloc((size_t)(n > 0 ? n : 1) * sizeof *p->master);
+    if (p->master == NULL)
+      return oom(err);
+    memcpy(p->master, p->val, (size_t)n * sizeof *p->master);
+  }
+  hap_round_array(r->half, p->val, n);
+  return HAP_OK;
+}
+
 static hap_status build(hap_run *r, hap_err *err) {
   const hap_plan *p = r->p;
   const hap_graph *g = r->g;
@@ -195,15 +274,7 @@ static hap_status build(hap_run *r, hap_err *err) {
         HAP_TRY(new_prop(r, s->tensor, 0, 0, 1, false, &held, err));
         r->zero_shard[s->tensor] = held;
       }
-      /* values come from the whole graph: an input's rows are this replica's block of the batch */
-      hap_box at = r->props[held].box;
-      const hap_tensor *whole = &r->global->tensors[s->tensor];
-      if (at.rank > 0 && whole->shape.dims[0] != g->tensors[s->tensor].shape.dims[0]) {
-        int64_t shift = (int64_t)r->replica * g->tensors[s->tensor].shape.dims[0];
-        at.lo[0] += shift;
-        at.hi[0] += shift;
-      }
-      HAP_TRY(hap_init_fill(r->global, s->tensor, r->o.seed, &at, r->props[held].val, err));
+      HAP_TRY(fill_source(r, s->tensor, held, err));
     } else if (s->kind == HAP_STEP_COMPUTE) {
       const hap_node *node = &g->nodes[s->node];
       for (int i = 0; i < node->n_inputs; i++)
@@ -216,16 +287,23 @@ static hap_status build(hap_run *r, hap_err *err) {
       HAP_TRY(need(r, k, s->tensor, s->from, s->from_segment, s->granule, &in[0], err));
       HAP_TRY(new_prop(r, s->tensor, s->to, s->segment, s->granule, true, &out[0], err));
     }
+    for (int o = 0; o < HAP_MAX_OP_OUTPUTS; o++)
+      if (out[o] >= 0)
+        r->props[out[o]].step = k;
   }
   return HAP_OK;
 }
 
-/* 2-D plans: the group's communicator and the one across groups (collective over every rank), and
- * the loss's scale (a batch mean is R times each replica's share). */
-static hap_status split_groups(hap_run *r, hap_err *err) {
+/* The loss's scale: a batch mean is R x k times the mean of each replica's micro-batch. */
+static hap_status scale_loss(hap_run *r, hap_err *err) {
   bool mean = false;
   HAP_TRY(hap_graph_batch_mean(r->global, &mean, err));
-  r->loss_scale = mean ? 1.0 / r->lw->replicas : 1;
+  r->loss_scale = mean ? 1.0 / ((double)r->lw->replicas * r->micro) : 1;
+  return HAP_OK;
+}
+
+/* 2-D plans: the group's communicator and the one across groups (collective over every rank). */
+static hap_status split_groups(hap_run *r, hap_err *err) {
   hap_comm *w = r->world;
   hap_comm *group = NULL;
   HAP_TRY(w->ops->split(w, r->replica, w->rank, &group, err));
@@ -246,7 +324,10 @@ static bool grad_all_reduce(const hap_run *r, const hap_task *k) {
 static hap_status pick_fault(hap_run *r, hap_err *err) {
   hap_fault *f = &r->fault;
   HAP_TRY(hap_fault_parse(getenv("HAP_FAULT"), r->global, r->world->size, f, err));
-  if (f->kind == HAP_FAULT_NONE || f->kind == HAP_FAULT_NAN_LOSS)
+  if (f->kind == HAP_FAULT_SKIP_RECOMPUTE && r->pol.recompute == HAP_RECOMPUTE_NONE)
+    return hap_err_set(err, HAP_EINVAL, "HAP_FAULT: skip-recompute: the plan recomputes nothing");
+  if (f->kind == HAP_FAULT_NONE || f->kind == HAP_FAULT_NAN_LOSS ||
+      f->kind == HAP_FAULT_SKIP_RECOMPUTE)
     return HAP_OK;
   bool skip = f->kind == HAP_FAULT_SKIP_ALL_REDUCE;
   for (int32_t t = 0; t < r->lw->n_tasks && skip; t++) {
@@ -268,6 +349,48 @@ static hap_status pick_fault(hap_run *r, hap_err *err) {
   return HAP_OK;
 }
 
+/* The policy's bookkeeping, once the props exist: which gradients restart every micro-batch, which
+ * forward task makes each prop, what recomputation drops. */
+static hap_status plan_policy(hap_run *r, hap_err *err) {
+  const hap_lowered *lw = r->lw;
+  size_t ns = (size_t)(r->p->n_steps > 0 ? r->p->n_steps : 1);
+  bool *bwd_per_micro = calloc(ns, sizeof *bwd_per_micro);
+  r->state_stale = calloc(ns, sizeof *r->state_stale);
+  r->fwd_task = malloc(ns * sizeof *r->fwd_task);
+  if (!bwd_per_micro || !r->state_stale || !r->fwd_task) {
+    free(bwd_per_micro);
+    return oom(err);
+  }
+  memset(r->fwd_task, 0xff, ns * sizeof *r->fwd_task);
+  for (int32_t t = 0; t < lw->n_tasks; t++) {
+    const hap_task *k = &lw->tasks[t];
+    if (k->step < 0)
+      continue;
+    if (k->phase == HAP_PHASE_BWD && k->repeats > 1)
+      bwd_per_micro[k->step] = true;
+    if (k->phase != HAP_PHASE_FWD)
+      continue;
+    const int32_t *out = r->out + (size_t)k->step * HAP_MAX_OP_OUTPUTS;
+    if (k->kind == HAP_TASK_COMPUTE)
+      r->fwd_task[k->step] = t;
+    for (int o = 0; o < HAP_MAX_OP_OUTPUTS; o++)
+      if (out[o] >= 0)
+        r->props[out[o]].producer = t;
+  }
+  for (int32_t i = 0; i < r->n_props; i++)
+    r->props[i].grad_per_micro = r->props[i].step >= 0 && bwd_per_micro[r->props[i].step];
+  free(bwd_per_micro);
+  if (r->pol.recompute == HAP_RECOMPUTE_NONE)
+    return HAP_OK;
+  HAP_TRY(hap_recompute_map_build(r->g, r->pol.recompute, &r->rmap, err));
+  for (int32_t i = 0; i < r->n_props; i++) {
+    rprop *p = &r->props[i];
+    p->dropped = r->rmap.dropped[p->tensor] && p->step >= 0 && p->producer >= 0 &&
+                 r->p->steps[p->step].kind != HAP_STEP_SOURCE;
+  }
+  return HAP_OK;
+}
+
 bool hap_run_fault(const hap_run *r, char *buf, size_t size) {
   const hap_fault *f = &r->fault;
   if (f->kind == HAP_FAULT_NONE)
@@ -275,6 +398,10 @@ bool hap_run_fault(const hap_run *r, char *buf, size_t size) {
   char rank[32] = "every rank";
   if (f->rank >= 0)
     snprintf(rank, sizeof rank, "rank %d", (int)f->rank);
+  if (f->kind == HAP_FAULT_SKIP_RECOMPUTE) {
+    snprintf(buf, size, "%s on %s", hap_fault_kind_name(f->kind), rank);
+    return true;
+  }
   snprintf(buf, size, "%s of '%s' on %s", hap_fault_kind_name(f->kind),
            f->tensor >= 0 ? r->global->tensors[f->tensor].name
                           : r->global->tensors[r->global->loss].name,
@@ -300,7 +427,7 @@ hap_status hap_run_create(hap_lowered *lw, const hap_graph *g, hap_comm *comm,
   if (r == NULL)
     return oom(err);
   r->lw = lw;
-  r->g = lw->local_graph;
+  r->g = lw->exec_graph;
   r->global = g;
   r->p = lw->plan;
   r->world = r->comm = comm;
@@ -311,6 +438,10 @@ hap_status hap_run_create(hap_lowered *lw, const hap_graph *g, hap_comm *comm,
   r->rank = comm->rank % lw->group_size;
   r->n = lw->group_size;
   r->replica = comm->rank / lw->group_size;
+  r->pol = lw->plan->policy;
+  r->half = hap_policy_compute_dtype(&r->pol);
+  r->micro = r->pol.micro_batches > 1 ? r->pol.micro_batches : 1;
+  r->scaler = hap_loss_scaler_start(r->pol.precision);
   r->loss_scale = 1;
   size_t ns = (size_t)(r->p->n_steps > 0 ? r->p->n_steps : 1);
   size_t nt = (size_t)(g->n_tensors > 0 ? g->n_tensors : 1);
@@ -332,13 +463,16 @@ hap_status hap_run_create(hap_lowered *lw, const hap_graph *g, hap_comm *comm,
     for (int i = 0; i < g->nodes[k].n_inputs; i++)
       r->reads_batch[k] = r->reads_batch[k] || !state[g->nodes[k].inputs[i]];
   free(state);
+  if ((lw->replicas > 1 || r->micro > 1) && (st = scale_loss(r, err)) != HAP_OK)
+    goto fail;
   if (lw->replicas > 1 && (st = split_groups(r, err)) != HAP_OK)
     goto fail;
   memset(r->head, 0xff, nt * sizeof *r->head); /* -1 */
   memset(r->zero_shard, 0xff, nt * sizeof *r->zero_shard);
   memset(r->in, 0xff, ns * HAP_MAX_OP_INPUTS * sizeof *r->in);
   memset(r->out, 0xff, ns * HAP_MAX_OP_OUTPUTS * sizeof *r->out);
-  if ((st = build(r, err)) != HAP_OK || (st = pick_fault(r, err)) != HAP_OK)
+  if ((st = build(r, err)) != HAP_OK || (st = plan_policy(r, err)) != HAP_OK ||
+      (st = pick_fault(r, err)) != HAP_OK)
     goto fail;
   *out = r;
   return HAP_OK;
@@ -357,7 +491,14 @@ void hap_run_destroy(hap_run *r) {
   for (int32_t i = 0; i < r->n_props; i++) {
     free(r->props[i].val);
     free(r->props[i].grad);
+    free(r->props[i].micro_vals);
+    free(r->props[i].master);
+    free(r->props[i].opt_m);
+    free(r->props[i].opt_v);
   }
+  hap_recompute_map_free(&r->rmap);
+  free(r->state_stale);
+  free(r->fwd_task);
   if (r->state != NULL)
     for (int32_t k = 0; k < r->p->n_steps; k++)
       hap_kernel_state_free(&r->state[k]);
@@ -586,7 +727,7 @@ static hap_status compute(hap_run *r, const hap_task *k, int32_t t, bool backwar
                           hap_run_node_seed(r->o.seed, node->name),
                           ins,
                           outs_c,
-                          r->reads_batch[k->node] ? r->replica : 0};
+                          r->reads_batch[k->node] ? r->replica * r->micro + r->mb : 0};
   double t0 = hap_clock_s(), staging = 0;
   *kernel_s = -1;
   if (st == HAP_OK && !backward) {
@@ -674,11 +815,13 @@ static hap_status comm_task(hap_run *r, const hap_task *k, hap_err *err) {
       return HAP_ENOMEM;
     if (k->coll == HAP_COLL_ALL_REDUCE) /* replicated: sum the partial gradients in place */
       return sum_all(r, gp, gp, hap_box_numel(&r->props[p].box), false, err);
-    float *gz = grad_of(r, z, err); /* ZeRO: each rank keeps its shard's gradient */
+    /* ZeRO: each rank keeps its shard's gradient, summed over the micro-batches */
+    bool add = r->props[z].grad_live;
+    float *gz = grad_of(r, z, err);
     if (gz == NULL)
       return HAP_ENOMEM;
     return collective(r, HAP_COLL_REDUCE_SCATTER, s->tensor, HAP_LAYOUT_REDUCE, -1, 0, 0, 1, gp, gz,
-                      sizeof(float), false, err);
+                      sizeof(float), add, err);
   }
   int32_t from = r->in[(size_t)k->step * HAP_MAX_OP_INPUTS];
   int32_t to = r->out[(size_t)k->step * HAP_MAX_OP_OUTPUTS];
@@ -696,21 +839,65 @@ static hap_status comm_task(hap_run *r, const hap_task *k, hap_err *err) {
                     k->granule, gt, gf, sizeof(float), true, err);
 }
 
+/* The prop parameter t's update reads and writes: its ZeRO shard or its stored copy. */
+static int32_t update_prop(const hap_run *r, int32_t t) {
+  return r->zero_shard[t] >= 0 ? r->zero_shard[t]
+                               : r->out[(size_t)r->lw->source_step[t] * HAP_MAX_OP_OUTPUTS];
+}
+
+/* fp16's dynamic loss scaling: the iteration's update is skipped on every rank when any rank's
+ * gradient overflowed (collective over the world; once per iteration, at the first update). */
+static hap_status decide_update(hap_run *r, hap_err *err) {
+  r->update_state = 1;
+  if (!r->scaler.dynamic)
+    return HAP_OK;
+  double overflow = 0, any = 0;
+  for (int32_t t = 0; t < r->g->n_tensors && overflow == 0; t++) {
+    if (!trainable(&r->g->tensors[t]) || r->lw->source_step[t] < 0)
+      continue;
+    rprop *p = &r->props[update_prop(r, t)];
+    if (p->grad_live && !hap_all_finite(p->grad, hap_box_numel(&p->box)))
+      overflow = 1;
+  }
+  HAP_TRY(r->world->ops->all_reduce(r->world, &overflow, &any, 1, HAP_F64, HAP_REDUCE_MAX, err));
+  r->update_state = any > 0 ? -1 : 1;
+  return HAP_OK;
+}
+
 static hap_status update(hap_run *r, const hap_task *k, hap_err *err) {
-  (void)err;
+  if (r->update_state == 0)
+    HAP_TRY(decide_update(r, err));
+  if (r->update_state < 0)
+    return HAP_OK;
   for (int32_t i = 0; i < k->n_params; i++) {
     int32_t t = r->lw->params[k->param0 + i];
-    int32_t src = r->lw->source_step[t];
-    int32_t id =
-        r->zero_shard[t] >= 0 ? r->zero_shard[t] : r->out[(size_t)src * HAP_MAX_OP_OUTPUTS];
-    rprop *p = &r->props[id];
+    rprop *p = &r->props[update_prop(r, t)];
     if (!p->grad_live || r->o.lr == 0)
       continue;
     int32_t me = r->world->rank;
     int64_t n = hap_box_numel(&p->box);
+    double lr = hap_fault_lr(&r->fault, me, t, r->o.lr);
     hap_fault_gradient(&r->fault, me, t, p->grad, n);
-    hap_kernel_sgd(p->val, p->grad, (float)hap_fault_lr(&r->fault, me, t, r->o.lr), n);
-    hap_fault_value(&r->fault, me, t, p->val, n);
+    float *w = p->master != NULL ? p->master : p->val;
+    if (hap_policy_is_default(&r->pol)) { /* as hap-run always did */
+      hap_kernel_sgd(w, p->grad, (float)lr, n);
+    } else {
+      int buffers = hap_optim_state_buffers(r->pol.optimizer);
+      if (buffers >= 1 && p->opt_m == NULL &&
+          (p->opt_m = calloc((size_t)(n > 0 ? n : 1), sizeof(float))) == NULL)
+        return oom(err);
+      if (buffers >= 2 && p->opt_v == NULL &&
+          (p->opt_v = calloc((size_t)(n > 0 ? n : 1), sizeof(float))) == NULL)
+        return oom(err);
+      hap_optim_hyper h = hap_optim_defaults(lr);
+      hap_optim_step(r->pol.optimizer, &h, r->opt_steps + 1, w, p->grad, 1 / r->scaler.scale,
+                     p->opt_m, p->opt_v, n);
+    }
+    hap_fault_value(&r->fault, me, t, w, n);
+    if (p->master != NULL) { /* the compute copy */
+      memcpy(p->val, p->master, (size_t)n * sizeof *p->master);
+      hap_round_array(r->half, p->val, n);
+    }
   }
   return HAP_OK;
 }
@@ -726,51 +913,248 @@ static hap_status seed_loss(hap_run *r, hap_err *err) {
     return HAP_ENOMEM;
   int64_t n = hap_box_numel(&r->props[id].box);
   bool everywhere = r->props[id].layout == HAP_LAYOUT_REDUCE;
+  float seed = hap_round_to(r->half, (float)(r->loss_scale * r->scaler.scale));
   for (int64_t e = 0; e < n; e++)
-    g[e] = everywhere || r->rank == 0 ? (float)r->loss_scale : 0.0f;
+    g[e] = everywhere || r->rank == 0 ? seed : 0.0f;
+  r->loss_owner = everywhere || r->rank == 0;
+  if (r->loss_owner) /* this micro-batch's loss value */
+    r->loss_part += ((const float *)r->props[id].val)[0];
   return HAP_OK;
+}
+
+/* ---- the policy inside the iteration ------------------------------------------------------ */
+
+/* Whether task k runs in the current micro-batch: a task that carries the batch in every one,
+ * the others once (forward ones in the first micro-batch, the rest in the last). */
+static bool runs_now(const hap_run *r, const hap_task *k) {
+  if (r->micro == 1 || k->repeats > 1)
+    return true;
+  return k->phase == HAP_PHASE_FWD ? r->mb == 0 : r->mb == r->micro - 1;
+}
+
+/* Mixed precision's storage of what a forward task of `step` wrote (the loss stays float32). */
+static void round_values(hap_run *r, int32_t step) {
+  if (r->half == HAP_F32)
+    return;
+  const int32_t *out = r->out + (size_t)step * HAP_MAX_OP_OUTPUTS;
+  for (int o = 0; o < HAP_MAX_OP_OUTPUTS; o++) {
+    if (out[o] < 0)
+      continue;
+    rprop *p = &r->props[out[o]];
+    if (r->g->tensors[p->tensor].dtype == HAP_F32 && p->tensor != r->g->loss)
+      hap_round_array(r->half, p->val, hap_box_numel(&p->box));
+  }
+}
+
+/* ... and of a gradient buffer a backward task wrote (trainable parameters' gradients stay float32
+ * with grad_accum=fp32). Rounding is idempotent, so buffers the task did not touch are unchanged.
+ */
+static void round_grad(hap_run *r, int32_t id) {
+  if (r->half == HAP_F32 || id < 0)
+    return;
+  rprop *p = &r->props[id];
+  if (!p->grad_live || (r->pol.grad_accum == HAP_GRAD_FP32 && trainable(&r->g->tensors[p->tensor])))
+    return;
+  hap_round_array(r->half, p->grad, hap_box_numel(&p->box));
+}
+
+static void round_grads(hap_run *r, const hap_task *k) {
+  if (r->half == HAP_F32)
+    return;
+  const int32_t *in = r->in + (size_t)k->step * HAP_MAX_OP_INPUTS;
+  for (int i = 0; i < HAP_MAX_OP_INPUTS; i++)
+    round_grad(r, in[i]);
+  const hap_step *s = &r->p->steps[k->step];
+  if (s->kind == HAP_STEP_SOURCE) {
+    round_grad(r, r->out[(size_t)k->step * HAP_MAX_OP_OUTPUTS]);
+    round_grad(r, r->zero_shard[s->tensor]);
+  }
+}
+
+/* Recomputation: once a micro-batch's forward pass is over, the dropped tensors' values are
+ * overwritten with NaN (a missed recomputation then fails --check) and recomputed nodes lose their
+ * kernel state. */
+static void drop_activations(hap_run *r) {
+  if (r->rmap.dropped == NULL)
+    return;
+  bool skip = r->fault.kind == HAP_FAULT_SKIP_RECOMPUTE; /* tests only: read the NaNs */
+  for (int32_t i = 0; i < r->n_props; i++) {
+    rprop *p = &r->props[i];
+    if (!p->dropped)
+      continue;
+    p->stale = !skip;
+    if (r->g->tensors[p->tensor].dtype == HAP_F32) {
+      float *v = p->val;
+      for (int64_t e = 0, n = hap_box_numel(&p->box); e < n; e++)
+        v[e] = NAN;
+    }
+  }
+  for (int32_t k = 0; k < r->p->n_steps && !skip; k++)
+    if (r->p->steps[k].kind == HAP_STEP_COMPUTE && r->rmap.recomputed[r->p->steps[k].node]) {
+      hap_kernel_state_free(&r->state[k]);
+      r->state_stale[k] = true;
+    }
+}
+
+static hap_status forward_again(hap_run *r, int32_t t, hap_err *err);
+
+/* Prop id's values, made again by their forward task when recomputation dropped them. */
+static hap_status fresh(hap_run *r, int32_t id, hap_err *err) {
+  if (id < 0 || !r->props[id].stale)
+    return HAP_OK;
+  return forward_again(r, r->props[id].producer, err);
+}
+
+/* The values and kernel state task k reads are in place: what recomputation dropped is made again
+ * first, in forward order (the same on every rank: it depends on the plan alone). */
+static hap_status ready(hap_run *r, const hap_task *k, hap_err *err) {
+  if (r->rmap.dropped == NULL || k->step < 0)
+    return HAP_OK;
+  const int32_t *in = r->in + (size_t)k->step * HAP_MAX_OP_INPUTS;
+  const int32_t *out = r->out + (size_t)k->step * HAP_MAX_OP_OUTPUTS;
+  bool source = r->p->steps[k->step].kind == HAP_STEP_SOURCE;
+  if (k->phase == HAP_PHASE_FWD) {
+    for (int i = 0; i < HAP_MAX_OP_INPUTS && !source; i++)
+      HAP_TRY(fresh(r, in[i], err));
+    return HAP_OK;
+  }
+  if (k->kind != HAP_TASK_COMPUTE)
+    return HAP_OK; /* gradients only */
+  if (r->state_stale[k->step])
+    return forward_again(r, r->fwd_task[k->step], err); /* its inputs, then its outputs */
+  for (int i = 0; i < HAP_MAX_OP_INPUTS; i++)
+    HAP_TRY(fresh(r, in[i], err));
+  for (int o = 0; o < HAP_MAX_OP_OUTPUTS; o++)
+    HAP_TRY(fresh(r, out[o], err));
+  return HAP_OK;
+}
+
+/* A forward task: its values (rounded to the storage precision), no longer stale. */
+static hap_status forward(hap_run *r, const hap_task *k, int32_t t, double *kernel_s,
+                          hap_err *err) {
+  hap_status st;
+  switch (k->kind) {
+  case HAP_TASK_COMPUTE: st = compute(r, k, t, false, kernel_s, err); break;
+  case HAP_TASK_LOCAL: st = local(r, k, err); break;
+  default: st = comm_task(r, k, err); break;
+  }
+  if (st != HAP_OK)
+    return st;
+  round_values(r, k->step);
+  const int32_t *out = r->out + (size_t)k->step * HAP_MAX_OP_OUTPUTS;
+  for (int o = 0; o < HAP_MAX_OP_OUTPUTS; o++)
+    if (out[o] >= 0)
+      r->props[out[o]].stale = false;
+  if (k->kind == HAP_TASK_COMPUTE)
+    r->state_stale[k->step] = false;
+  return HAP_OK;
+}
+
+/* Recompute forward task t (and first what it reads), inside the task that needs it. */
+static hap_status forward_again(hap_run *r, int32_t t, hap_err *err) {
+  if (t < 0)
+    return hap_err_set(err, HAP_EINVAL,
+                       "hap-run: recomputation: a dropped tensor has no forward task");
+  const hap_task *k = &r->lw->tasks[t];
+  HAP_TRY(ready(r, k, err));
+  double kernel_s = -1;
+  return forward(r, k, t, &kernel_s, err);
+}
+
+/* Micro-batch mb begins: its inputs in place, the gradients that restart every micro-batch zero. */
+static void start_micro_batch(hap_run *r, int32_t mb) {
+  r->mb = mb;
+  r->seeded = false;
+  if (r->micro == 1)
+    return;
+  for (int32_t i = 0; i < r->n_props; i++) {
+    rprop *p = &r->props[i];
+    if (p->grad_per_micro && mb > 0)
+      p->grad_live = false;
+    if (p->micro_vals != NULL) {
+      size_t bytes = (size_t)hap_box_numel(&p->box) * p->elem;
+      memcpy(p->val, (const char *)p->micro_vals + bytes * (size_t)mb, bytes);
+    }
+  }
+}
+
+static hap_status run_task(hap_run *r, const hap_task *k, int32_t t, double *kernel_s,
+                           hap_err *err) {
+  HAP_TRY(ready(r, k, err));
+  if (k->phase == HAP_PHASE_FWD)
+    return forward(r, k, t, kernel_s, err);
+  hap_status st;
+  switch (k->kind) {
+  case HAP_TASK_COMPUTE: st = compute(r, k, t, true, kernel_s, err); break;
+  case HAP_TASK_LOCAL: st = local(r, k, err); break;
+  case HAP_TASK_COLLECTIVE: st = comm_task(r, k, err); break;
+  default: return update(r, k, err);
+  }
+  if (st == HAP_OK)
+    round_grads(r, k);
+  return st;
 }
 
 hap_status hap_run_iteration(hap_run *r, double *start_s, double *end_s, hap_err *err) {
   for (int32_t i = 0; i < r->n_props; i++)
     r->props[i].grad_live = false;
-  r->seeded = false;
   r->failed = NULL;
   r->staging_s = 0;
+  r->loss_part = 0;
+  r->update_state = 0;
   const hap_lowered *lw = r->lw;
-  for (int32_t t = 0; t < lw->n_tasks; t++) {
-    const hap_task *k = &lw->tasks[t];
-    if (k->phase != HAP_PHASE_FWD && !r->seeded) {
+  for (int32_t mb = 0; mb < r->micro; mb++) {
+    start_micro_batch(r, mb);
+    for (int32_t t = 0; t < lw->n_tasks; t++) {
+      const hap_task *k = &lw->tasks[t];
+      if (!runs_now(r, k))
+        continue;
+      if (k->phase != HAP_PHASE_FWD && !r->seeded) {
+        drop_activations(r);
+        HAP_TRY(seed_loss(r, err));
+        r->seeded = true;
+      }
+      if (r->o.current_task != NULL)
+        *r->o.current_task = (sig_atomic_t)t;
+      if (r->o.on_task != NULL)
+        r->o.on_task(r->o.on_task_ctx, t);
+      double t0 = hap_clock_s(), kernel_s = -1;
+      hap_status st = run_task(r, k, t, &kernel_s, err);
+      double t1 = kernel_s >= 0 ? t0 + kernel_s : hap_clock_s(); /* device time: no staging */
+      if (st != HAP_OK) {
+        r->failed = k->name;
+        return st;
+      }
+      /* a task run in several micro-batches: its summed time, from its first start (as the
+       * simulator draws a repeated task) */
+      bool first = mb == 0 || (k->repeats <= 1 && k->phase != HAP_PHASE_FWD);
+      if (start_s != NULL && end_s != NULL) {
+        if (first) {
+          start_s[t] = t0;
+          end_s[t] = t1;
+        } else {
+          end_s[t] += t1 - t0;
+        }
+      }
+    }
+    if (!r->seeded) { /* a task list without backward tasks: the loss is still counted */
       HAP_TRY(seed_loss(r, err));
       r->seeded = true;
     }
-    if (r->o.current_task != NULL)
-      *r->o.current_task = (sig_atomic_t)t;
-    if (r->o.on_task != NULL)
-      r->o.on_task(r->o.on_task_ctx, t);
-    double t0 = hap_clock_s(), kernel_s = -1;
-    hap_status st;
-    switch (k->kind) {
-    case HAP_TASK_COMPUTE: st = compute(r, k, t, k->phase == HAP_PHASE_BWD, &kernel_s, err); break;
-    case HAP_TASK_LOCAL: st = local(r, k, err); break;
-    case HAP_TASK_COLLECTIVE: st = comm_task(r, k, err); break;
-    default: st = update(r, k, err); break;
-    }
-    double t1 = kernel_s >= 0 ? t0 + kernel_s : hap_clock_s(); /* device time: no staging */
-    if (st != HAP_OK) {
-      r->failed = k->name;
-      return st;
-    }
-    if (start_s != NULL)
-      start_s[t] = t0;
-    if (end_s != NULL)
-      end_s[t] = t1;
   }
   if (r->o.current_task != NULL)
     *r->o.current_task = -1;
-  int32_t loss = r->head[r->g->loss];
-  if (loss >= 0)
-    hap_fault_loss(&r->fault, r->world->rank, r->props[loss].val);
+  if (r->update_state < 0 || r->update_state > 0) {
+    hap_loss_scaler_after(&r->scaler, r->update_state < 0);
+    if (r->update_state > 0)
+      r->opt_steps++;
+  }
+  if (r->loss_owner) { /* HAP_FAULT=nan-loss: this rank's share of the loss */
+    float v = (float)r->loss_part;
+    hap_fault_loss(&r->fault, r->world->rank, &v);
+    if (isnan(v))
+      r->loss_part = NAN;
+  }
   return HAP_OK;
 }
 
@@ -778,8 +1162,7 @@ hap_status hap_run_loss(hap_run *r, double *loss, hap_err *err) {
   int32_t id = r->head[r->g->loss];
   if (id < 0)
     return hap_err_set(err, HAP_EINVAL, "hap-run: no loss");
-  const rprop *p = &r->props[id];
-  double v = r->props[id].layout == HAP_LAYOUT_REDUCE || r->rank == 0 ? ((float *)p->val)[0] : 0;
+  double v = r->loss_owner ? r->loss_part : 0;
   double sum = 0; /* over the group, and over the replicas of a 2-D plan */
   HAP_TRY(r->world->ops->all_reduce(r->world, &v, &sum, 1, HAP_F64, HAP_REDUCE_SUM, err));
   *loss = sum * r->loss_scale;
@@ -827,9 +1210,7 @@ double hap_run_loss_part(const hap_run *r) {
   int32_t id = r->head[r->g->loss];
   if (id < 0)
     return 0;
-  const rprop *p = &r->props[id];
-  bool mine = p->layout == HAP_LAYOUT_REDUCE || r->rank == 0;
-  return mine ? ((const float *)p->val)[0] * r->loss_scale : 0;
+  return r->loss_owner ? r->loss_part * r->loss_scale : 0;
 }
 
 void hap_run_copies_free(hap_run_copies *c) {

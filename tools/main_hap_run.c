@@ -171,7 +171,8 @@ static int cmp_abs_err(const void *a, const void *b) {
 /* Rank 0: per-task durations of the median iteration of every rank (meas[rank][task]);
  * staging_s: the largest rank's mean host<->device copy time per iteration (cuda), s. */
 static void report(const opts *o, const hap_plan_sim *ps, const double *iter_s, int n_iter,
-                   const double *meas, int32_t n_ranks, double staging_s) {
+                   const double *meas, int32_t n_ranks, double staging_s, const double *losses,
+                   int n_losses) {
   const hap_lowered *lw = ps->lw;
   double *v = malloc((size_t)n_iter * sizeof *v);
   task_err *errs = malloc((size_t)lw->n_tasks * (size_t)n_ranks * sizeof *errs);
@@ -223,6 +224,14 @@ static void report(const opts *o, const hap_plan_sim *ps, const double *iter_s, 
     hap_jw_str(&w, o->cuda ? "cuda" : "cpu");
     hap_jw_key(&w, "staging_s");
     hap_jw_double(&w, staging_s);
+    char pol[160];
+    hap_jw_key(&w, "policy");
+    hap_jw_str(&w, hap_policy_brief(&lw->plan->policy, pol, sizeof pol));
+    hap_jw_key(&w, "losses"); /* every iteration's, warm-up included */
+    hap_jw_begin_array(&w);
+    for (int i = 0; i < n_losses; i++)
+      hap_jw_double(&w, losses[i]);
+    hap_jw_end_array(&w);
     hap_jw_end_object(&w);
     hap_jw_finish(&w);
   } else {
@@ -234,6 +243,13 @@ static void report(const opts *o, const hap_plan_sim *ps, const double *iter_s, 
       printf("staging     %.3f ms per iteration copying compute tasks' data between host and GPU "
              "(not in task times; task times are cudaEvent kernel times)\n",
              1e3 * staging_s);
+    if (n_losses > 0)
+      printf("loss        %.6g (iteration 1) -> %.6g (iteration %d)\n", losses[0],
+             losses[n_losses - 1], n_losses);
+    if (!hap_policy_is_default(&lw->plan->policy)) {
+      char pol[160];
+      printf("policy      %s\n", hap_policy_brief(&lw->plan->policy, pol, sizeof pol));
+    }
     if (isfinite(med_rel))
       printf("tasks       median |measured - simulated| / simulated over %d compute tasks >= "
              "20 us: %.1f%%\n",
@@ -330,7 +346,8 @@ static int run(const opts *o, hap_comm *comm) {
   hap_checker *checker = NULL;
   hap_check_result *check_res = NULL;
   double *start = NULL, *end = NULL, *all_start = NULL, *all_end = NULL, *iter_s = NULL;
-  double staging = 0; /* this rank's mean staging per timed iteration, s */
+  double *losses = NULL; /* every iteration's loss, warm-up included */
+  double staging = 0;    /* this rank's mean staging per timed iteration, s */
   int rc = 1, me = comm->rank;
   hap_status st;
   if (o->cuda && open_cuda(comm, &ck) != 0)
@@ -339,14 +356,21 @@ static int run(const opts *o, hap_comm *comm) {
       (st = hap_cluster_open(o->cluster, &c, &err)) != HAP_OK ||
       (st = hap_plan_read_file(o->plan, g, c, &plan, &err)) != HAP_OK)
     goto out;
-  if (!hap_policy_is_default(&plan->policy)) { /* refused before any rank starts work */
+  /* refused before any rank starts work */
+  if (!hap_policy_is_default(&plan->policy) && (o->cuda || plan->policy.zero > 0)) {
     char pol[160];
-    st = hap_err_set(&err, HAP_EUNSUPPORTED,
-                     "%s: the plan trains with --policy %s; hap-run's %s backend runs only the "
-                     "default policy so far (fp32, SGD, no ZeRO stage, no recomputation, one "
-                     "micro-batch)",
-                     o->plan, hap_policy_brief(&plan->policy, pol, sizeof pol),
-                     o->cuda ? "cuda" : "cpu");
+    hap_policy_brief(&plan->policy, pol, sizeof pol);
+    if (o->cuda)
+      st = hap_err_set(&err, HAP_EUNSUPPORTED,
+                       "%s: the plan trains with --policy %s; hap-run's cuda backend runs only the "
+                       "default policy so far (fp32, SGD, no ZeRO stage, no recomputation, one "
+                       "micro-batch): use --backend cpu",
+                       o->plan, pol);
+    else
+      st = hap_err_set(&err, HAP_EUNSUPPORTED,
+                       "%s: the plan trains with --policy %s; hap-run does not shard optimizer "
+                       "state yet (policy zero=%d): zero=0 runs every other policy",
+                       o->plan, pol, (int)plan->policy.zero);
     goto out;
   }
   if ((st = hap_lower(plan, g, &lw, &err)) != HAP_OK)
@@ -402,7 +426,8 @@ static int run(const opts *o, hap_comm *comm) {
   start = malloc(nt * (size_t)total * sizeof *start);
   end = malloc(nt * (size_t)total * sizeof *end);
   iter_s = malloc((size_t)total * sizeof *iter_s);
-  if (!start || !end || !iter_s) {
+  losses = malloc((size_t)total * sizeof *losses);
+  if (!start || !end || !iter_s || !losses) {
     st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
     goto out;
   }
@@ -430,6 +455,8 @@ static int run(const opts *o, hap_comm *comm) {
         HAP_OK)
       goto out;
     iter_s[i] = slowest;
+    if ((st = hap_run_loss(run, &losses[i], &err)) != HAP_OK) /* outside the timed part */
+      goto out;
     if (i >= o->warmup)
       staging += hap_run_staging_s(run) / o->iters;
     if (o->check && check_ok && i < HAP_CHECK_MIN_ITERATIONS) {
@@ -477,7 +504,7 @@ static int run(const opts *o, hap_comm *comm) {
     if (meas != NULL) {
       for (size_t i = 0; i < nt * (size_t)comm->size; i++)
         meas[i] = all_end[i] - all_start[i];
-      report(o, ps, iter_s + o->warmup, o->iters, meas, comm->size, staging_max);
+      report(o, ps, iter_s + o->warmup, o->iters, meas, comm->size, staging_max, losses, total);
       free(meas);
     }
     if (o->trace != NULL &&
@@ -494,6 +521,7 @@ out:
   free(all_start);
   free(all_end);
   free(iter_s);
+  free(losses);
   free(check_res);
   hap_checker_destroy(checker);
   hap_run_destroy(run);

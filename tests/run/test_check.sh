@@ -3,12 +3,18 @@
 # megatron-tp plans (or the STRATEGIES given): after two iterations the loss, every rank's copy of
 # every parameter gradient and every updated parameter equal a single-device run's (run/check.h),
 # judged by the printed errors (check_passed.sh). MODELS (optional): only the zoo specs matching
-# this extended regex.
-# Usage: test_check.sh HAP_SYNTH HAP_RUN RANKS CLUSTER [STRATEGIES [MODELS]]
+# this extended regex. POLICY (optional): the training policy of every plan (hap-synth --policy,
+# e.g. optimizer=adam,micro_batches=4), judged against TOLERANCES "LOSS GRADIENT PARAMETER" (the
+# tolerances --check must print for that policy; default 1e-04 each, fp32 SGD's).
+# Usage: test_check.sh HAP_SYNTH HAP_RUN RANKS CLUSTER [STRATEGIES [MODELS [POLICY [TOLERANCES]]]]
 set -u
 synth=$1 run=$2 ranks=$3 cluster=$4
 strategies=${5:-hap dp-ev dp-cp megatron-tp}
 only=${6:-.}
+policy=${7:-}
+tolerances=${8:-1e-04 1e-04 1e-04}
+policy_args=()
+[ -n "$policy" ] && policy_args=(--policy "$policy")
 judge="$(dirname "$0")/check_passed.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -27,13 +33,13 @@ pass=0 fail=0
 for m in "${models[@]}"; do
   [[ $m =~ $only ]] || continue
   for s in $strategies; do
-    if ! "$synth" "$m" -c "$cluster" -s "$s" -o "$tmp/plan.json" -q 2>"$tmp/err"; then
+    if ! "$synth" "$m" -c "$cluster" -s "$s" "${policy_args[@]}" -o "$tmp/plan.json" -q 2>"$tmp/err"; then
       echo "FAIL $m $s: hap-synth: $(cat "$tmp/err")"
       fail=$((fail + 1))
       continue
     fi
     if timeout 600 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c "$cluster" --check -n 1 -w 1 -q \
-      >"$tmp/out" 2>&1 && bash "$judge" "$tmp/out" >"$tmp/said"; then
+      >"$tmp/out" 2>&1 && bash "$judge" "$tmp/out" $tolerances >"$tmp/said"; then
       pass=$((pass + 1))
       echo "ok   $m $s: $(cat "$tmp/said")"
     else
@@ -44,5 +50,5 @@ for m in "${models[@]}"; do
     fi
   done
 done
-echo "test_check ($ranks ranks, $cluster): $pass passed, $fail failed"
+echo "test_check ($ranks ranks, $cluster${policy:+, policy $policy}): $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]

@@ -3,8 +3,9 @@
 # the tensor and rank that were corrupted, and exits 1: a NaN loss, a NaN gradient element, a 0.1 %
 # gradient error, one rank's replica drifting, a skipped gradient all-reduce and a wrong update, on
 # a data-parallel plan, a tensor-parallel plan (sharded parameters), a ZeRO plan (sharded
-# parameter storage) and a 2-D plan (replica all-reduces). The same runs without the fault pass,
-# and test_check.sh itself fails under each kind of fault.
+# parameter storage) and a 2-D plan (replica all-reduces); a skipped recomputation under full and
+# selective recomputation. The same runs without the fault pass, and test_check.sh itself fails
+# under each kind of fault.
 # Usage: test_check_faults.sh HAP_SYNTH HAP_RUN [quick]
 # quick (the sanitizer build): one case per kind of fault and plan, and test_check.sh under one
 # fault only (each run is ~10x slower under ASan).
@@ -104,6 +105,32 @@ clean 2d 4 "$mlp" "$two" "$tmp/2d.json"
 for f in skip-all-reduce drift,rank=3; do
   run_case "2d $f" 4 "$mlp" "$two" "$tmp/2d.json" "$f"
 done
+
+# recomputation: the dropped activations are NaN until recomputed, so skipping the recomputation
+# fails (fine-grained gpt: full drops the layer's inside, selective the attention scores)
+gpt="gpt:layers=1,batch=8,seq=8,width=16,heads=2,vocab=32,granularity=fine"
+recompute_kinds="full selective"
+[ "$quick" = quick ] && recompute_kinds="selective"
+for rc_kind in $recompute_kinds; do
+  "$synth" "$gpt" -c cpu-2 -s dp-ev --policy "recompute=$rc_kind" -o "$tmp/rc.json" -q ||
+    { echo "hap-synth recompute=$rc_kind failed"; exit 1; }
+  clean "recompute=$rc_kind" 2 "$gpt" cpu-2 "$tmp/rc.json"
+  HAP_FAULT=skip-recompute timeout 300 mpirun --oversubscribe -np 2 "$run" "$tmp/rc.json" -m "$gpt" \
+    -c cpu-2 --check -n 1 -w 1 -q >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ "$rc" -eq 1 ] && grep -q "HAP_FAULT: injecting skip-recompute on every rank" "$tmp/err" &&
+    grep -Eq "^check: FAILED: gradient of '[^']+' on ranks? [0-9,]+: element [0-9]+ is nan" "$tmp/out"; then
+    ok
+    echo "ok   recompute=$rc_kind skip-recompute: $(grep -m1 '^check: FAILED: gradient' "$tmp/out" | cut -c1-150)"
+  else
+    bad "recompute=$rc_kind skip-recompute: exit $rc, expected a NaN gradient reported"
+  fi
+done
+# ... and a plan that recomputes nothing cannot skip it
+HAP_FAULT=skip-recompute mpirun --oversubscribe -np 2 "$run" "$tmp/dp.json" -m "$mlp" -c cpu-2 \
+  --check -n 1 -w 1 -q >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 1 ] && grep -q "skip-recompute: the plan recomputes nothing" "$tmp/err"; then ok; else bad "skip-recompute without recomputation: exit $rc"; fi
 
 # a bad HAP_FAULT is one clear line, not a silent pass
 HAP_FAULT=nosuch mpirun --oversubscribe -np 2 "$run" "$tmp/dp.json" -m "$mlp" -c cpu-2 --check \

@@ -223,9 +223,11 @@ Test(synth_policy, lowering_prices_repeats_recomputation_and_the_update) {
   cr_assert_eq(w.bytes, 272 * 28);
   cr_assert_eq(hap_lowered_work(lw, u, 0, &w0, &err), HAP_OK, "%s", err.msg);
   cr_assert_eq(w0.bytes, 272 * 12, "the executor's work stays SGD's");
-  /* the executor's graph keeps the whole batch; the priced one is a micro-batch */
+  /* the group's graph keeps the whole batch; the executed and the priced one are a micro-batch */
   cr_assert_eq(lw->local_graph, g);
   cr_assert_eq(lw->priced_graph->tensors[hap_graph_find_tensor(g, "x")].shape.dims[0], 4);
+  cr_assert_eq(lw->exec_graph->tensors[hap_graph_find_tensor(g, "x")].shape.dims[0], 4);
+  cr_assert_eq(lw0->exec_graph, g, "one micro-batch: the graph itself");
   cr_assert_gt(t, t0, "recomputation and twice the launches cost time");
   hap_lowered_destroy(lw0);
   hap_lowered_destroy(lw);

@@ -20,7 +20,8 @@
  * recomputed node's forward (or a dropped tensor's forward collective) run again before its
  * backward task (recompute_of), the policy's optimizer pass, gradient reductions in the gradient's
  * precision, ZeRO-3 parameters gathered twice (forward and backward). The executor's work
- * (hap_lowered_work) stays that of local_graph.
+ * (hap_lowered_work) is that of exec_graph: one micro-batch of local_graph in float32 (hap-run
+ * stores half precision as rounded float32 values) and the SGD update.
  * Ownership: hap_lower returns an owned hap_lowered freed with hap_lowered_destroy; it borrows the
  * plan and the graph, which must outlive it. */
 #ifndef HAP_LOWER_H
@@ -91,6 +92,9 @@ typedef struct hap_lowered {
   /* what the simulator prices: one micro-batch of local_graph in the policy's compute precision
    * (hap_graph_for_policy); local_graph itself under the default policy (owned otherwise) */
   const hap_graph *priced_graph;
+  /* what the executor runs: one micro-batch of local_graph, float32 (local_graph itself with one
+   * micro-batch; owned otherwise) */
+  const hap_graph *exec_graph;
   int32_t n_tasks;
   hap_task *tasks; /* every device's order: per stream, tasks run in id order */
   int32_t *deps;
