@@ -88,6 +88,11 @@ struct hap_run {
   hap_loss_scaler scaler; /* loss scale S: 1 except fp16 */
   int64_t opt_steps;      /* optimizer steps taken (skipped ones not counted) */
   int8_t update_state;    /* this iteration: 0 not decided, 1 update, -1 skip (overflow) */
+  /* per task, last iteration: its runs, and their time without the recomputation nested in them */
+  int32_t *runs;
+  double *own_s;      /* s */
+  double recompute_s; /* recomputation inside the running task, s */
+  int32_t depth;      /* forward_again nesting */
   /* Communication scratch, kept across tasks and iterations: MPI is ~10x slower on a buffer it
    * has not seen (a fresh 1 MiB reduce-scatter: 0.5 ms instead of 0.05 ms here). */
   void *scratch[SCRATCH_SLOTS];
@@ -357,7 +362,10 @@ static hap_status plan_policy(hap_run *r, hap_err *err) {
   bool *bwd_per_micro = calloc(ns, sizeof *bwd_per_micro);
   r->state_stale = calloc(ns, sizeof *r->state_stale);
   r->fwd_task = malloc(ns * sizeof *r->fwd_task);
-  if (!bwd_per_micro || !r->state_stale || !r->fwd_task) {
+  size_t ntasks = (size_t)(lw->n_tasks > 0 ? lw->n_tasks : 1);
+  r->runs = calloc(ntasks, sizeof *r->runs);
+  r->own_s = calloc(ntasks, sizeof *r->own_s);
+  if (!bwd_per_micro || !r->state_stale || !r->fwd_task || !r->runs || !r->own_s) {
     free(bwd_per_micro);
     return oom(err);
   }
@@ -499,6 +507,8 @@ void hap_run_destroy(hap_run *r) {
   hap_recompute_map_free(&r->rmap);
   free(r->state_stale);
   free(r->fwd_task);
+  free(r->runs);
+  free(r->own_s);
   if (r->state != NULL)
     for (int32_t k = 0; k < r->p->n_steps; k++)
       hap_kernel_state_free(&r->state[k]);
@@ -1056,9 +1066,15 @@ static hap_status forward_again(hap_run *r, int32_t t, hap_err *err) {
     return hap_err_set(err, HAP_EINVAL,
                        "hap-run: recomputation: a dropped tensor has no forward task");
   const hap_task *k = &r->lw->tasks[t];
-  HAP_TRY(ready(r, k, err));
-  double kernel_s = -1;
-  return forward(r, k, t, &kernel_s, err);
+  double kernel_s = -1, t0 = hap_clock_s();
+  r->depth++;
+  hap_status st = ready(r, k, err);
+  if (st == HAP_OK)
+    st = forward(r, k, t, &kernel_s, err);
+  r->depth--;
+  if (r->depth == 0) /* the outermost: its time holds the nested ones */
+    r->recompute_s += hap_clock_s() - t0;
+  return st;
 }
 
 /* Micro-batch mb begins: its inputs in place, the gradients that restart every micro-batch zero. */
@@ -1102,6 +1118,8 @@ hap_status hap_run_iteration(hap_run *r, double *start_s, double *end_s, hap_err
   r->staging_s = 0;
   r->loss_part = 0;
   r->update_state = 0;
+  memset(r->runs, 0, (size_t)r->lw->n_tasks * sizeof *r->runs);
+  memset(r->own_s, 0, (size_t)r->lw->n_tasks * sizeof *r->own_s);
   const hap_lowered *lw = r->lw;
   for (int32_t mb = 0; mb < r->micro; mb++) {
     start_micro_batch(r, mb);
@@ -1118,6 +1136,7 @@ hap_status hap_run_iteration(hap_run *r, double *start_s, double *end_s, hap_err
         *r->o.current_task = (sig_atomic_t)t;
       if (r->o.on_task != NULL)
         r->o.on_task(r->o.on_task_ctx, t);
+      r->recompute_s = 0;
       double t0 = hap_clock_s(), kernel_s = -1;
       hap_status st = run_task(r, k, t, &kernel_s, err);
       double t1 = kernel_s >= 0 ? t0 + kernel_s : hap_clock_s(); /* device time: no staging */
@@ -1127,15 +1146,13 @@ hap_status hap_run_iteration(hap_run *r, double *start_s, double *end_s, hap_err
       }
       /* a task run in several micro-batches: its summed time, from its first start (as the
        * simulator draws a repeated task) */
-      bool first = mb == 0 || (k->repeats <= 1 && k->phase != HAP_PHASE_FWD);
       if (start_s != NULL && end_s != NULL) {
-        if (first) {
-          start_s[t] = t0;
-          end_s[t] = t1;
-        } else {
-          end_s[t] += t1 - t0;
-        }
+        if (r->runs[t] == 0)
+          start_s[t] = end_s[t] = t0;
+        end_s[t] += t1 - t0;
       }
+      r->runs[t]++;
+      r->own_s[t] += t1 - t0 - r->recompute_s;
     }
     if (!r->seeded) { /* a task list without backward tasks: the loss is still counted */
       HAP_TRY(seed_loss(r, err));
@@ -1204,6 +1221,15 @@ hap_status hap_run_gather_grad(hap_run *r, int32_t tensor, float *full, hap_err 
     memcpy(full, whole, (size_t)total * sizeof *full);
   free(whole);
   return st;
+}
+
+int32_t hap_run_task_runs(const hap_run *r, int32_t t, double *own_s) {
+  if (t < 0 || t >= r->lw->n_tasks) {
+    *own_s = 0;
+    return 0;
+  }
+  *own_s = r->own_s[t];
+  return r->runs[t];
 }
 
 double hap_run_loss_part(const hap_run *r) {

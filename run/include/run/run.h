@@ -1,7 +1,9 @@
 /* run.h — the plan runner: executes the lowered task list (plan/lower.h) of one plan on this rank
  * with real values: kernels from kernels/, layout changes through the comm table (comm.h),
- * SGD updates, and a timestamp pair per task. Every rank of the communicator runs the same tasks
- * in the same order (the plan is SPMD), rank r being plan device r.
+ * optimizer updates, and a timestamp pair per task; the plan's training policy (micro-batches,
+ * recomputation, optimizer, emulated half-precision storage) as docs/execution.md describes. Every
+ * rank of the communicator runs the same tasks in the same order (the plan is SPMD), rank r being
+ * plan device r.
  *
  * Data: each (tensor, layout) the program makes available is one buffer holding this rank's box
  * of the tensor (box.h: Identity and Reduce the whole tensor, Gather(d) the rank's slice), and
@@ -9,11 +11,11 @@
  * deterministic values, so any rank count and any plan see the same model and data.
  * Gradient conventions: the gradient of a property is the dual layout's (Identity <-> Reduce,
  * Gather(d) <-> Gather(d)); the loss gradient is seeded with 1 (on every rank for a Reduce loss,
- * on rank 0 for an Identity one).
+ * on rank 0 for an Identity one), times the loss scale under fp16, over the micro-batches and
+ * replicas of a batch-mean loss.
  * Ownership: hap_run_create returns an owned runner freed with hap_run_destroy; it borrows the
- * lowered plan, the graph, the comm and the kernel table's ctx, which must outlive it. Only
- * float32 activations and
- * parameters (int64/int32 index inputs) are supported. */
+ * lowered plan, the graph, the comm and the kernel table's ctx, which must outlive it. The graph's
+ * float tensors are float32 (int64/int32 index inputs); half precision comes from the policy. */
 #ifndef HAP_RUN_RUN_H
 #define HAP_RUN_RUN_H
 
@@ -66,10 +68,12 @@ hap_status hap_run_create(hap_lowered *lw, const hap_graph *g, hap_comm *comm,
                           const hap_run_options *o, hap_run **out, hap_err *err);
 void hap_run_destroy(hap_run *r);
 
-/* One training iteration: forward, backward, update. start_s / end_s (may be NULL) get each
- * task's times on this rank's clock (s, hap_clock_s), n_tasks entries; a compute task whose
- * kernel table reports a device time ends at start + that time (staging copies excluded). A
- * failure names the task (and, for communication, the peer error). */
+/* One training iteration: forward, backward, update, under the plan's training policy
+ * (docs/execution.md "Training policies"). start_s / end_s (may be NULL) get each task's times on
+ * this rank's clock (s, hap_clock_s), n_tasks entries; a compute task whose kernel table reports
+ * a device time ends at start + that time (staging copies excluded). A task run in several
+ * micro-batches starts at its first run and lasts the runs' summed time (recomputation inside
+ * them included). A failure names the task (and, for communication, the peer error). */
 hap_status hap_run_iteration(hap_run *r, double *start_s, double *end_s, hap_err *err);
 
 /* The last iteration's loss, the same value on every rank (collective). */
@@ -78,6 +82,11 @@ hap_status hap_run_loss(hap_run *r, double *loss, hap_err *err);
 /* Parameter `tensor`'s gradient of the last iteration as a full tensor (float32, numel
  * elements) on rank 0 (collective; `full` is only written on rank 0 and may be NULL elsewhere). */
 hap_status hap_run_gather_grad(hap_run *r, int32_t tensor, float *full, hap_err *err);
+
+/* How often task t ran in the last iteration (its micro-batches), and in *own_s the time of
+ * those runs without the recomputation that ran inside them (s; host clock, or the kernel
+ * table's device time). start_s/end_s of hap_run_iteration hold the runs' sum with it. */
+int32_t hap_run_task_runs(const hap_run *r, int32_t t, double *own_s);
 
 /* This rank's share of the last iteration's loss (what hap_run_loss sums over the ranks; no
  * communication). */
