@@ -1286,7 +1286,9 @@ hap_status hap_run_gather_copies(hap_run *r, int32_t tensor, hap_run_quantity q,
   int32_t id =
       r->zero_shard[tensor] >= 0 ? r->zero_shard[tensor] : r->out[(size_t)src * HAP_MAX_OP_OUTPUTS];
   rprop *p = &r->props[id];
-  const float *mine = q == HAP_RUN_GRADIENT ? grad_of(r, id, err) : (const float *)p->val;
+  const float *mine = q == HAP_RUN_GRADIENT ? grad_of(r, id, err)
+                      : p->master != NULL   ? p->master /* mixed precision: the float32 master */
+                                            : (const float *)p->val;
   if (mine == NULL)
     return HAP_ENOMEM;
   hap_comm *w = r->world;

@@ -97,7 +97,8 @@ double hap_run_loss_part(const hap_run *r);
 typedef enum hap_run_quantity { HAP_RUN_GRADIENT, HAP_RUN_VALUE } hap_run_quantity;
 
 /* Every world rank's stored copy of one parameter: the copy the update reads and writes (the
- * ZeRO shard, else the whole tensor or the rank's slice), as boxes in the parameter's global
+ * ZeRO shard, else the whole tensor or the rank's slice; its float32 master under mixed
+ * precision, and its gradient as stored, times the loss scale), as boxes in the parameter's global
  * coordinates. A copy with the same box and the same bytes as a lower rank's (replicas, as they
  * should be) is not sent again: same_as names that rank (64-bit digests of the bytes decide, so a
  * difference hides only behind a digest collision). Owned; free with hap_run_copies_free. */
