@@ -4,18 +4,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/half.h"
 #include "kernels/kernels.h"
+#include "kernels/optim.h"
 #include "run/box.h"
 #include "run/init.h"
 
 struct hap_reference {
   const hap_graph *g; /* borrowed */
   uint64_t seed;
+  hap_train_policy pol;
+  hap_dtype dt; /* the compute dtype: F32, or F16 / BF16 emulated in float32 storage */
   double loss;
-  void **value;   /* [n_tensors] forward values, the tensor's dtype */
+  void **value;   /* [n_tensors] forward values, the tensor's dtype (float: rounded to dt) */
   float **grad;   /* [n_tensors] gradients; after the run only trainable parameters keep theirs */
+  float **master; /* [n_tensors] mixed precision: trainable parameters' float32 masters */
+  float **m, **v; /* [n_tensors] optimizer state of trainable parameters (NULL: not used) */
   void **scratch; /* [n_tensors] activations of perturbed forwards (lazily allocated) */
   bool *dirty;    /* [n_tensors] downstream of the perturbed element in the current forward */
+  hap_loss_scaler scaler; /* the scale the next pass seeds */
+  double pass_scale;      /* S the last pass seeded: its gradients are scaled by it */
+  int64_t steps;          /* optimizer steps taken (skipped ones not counted) */
+  bool skipped;           /* the last update was skipped (fp16 overflow) */
 };
 
 static uint64_t mix64(uint64_t z) {
@@ -51,9 +61,18 @@ void hap_reference_destroy(hap_reference *ref) {
       free(ref->grad[t]);
     if (ref->scratch)
       free(ref->scratch[t]);
+    if (ref->master)
+      free(ref->master[t]);
+    if (ref->m)
+      free(ref->m[t]);
+    if (ref->v)
+      free(ref->v[t]);
   }
   free(ref->value);
   free(ref->grad);
+  free(ref->master);
+  free(ref->m);
+  free(ref->v);
   free(ref->scratch);
   free(ref->dirty);
   free(ref);
@@ -70,7 +89,25 @@ const float *hap_reference_grad(const hap_reference *ref, int32_t t) {
 const void *hap_reference_value(const hap_reference *ref, int32_t t) {
   if (t < 0 || t >= ref->g->n_tensors)
     return NULL;
+  return ref->master[t] ? ref->master[t] : ref->value[t];
+}
+
+const void *hap_reference_compute_value(const hap_reference *ref, int32_t t) {
+  if (t < 0 || t >= ref->g->n_tensors)
+    return NULL;
   return ref->value[t];
+}
+
+const hap_train_policy *hap_reference_policy(const hap_reference *ref) { return &ref->pol; }
+double hap_reference_loss_scale(const hap_reference *ref) { return ref->pass_scale; }
+double hap_reference_next_loss_scale(const hap_reference *ref) { return ref->scaler.scale; }
+bool hap_reference_skipped(const hap_reference *ref) { return ref->skipped; }
+int64_t hap_reference_steps(const hap_reference *ref) { return ref->steps; }
+
+/* Emulated storage in the compute dtype: round a float32 buffer of tensor t (nothing in fp32). */
+static void store_rounded(const hap_reference *ref, int32_t t, float *buf) {
+  if (ref->dt != HAP_F32 && ref->g->tensors[t].dtype == HAP_F32)
+    (void)hap_round_array(ref->dt, buf, hap_tensor_numel(&ref->g->tensors[t]));
 }
 
 /* Only float32 tensors, and int64 / int32 inputs and the activations layout ops make of them. */
@@ -109,9 +146,14 @@ static hap_status forward_node(const hap_reference *ref, int32_t n, void *const 
                        .in = in,
                        .out = NULL};
   hap_status st = hap_kernel_forward(&c, out, state, err);
-  if (st != HAP_OK)
+  if (st != HAP_OK) {
     hap_err_prefix(err, "reference run: forward of node '%s'", node->name);
-  return st;
+    return st;
+  }
+  for (int o = 0; o < node->n_outputs; o++) /* the loss stays float32 (autocast) */
+    if (node->outputs[o] != g->loss)
+      store_rounded(ref, node->outputs[o], out[o]);
+  return HAP_OK;
 }
 
 static hap_status backward_node(const hap_reference *ref, int32_t n, const hap_kernel_state *state,
@@ -144,9 +186,17 @@ static hap_status backward_node(const hap_reference *ref, int32_t n, const hap_k
                        .in = in,
                        .out = out};
   hap_status st = hap_kernel_backward(&c, dout, din, state, err);
-  if (st != HAP_OK)
+  if (st != HAP_OK) {
     hap_err_prefix(err, "reference run: backward of node '%s'", node->name);
-  return st;
+    return st;
+  }
+  bool fp32_param_grads = ref->pol.grad_accum == HAP_GRAD_FP32;
+  for (int i = 0; i < node->n_inputs; i++) {
+    int32_t t = node->inputs[i];
+    if (din[i] && !(fp32_param_grads && trainable(&g->tensors[t])))
+      store_rounded(ref, t, din[i]);
+  }
+  return HAP_OK;
 }
 
 /* Every tensor's buffer; leaves (parameters, buffers, inputs) get init.h's values. */
@@ -157,9 +207,27 @@ static hap_status init_values(hap_reference *ref, hap_err *err) {
     ref->value[t] = calloc((size_t)hap_tensor_numel(tn), (size_t)hap_dtype_size(tn->dtype));
     if (!ref->value[t])
       return hap_err_set(err, HAP_ENOMEM, "reference run: out of memory for tensor '%s'", tn->name);
-    if (tn->kind != HAP_TENSOR_ACTIVATION) {
-      hap_box b = hap_box_full(&tn->shape);
-      HAP_TRY(hap_init_fill(g, t, ref->seed, &b, ref->value[t], err));
+    if (tn->kind == HAP_TENSOR_ACTIVATION)
+      continue;
+    hap_box b = hap_box_full(&tn->shape);
+    HAP_TRY(hap_init_fill(g, t, ref->seed, &b, ref->value[t], err));
+    size_t bytes = tensor_bytes(tn);
+    if (ref->dt != HAP_F32 && trainable(tn)) { /* the master keeps the float32 value */
+      ref->master[t] = malloc(bytes > 0 ? bytes : 1);
+      if (!ref->master[t])
+        return hap_err_set(err, HAP_ENOMEM, "reference run: out of memory for the master of '%s'",
+                           tn->name);
+      memcpy(ref->master[t], ref->value[t], bytes);
+    }
+    store_rounded(ref, t, ref->value[t]);
+    int nb = trainable(tn) ? hap_optim_state_buffers(ref->pol.optimizer) : 0;
+    float **state[2] = {ref->m, ref->v};
+    for (int k = 0; k < nb && k < 2; k++) {
+      state[k][t] = calloc((size_t)hap_tensor_numel(tn) + 1, sizeof(float));
+      if (!state[k][t])
+        return hap_err_set(err, HAP_ENOMEM,
+                           "reference run: out of memory for the optimizer state of '%s'",
+                           tn->name);
     }
   }
   return HAP_OK;
@@ -174,7 +242,7 @@ static hap_status pass(hap_reference *ref, hap_kernel_state *states, hap_err *er
     HAP_TRY(forward_node(ref, n, ref->value, &states[n], err));
   ref->loss = (double)*(const float *)ref->value[g->loss];
 
-  /* gradients: zeroed buffers for every tensor that needs one; dL/dloss = 1 */
+  /* gradients: zeroed buffers for every tensor that needs one; dL/dloss = S */
   for (int32_t t = 0; t < nt; t++) {
     const hap_tensor *tn = &g->tensors[t];
     if (!tn->requires_grad)
@@ -191,7 +259,8 @@ static hap_status pass(hap_reference *ref, hap_kernel_state *states, hap_err *er
   if (!ref->grad[g->loss]) /* validation guarantees it */
     return hap_err_set(err, HAP_EINVAL, "reference run: loss '%s' depends on no parameter",
                        g->tensors[g->loss].name);
-  ref->grad[g->loss][0] = 1.0f;
+  ref->pass_scale = ref->scaler.scale;
+  ref->grad[g->loss][0] = (float)ref->pass_scale;
   for (int32_t n = g->n_nodes - 1; n >= 0; n--) {
     HAP_TRY(backward_node(ref, n, &states[n], err));
     hap_kernel_state_free(&states[n]);
@@ -219,20 +288,36 @@ static hap_status run_pass(hap_reference *ref, hap_err *err) {
 }
 
 hap_status hap_reference_run(const hap_graph *g, uint64_t seed, hap_reference **out, hap_err *err) {
+  return hap_reference_run_policy(g, seed, NULL, out, err);
+}
+
+hap_status hap_reference_run_policy(const hap_graph *g, uint64_t seed, const hap_train_policy *pol,
+                                    hap_reference **out, hap_err *err) {
   *out = NULL;
   if (!g || g->loss < 0 || g->loss >= g->n_tensors)
     return hap_err_set(err, HAP_EINVAL, "reference run: the graph has no loss (not validated?)");
+  hap_train_policy p = pol ? *pol : hap_policy_default();
+  if (hap_policy_check(&p, err) != HAP_OK) {
+    hap_err_prefix(err, "reference run");
+    return HAP_EINVAL;
+  }
   HAP_TRY(check_dtypes(g, err));
   hap_reference *ref = calloc(1, sizeof *ref);
   if (!ref)
     return hap_err_set(err, HAP_ENOMEM, "reference run: out of memory");
   ref->g = g;
   ref->seed = seed;
+  ref->pol = p;
+  ref->dt = hap_policy_compute_dtype(&p);
+  ref->scaler = hap_loss_scaler_start(p.precision);
   size_t nt = (size_t)g->n_tensors;
   ref->value = calloc(nt, sizeof *ref->value);
   ref->grad = calloc(nt, sizeof *ref->grad);
+  ref->master = calloc(nt, sizeof *ref->master);
+  ref->m = calloc(nt, sizeof *ref->m);
+  ref->v = calloc(nt, sizeof *ref->v);
   hap_status st = HAP_OK;
-  if (!ref->value || !ref->grad)
+  if (!ref->value || !ref->grad || !ref->master || !ref->m || !ref->v)
     st = hap_err_set(err, HAP_ENOMEM, "reference run: out of memory");
   if (st == HAP_OK)
     st = init_values(ref, err);
@@ -248,9 +333,34 @@ hap_status hap_reference_run(const hap_graph *g, uint64_t seed, hap_reference **
 
 void hap_reference_update(hap_reference *ref, double lr) {
   const hap_graph *g = ref->g;
-  for (int32_t t = 0; t < g->n_tensors; t++)
-    if (trainable(&g->tensors[t]))
-      hap_kernel_sgd(ref->value[t], ref->grad[t], (float)lr, hap_tensor_numel(&g->tensors[t]));
+  ref->skipped = false;
+  if (ref->scaler.dynamic) { /* fp16: a non-finite gradient skips the step */
+    bool finite = true;
+    for (int32_t t = 0; t < g->n_tensors && finite; t++)
+      if (trainable(&g->tensors[t]))
+        finite = hap_all_finite(ref->grad[t], hap_tensor_numel(&g->tensors[t]));
+    if (!finite) {
+      ref->skipped = true;
+      hap_loss_scaler_after(&ref->scaler, true);
+      return;
+    }
+  }
+  ref->steps++;
+  hap_optim_hyper h = hap_optim_defaults(lr);
+  for (int32_t t = 0; t < g->n_tensors; t++) {
+    const hap_tensor *tn = &g->tensors[t];
+    if (!trainable(tn))
+      continue;
+    int64_t n = hap_tensor_numel(tn);
+    float *w = ref->master[t] ? ref->master[t] : ref->value[t];
+    hap_optim_step(ref->pol.optimizer, &h, ref->steps, w, ref->grad[t], 1.0 / ref->pass_scale,
+                   ref->m[t], ref->v[t], n);
+    if (ref->master[t]) { /* the compute copy */
+      memcpy(ref->value[t], w, (size_t)n * sizeof(float));
+      store_rounded(ref, t, ref->value[t]);
+    }
+  }
+  hap_loss_scaler_after(&ref->scaler, false);
 }
 
 hap_status hap_reference_iterate(hap_reference *ref, hap_err *err) { return run_pass(ref, err); }

@@ -432,7 +432,8 @@ static int run(const opts *o, hap_comm *comm) {
     goto out;
   }
   bool check_ok = true;
-  if (o->check && (st = hap_checker_create(g, comm, o->seed, o->lr, &checker, &err)) != HAP_OK)
+  if (o->check &&
+      (st = hap_checker_create(g, comm, o->seed, o->lr, NULL, &checker, &err)) != HAP_OK)
     goto out;
   if (o->check && (check_res = calloc(1, sizeof *check_res)) == NULL) {
     st = hap_err_set(&err, HAP_ENOMEM, "out of memory");

@@ -1,19 +1,50 @@
 /* check.h — hap-run --check: after each of a distributed run's first iterations, compare it with
  * the single-device reference run (reference.h) trained the same way (same initial values,
- * inputs, dropout masks and SGD learning rate), so the first iteration that differs is the one
- * reported. Compared, and any non-finite value fails:
+ * inputs, dropout masks, learning rate and training policy), so the first iteration that differs
+ * is the one reported. Compared, and any non-finite value fails:
  *   - the iteration's loss (each rank's share checked for being finite);
  *   - every world rank's copy of every trainable parameter's gradient of the iteration (all
- *     replicas, shards and ZeRO shards: a rank that drifts from the others shows);
- *   - every rank's copy of every trainable parameter after the iteration's update.
- * Tolerances (relative; the constants below are the ones applied and printed):
+ *     replicas, shards and ZeRO shards: a rank that drifts from the others shows), as stored
+ *     (scaled by the loss scale S in both runs: the same units);
+ *   - every rank's copy of every trainable parameter after the iteration's update (the float32
+ *     master in mixed precision).
+ * Tolerances (relative; hap_check_tolerances_for gives the ones applied and printed):
  *   loss       |loss - ref| / |ref|
  *   gradient   max |g - ref| over the copy / the tensor's largest |ref gradient|, floored at
- *              1e-3 of the model's largest (a tensor whose true gradient is ~0, e.g. attention's
+ *              `floor` of the model's largest (a tensor whose true gradient is ~0, e.g. attention's
  *              key bias, holds rounding noise in both runs)
- *   parameter  (max |w - ref| less HAP_CHECK_PARAM_ULPS float32 ulps of ref) / the tensor's largest
- *              update |ref - initial| (same floor): the value itself is ~1e3 times larger than
- *              its update at the default learning rate, so it is measured against the update.
+ *   parameter  (max |w - ref| less param_ulps float32 ulps of ref, less Adam's allowance) / the
+ *              tensor's largest update |ref - initial| (same floor): the value itself is ~1e3
+ *              times larger than its update at the default learning rate, so it is measured
+ *              against the update.
+ * fp32 (any optimizer) keeps the constants below: 1e-4 each, floor 1e-3, 2 ulps.
+ * Mixed precision: rounding to the compute dtype D at every stored tensor dominates. Unit
+ * roundoff u: bfloat16 keeps 8 significant bits, u = 2^-8 ~ 3.9e-3; float16 11 bits, u = 2^-11
+ * ~ 4.9e-4. A distributed run rounds partial results (row-parallel partial sums, data-parallel
+ * gradient partials) where the reference rounds whole ones, and the differences grow through the
+ * layers and through cancelling sums (a weight gradient sums batch x sequence terms of either
+ * sign). Measured on the zoo's small configurations (tests/run/test_check.sh's but vgg19) with a
+ * single-device emulation of the worst case (one extra rounding error at every GEMM output and
+ * input gradient), over the first two steps taken: the loss differs by <= 1.2e-3 (bf16) / 1.8e-4
+ * (fp16); gradients by <= 0.10 (bf16) / 0.06 (fp16) of the tensor's largest gradient floored at
+ * 0.1 of the model's (0.2 at 4 layers, or later in training where top-2 routing flips), but up to
+ * 0.4 with the fp32 floor 1e-3, where a small tensor's gradient is all cancellation. Hence: loss
+ * ~u (bf16 4e-3, fp16 1e-3 = 2u), gradient and parameter 0.25 with the floor at 0.1. This catches
+ * wrong factors (a missing all-reduce, an unscaled or doubly scaled gradient, a wrong learning
+ * rate, a step not skipped) but not errors of a few roundings; two further exact checks cover mixed
+ * precision's own steps: under grad_accum=half every gradient element must be a value of D, and an
+ * iteration whose step the reference skipped (fp16 overflow) compares no gradients (they hold Inf)
+ * but requires every parameter unchanged. Adam and AdamW (any precision): the step divides each
+ * element's moment by the root of its second moment, so an element whose gradient is rounding noise
+ * in both runs (true gradient ~0, e.g. attention's key bias) moves by ~lr with a sign of chance in
+ * each run, a difference of up to twice its update. So each element gets an allowance built from
+ * the gradient differences measured on it: with e the largest relative difference |g - ref| / |ref|
+ * of its gradient over the rank copies and iterations so far, a step t changes Adam's m^/sqrt(v^)
+ * by at most B_t min(2, 2e / (1 - e)) (first order, Cauchy-Schwarz), B_t = sqrt(sum_k a_k^2 / b_k)
+ * the largest |m^/sqrt(v^)| any gradient history gives (a_k, b_k the weights of step k's gradient
+ * in m^ and v^; B_1 = 1); the allowance is lr times that, summed over the steps taken. An element
+ * with a sound gradient (e ~ 1e-7 in fp32) is held to the relative tolerance; a noise element
+ * may differ by up to 2 lr per step.
  * Ownership: plain values. */
 #ifndef HAP_RUN_CHECK_H
 #define HAP_RUN_CHECK_H
@@ -24,16 +55,41 @@
 #include "base/status.h"
 #include "exec/comm.h"
 #include "model/graph.h"
+#include "model/policy.h"
 #include "run/run.h"
 
-#define HAP_CHECK_LOSS_TOL       1e-4
-#define HAP_CHECK_GRAD_TOL       1e-4
-#define HAP_CHECK_PARAM_TOL      1e-4
-#define HAP_CHECK_PARAM_ULPS     2
-#define HAP_CHECK_FLOOR          1e-3 /* of the model's largest gradient / update */
-#define HAP_CHECK_MIN_ITERATIONS 2    /* so that an update is inside what is compared */
-#define HAP_CHECK_MAX_REPORTED   16
-#define HAP_CHECK_LINE           320
+#define HAP_CHECK_LOSS_TOL   1e-4
+#define HAP_CHECK_GRAD_TOL   1e-4
+#define HAP_CHECK_PARAM_TOL  1e-4
+#define HAP_CHECK_PARAM_ULPS 2
+#define HAP_CHECK_FLOOR      1e-3 /* of the model's largest gradient / update */
+/* Mixed precision (see above): */
+#define HAP_CHECK_BF16_LOSS_TOL   4e-3 /* ~u = 2^-8 */
+#define HAP_CHECK_FP16_LOSS_TOL   1e-3 /* ~2u = 2^-10 */
+#define HAP_CHECK_MIXED_GRAD_TOL  0.25
+#define HAP_CHECK_MIXED_PARAM_TOL 0.25
+#define HAP_CHECK_MIXED_FLOOR     0.1
+#define HAP_CHECK_MIN_ITERATIONS  2 /* so that an update is inside what is compared */
+#define HAP_CHECK_MAX_REPORTED    16
+#define HAP_CHECK_LINE            320
+
+/* The tolerances a policy's check applies (and hap-run prints). */
+typedef struct hap_check_tolerances {
+  double loss, grad, param; /* relative, as defined above */
+  int32_t param_ulps;       /* float32 ulps of the value forgiven beyond it */
+  double floor;             /* of the model's largest gradient / update */
+  bool adam_allowance;      /* Adam / AdamW: the per-element allowance above */
+} hap_check_tolerances;
+
+/* fp32: HAP_CHECK_LOSS_TOL, _GRAD_TOL, _PARAM_TOL, _PARAM_ULPS, _FLOOR exactly (the default
+ * policy's check is the one from before policies); bf16 / fp16: the mixed-precision constants.
+ * adam_allowance for Adam and AdamW. NULL: the default policy. */
+hap_check_tolerances hap_check_tolerances_for(const hap_train_policy *p);
+
+/* B_t = sqrt(sum_k a_k^2 / b_k), k = 1..t: the largest |m^ / sqrt(v^)| of Adam's step t (moment
+ * decay rates beta1, beta2) over all gradient histories; attained by g_k proportional to
+ * a_k / b_k. B_1 = 1. */
+double hap_check_adam_ratio_bound(double beta1, double beta2, int64_t t);
 
 typedef struct hap_check_result {
   bool passed;                          /* this iteration; on every rank */
@@ -43,6 +99,9 @@ typedef struct hap_check_result {
   int32_t n_params;                     /* trainable parameters compared */
   int32_t n_copies;                     /* rank copies compared, per quantity */
   int32_t n_floored;                    /* tensors whose gradient scale was the floor */
+  int32_t n_skipped;  /* iterations so far whose step the reference skipped (fp16 overflow): their
+                         gradients were not compared */
+  int32_t steps;      /* optimizer steps the reference has taken (skipped ones not counted) */
   int32_t n_failures; /* this iteration's failing (tensor, quantity, rank) copies, and the loss */
   /* the largest min(n_failures, HAP_CHECK_MAX_REPORTED) failures, largest first, one line each,
    * with their relative sizes (INFINITY: not finite) */
@@ -52,11 +111,14 @@ typedef struct hap_check_result {
 
 typedef struct hap_checker hap_checker;
 
-/* A checker for runs of graph g with `seed` and learning rate `lr` over `world` (the runner's
- * world; borrowed, as g): rank 0 will keep the reference, built at the first compare. Owned;
+/* A checker for runs of graph g with `seed`, learning rate `lr` and training policy `policy`
+ * (NULL: the default; copied) over `world` (the runner's world; borrowed, as g): rank 0 will keep
+ * the reference, built at the first compare. An invalid policy is HAP_EINVAL. Owned;
  * hap_checker_destroy. */
 hap_status hap_checker_create(const hap_graph *g, hap_comm *world, uint64_t seed, double lr,
-                              hap_checker **out, hap_err *err);
+                              const hap_train_policy *policy, hap_checker **out, hap_err *err);
+/* The tolerances this checker applies (hap_check_tolerances_for its policy). */
+hap_check_tolerances hap_checker_tolerances(const hap_checker *c);
 
 /* Collective: `run` has just finished its next iteration (the first call: iteration 1). Rank 0
  * advances the reference by one iteration and fills *res (zero it before the first call; the
