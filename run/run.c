@@ -87,6 +87,7 @@ struct hap_run {
   int32_t *fwd_task;      /* [steps]: the forward task of a compute step, -1 */
   hap_loss_scaler scaler; /* loss scale S: 1 except fp16 */
   int64_t opt_steps;      /* optimizer steps taken (skipped ones not counted) */
+  int64_t skipped_steps;  /* fp16: steps skipped for overflowing gradients */
   int8_t update_state;    /* this iteration: 0 not decided, 1 update, -1 skip (overflow) */
   /* per task, last iteration: its runs, and their time without the recomputation nested in them */
   int32_t *runs;
@@ -1165,6 +1166,8 @@ hap_status hap_run_iteration(hap_run *r, double *start_s, double *end_s, hap_err
     hap_loss_scaler_after(&r->scaler, r->update_state < 0);
     if (r->update_state > 0)
       r->opt_steps++;
+    else
+      r->skipped_steps++;
   }
   if (r->loss_owner) { /* HAP_FAULT=nan-loss: this rank's share of the loss */
     float v = (float)r->loss_part;
@@ -1221,6 +1224,10 @@ hap_status hap_run_gather_grad(hap_run *r, int32_t tensor, float *full, hap_err 
     memcpy(full, whole, (size_t)total * sizeof *full);
   free(whole);
   return st;
+}
+
+hap_run_steps hap_run_steps_taken(const hap_run *r) {
+  return (hap_run_steps){r->opt_steps, r->skipped_steps, r->scaler.scale};
 }
 
 int32_t hap_run_task_runs(const hap_run *r, int32_t t, double *own_s) {

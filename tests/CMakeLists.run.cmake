@@ -26,6 +26,27 @@ if(TARGET hap-run AND TARGET hap-synth AND HAP_MPIRUN)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check.sh $<TARGET_FILE:hap-synth>
                    $<TARGET_FILE:hap-run> 4 paper-homo:gpus_per_host=2,hosts=2 megatron-tp
                    ${HAP_CHECK_MODELS})
+  # every training policy of issue 14 (run/test_check_policies.sh): all zoo models but vgg19 on 2
+  # and 4 ranks, and vgg19 (140 M parameters) once under the combined policy on 2 ranks
+  set(HAP_POLICY_MODELS "^(mlp|bert|vit|gpt)")
+  if(HAP_SANITIZE)
+    set(HAP_POLICY_MODELS "^(mlp|gpt)")
+  endif()
+  add_test(NAME run_check_policies_2ranks
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check_policies.sh
+                   $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-run> 2 cpu-2 hap ${HAP_POLICY_MODELS})
+  add_test(NAME run_check_policies_4ranks
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check_policies.sh
+                   $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-run> 4
+                   paper-hetero:gpus_per_host=1,hosts=2 hap ${HAP_POLICY_MODELS})
+  set(HAP_POLICY_TESTS run_check_policies_2ranks run_check_policies_4ranks)
+  if(NOT HAP_SANITIZE)
+    add_test(NAME run_check_policies_vgg19
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check_policies.sh
+                     $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-run> 2 cpu-2 hap "^vgg19"
+                     "precision=bf16,optimizer=adam,recompute=full,micro_batches=4")
+    list(APPEND HAP_POLICY_TESTS run_check_policies_vgg19)
+  endif()
   add_test(NAME run_end_to_end
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_run.sh $<TARGET_FILE:hap-synth>
                    $<TARGET_FILE:hap-run>)
@@ -35,7 +56,7 @@ if(TARGET hap-run AND TARGET hap-synth AND HAP_MPIRUN)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check_faults.sh
                    $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-run> ${HAP_FAULTS_MODE})
   set(HAP_RUN_TESTS run_check_2ranks run_check_4ranks run_check_megatron run_end_to_end
-                    run_check_faults)
+                    run_check_faults ${HAP_POLICY_TESTS})
   set_tests_properties(${HAP_RUN_TESTS} PROPERTIES LABELS "mpi;run" TIMEOUT 900 RUN_SERIAL TRUE)
   if(HAP_SANITIZE)
     # Open MPI's own allocations are not ours to free (tests/profile/lsan-mpi.supp).

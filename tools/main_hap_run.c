@@ -122,13 +122,26 @@ static double quantile(double *v, int n, double q) {
 
 /* ---- --check ------------------------------------------------------------------------- */
 
+/* A tolerance as printed: "1e-04" when that is exactly its value, else 3 significant digits. */
+static const char *tol_text(double v, char *buf, size_t len) {
+  snprintf(buf, len, "%.0e", v);
+  if (strtod(buf, NULL) != v)
+    snprintf(buf, len, "%.3g", v);
+  return buf;
+}
+
 /* After iteration res->iterations + 1: compare with a single-device run (run/check.h); rank 0
- * prints the verdict once it is known (a failure, or the last iteration compared passing). */
+ * prints the verdict once it is known (a failure, or the last iteration compared passing: the
+ * first HAP_CHECK_MIN_ITERATIONS iterations, and on until as many optimizer steps were taken, as
+ * fp16 skips steps while its loss scale overflows). *done: no further iteration is compared. */
 static hap_status check(hap_checker *ck, hap_run *run, hap_comm *comm, hap_check_result *res,
-                        bool *ok, hap_err *err) {
+                        bool *ok, bool *done, hap_err *err) {
   HAP_TRY(hap_checker_compare(ck, run, res, err));
   *ok = res->passed;
-  if (comm->rank != 0 || (res->passed && res->iterations < HAP_CHECK_MIN_ITERATIONS))
+  bool last = res->iterations >= HAP_CHECK_MIN_ITERATIONS &&
+              hap_run_steps_taken(run).taken >= HAP_CHECK_MIN_ITERATIONS;
+  *done = last || !res->passed;
+  if (comm->rank != 0 || (res->passed && !last))
     return HAP_OK;
   printf("check: iteration %d: loss %.9g, single device %.9g, relative error %.2e\n",
          (int)res->iterations, res->loss, res->ref_loss,
@@ -139,14 +152,18 @@ static hap_status check(hap_checker *ck, hap_run *run, hap_comm *comm, hap_check
   if (res->n_failures > shown)
     printf("check: FAILED: ... and %d smaller\n", res->n_failures - shown);
   int copies = res->n_params > 0 ? (int)(res->n_copies / res->n_params) : 0;
+  hap_check_tolerances tol = hap_checker_tolerances(ck);
+  char tl[24], tg[24], tp[24], tf[24];
   if (res->passed)
     printf("check: passed: after %d iterations the loss, %d parameter gradients and %d "
-           "parameters (%d rank copies each) match a single-device run: loss error %.2e <= %.0e, "
-           "gradient error %.2e <= %.0e, parameter error %.2e <= %.0e (of the update, beyond %d "
-           "ulp); %d tensors with gradients below %.0e of the largest measured against that\n",
+           "parameters (%d rank copies each) match a single-device run: loss error %.2e <= %s, "
+           "gradient error %.2e <= %s, parameter error %.2e <= %s (of the update, beyond %d "
+           "ulp%s); %d tensors with gradients below %s of the largest measured against that\n",
            (int)res->iterations, (int)res->n_params, (int)res->n_params, copies, res->loss_err,
-           HAP_CHECK_LOSS_TOL, res->grad_err, HAP_CHECK_GRAD_TOL, res->param_err,
-           HAP_CHECK_PARAM_TOL, HAP_CHECK_PARAM_ULPS, (int)res->n_floored, HAP_CHECK_FLOOR);
+           tol_text(tol.loss, tl, sizeof tl), res->grad_err, tol_text(tol.grad, tg, sizeof tg),
+           res->param_err, tol_text(tol.param, tp, sizeof tp), (int)tol.param_ulps,
+           tol.adam_allowance ? " and Adam's allowance for noise gradients" : "",
+           (int)res->n_floored, tol_text(tol.floor, tf, sizeof tf));
   else
     printf("check: FAILED: %d differences from a single-device run in iteration %d (largest "
            "first; compared: the loss, and %d rank copies of each of %d parameter gradients and "
@@ -172,7 +189,7 @@ static int cmp_abs_err(const void *a, const void *b) {
  * staging_s: the largest rank's mean host<->device copy time per iteration (cuda), s. */
 static void report(const opts *o, const hap_plan_sim *ps, const double *iter_s, int n_iter,
                    const double *meas, int32_t n_ranks, double staging_s, const double *losses,
-                   int n_losses) {
+                   int n_losses, hap_run_steps steps) {
   const hap_lowered *lw = ps->lw;
   double *v = malloc((size_t)n_iter * sizeof *v);
   task_err *errs = malloc((size_t)lw->n_tasks * (size_t)n_ranks * sizeof *errs);
@@ -232,6 +249,12 @@ static void report(const opts *o, const hap_plan_sim *ps, const double *iter_s, 
     for (int i = 0; i < n_losses; i++)
       hap_jw_double(&w, losses[i]);
     hap_jw_end_array(&w);
+    hap_jw_key(&w, "steps_taken");
+    hap_jw_int(&w, steps.taken);
+    hap_jw_key(&w, "steps_skipped"); /* fp16: gradients overflowed at the loss scale */
+    hap_jw_int(&w, steps.skipped);
+    hap_jw_key(&w, "loss_scale");
+    hap_jw_double(&w, steps.loss_scale);
     hap_jw_end_object(&w);
     hap_jw_finish(&w);
   } else {
@@ -248,7 +271,12 @@ static void report(const opts *o, const hap_plan_sim *ps, const double *iter_s, 
              losses[n_losses - 1], n_losses);
     if (!hap_policy_is_default(&lw->plan->policy)) {
       char pol[160];
-      printf("policy      %s\n", hap_policy_brief(&lw->plan->policy, pol, sizeof pol));
+      printf("policy      %s; %lld optimizer steps taken",
+             hap_policy_brief(&lw->plan->policy, pol, sizeof pol), (long long)steps.taken);
+      if (lw->plan->policy.precision == HAP_PREC_FP16)
+        printf(", %lld skipped (fp16 gradients overflowed), loss scale now %g",
+               (long long)steps.skipped, steps.loss_scale);
+      printf("\n");
     }
     if (isfinite(med_rel))
       printf("tasks       median |measured - simulated| / simulated over %d compute tasks >= "
@@ -431,9 +459,9 @@ static int run(const opts *o, hap_comm *comm) {
     st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
     goto out;
   }
-  bool check_ok = true;
+  bool check_ok = true, check_done = false;
   if (o->check &&
-      (st = hap_checker_create(g, comm, o->seed, o->lr, NULL, &checker, &err)) != HAP_OK)
+      (st = hap_checker_create(g, comm, o->seed, o->lr, &plan->policy, &checker, &err)) != HAP_OK)
     goto out;
   if (o->check && (check_res = calloc(1, sizeof *check_res)) == NULL) {
     st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
@@ -460,9 +488,9 @@ static int run(const opts *o, hap_comm *comm) {
       goto out;
     if (i >= o->warmup)
       staging += hap_run_staging_s(run) / o->iters;
-    if (o->check && check_ok && i < HAP_CHECK_MIN_ITERATIONS) {
+    if (o->check && check_ok && !check_done) {
       hap_watchdog_arm();
-      if (check(checker, run, comm, check_res, &check_ok, &err) != HAP_OK) {
+      if (check(checker, run, comm, check_res, &check_ok, &check_done, &err) != HAP_OK) {
         /* the other ranks may be inside a collective of the check: stop them all */
         hap_report(prog, me, "--check: %s", err.msg);
         comm->ops->abort(comm, 1);
@@ -505,12 +533,22 @@ static int run(const opts *o, hap_comm *comm) {
     if (meas != NULL) {
       for (size_t i = 0; i < nt * (size_t)comm->size; i++)
         meas[i] = all_end[i] - all_start[i];
-      report(o, ps, iter_s + o->warmup, o->iters, meas, comm->size, staging_max, losses, total);
+      report(o, ps, iter_s + o->warmup, o->iters, meas, comm->size, staging_max, losses, total,
+             hap_run_steps_taken(run));
       free(meas);
     }
     if (o->trace != NULL &&
         (st = write_trace(o, ps, all_start, all_end, comm->size, &err)) != HAP_OK)
       goto out;
+  }
+  hap_run_steps steps = hap_run_steps_taken(run);
+  if (o->check && check_ok && steps.taken < HAP_CHECK_MIN_ITERATIONS) { /* fails closed */
+    if (me == 0)
+      printf("check: FAILED: only %lld of %d iterations took an optimizer step (fp16's loss scale "
+             "overflowed in %lld; now %g): the updates were not compared, run more iterations "
+             "(--iters)\n",
+             (long long)steps.taken, total, (long long)steps.skipped, steps.loss_scale);
+    check_ok = false;
   }
   rc = check_ok ? 0 : 1;
 out:

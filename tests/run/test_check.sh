@@ -5,7 +5,8 @@
 # judged by the printed errors (check_passed.sh). MODELS (optional): only the zoo specs matching
 # this extended regex. POLICY (optional): the training policy of every plan (hap-synth --policy,
 # e.g. optimizer=adam,micro_batches=4), judged against TOLERANCES "LOSS GRADIENT PARAMETER" (the
-# tolerances --check must print for that policy; default 1e-04 each, fp32 SGD's).
+# tolerances --check must print for that policy; default 1e-04 each, fp32 SGD's). HAP_CHECK_ITERS:
+# timed iterations after the one warm-up (default 1; fp16 needs more, its first steps overflow).
 # Usage: test_check.sh HAP_SYNTH HAP_RUN RANKS CLUSTER [STRATEGIES [MODELS [POLICY [TOLERANCES]]]]
 set -u
 synth=$1 run=$2 ranks=$3 cluster=$4
@@ -38,7 +39,8 @@ for m in "${models[@]}"; do
       fail=$((fail + 1))
       continue
     fi
-    if timeout 600 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c "$cluster" --check -n 1 -w 1 -q \
+    if timeout 600 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c "$cluster" --check \
+      -n "${HAP_CHECK_ITERS:-1}" -w 1 -q \
       >"$tmp/out" 2>&1 && bash "$judge" "$tmp/out" $tolerances >"$tmp/said"; then
       pass=$((pass + 1))
       echo "ok   $m $s: $(cat "$tmp/said")"

@@ -83,6 +83,14 @@ hap_status hap_run_loss(hap_run *r, double *loss, hap_err *err);
  * elements) on rank 0 (collective; `full` is only written on rank 0 and may be NULL elsewhere). */
 hap_status hap_run_gather_grad(hap_run *r, int32_t tensor, float *full, hap_err *err);
 
+/* The optimizer's steps so far: taken, skipped (fp16 gradients that overflowed), and the loss
+ * scale S the next iteration seeds (1 except fp16). The same on every rank. */
+typedef struct hap_run_steps {
+  int64_t taken, skipped;
+  double loss_scale;
+} hap_run_steps;
+hap_run_steps hap_run_steps_taken(const hap_run *r);
+
 /* How often task t ran in the last iteration (its micro-batches), and in *own_s the time of
  * those runs without the recomputation that ran inside them (s; host clock, or the kernel
  * table's device time). start_s/end_s of hap_run_iteration hold the runs' sum with it. */
