@@ -732,9 +732,11 @@ static hap_status compute(hap_run *r, const hap_task *k, int32_t t, bool backwar
     ins[i] = r->props[in[i]].val;
   for (int o = 0; o < node->n_outputs; o++)
     outs_c[o] = outs[o] = r->props[out[o]].val;
+  /* always the shard, even without a Gather (extent 0): a partial-sum passthrough's BIAS_ONCE
+   * (an Identity addend applied by rank 0 only) lives in the variant the shard carries */
   hap_kernel_call call = {node->op,
                           &w->io,
-                          extent > 0 ? &shard : NULL,
+                          &shard,
                           hap_run_node_seed(r->o.seed, node->name),
                           ins,
                           outs_c,

@@ -133,11 +133,13 @@ expect zero-check 0 "${mpi[@]}" "$run" "$tmp/zero.json" -m "$zm" -c "$zc" --chec
 check zero-check-passed bash "$judge" "$tmp/out"
 
 # hand-made gpt plans (tests/data/plans): a parameter made a partial sum by keep_once (its
-# gradient reaches rank 0 only, yet every rank must synchronise it), and a weight all-gathered
-# twice (two gradient reduce-scatters feed one update)
+# gradient reaches rank 0 only, yet every rank must synchronise it), a weight all-gathered
+# twice (two gradient reduce-scatters feed one update), and an Identity addend to a partial sum
+# (add's partial-sum passthrough, BIAS_ONCE without any Gather: rank 0 alone adds wpe.weight and
+# gets its gradient; every rank adding it gave the wrong loss)
 gm="gpt:layers=1,batch=8,seq=8,width=16,heads=2,vocab=32"
 data=$(cd "$(dirname "$0")/../data/plans" && pwd)
-for f in run-gpt-keep-once run-gpt-gathered-twice; do
+for f in run-gpt-keep-once run-gpt-gathered-twice run-gpt-bias-once; do
   expect "$f" 0 "${mpi[@]}" "$run" "$data/$f.json" -m "$gm" -c cpu-2 --check -n 1 -w 1
   check "$f-passed" bash "$judge" "$tmp/out"
 done
