@@ -80,9 +80,10 @@ hap_check_tolerances hap_check_tolerances_for(const hap_train_policy *p) {
                                 p->optimizer == HAP_OPT_ADAM || p->optimizer == HAP_OPT_ADAMW};
   if (p->precision == HAP_PREC_BF16 || p->precision == HAP_PREC_FP16) {
     t.loss = p->precision == HAP_PREC_BF16 ? HAP_CHECK_BF16_LOSS_TOL : HAP_CHECK_FP16_LOSS_TOL;
-    t.grad = HAP_CHECK_MIXED_GRAD_TOL;
-    t.param = HAP_CHECK_MIXED_PARAM_TOL;
+    bool bf16 = p->precision == HAP_PREC_BF16;
+    t.grad = t.param = bf16 ? HAP_CHECK_BF16_NORM_TOL : HAP_CHECK_FP16_NORM_TOL;
     t.floor = HAP_CHECK_MIXED_FLOOR;
+    t.norm = true;
   }
   return t;
 }
@@ -225,7 +226,7 @@ static void rank_list(const hap_run_copies *c, int32_t u, char *buf, size_t size
       len += (size_t)snprintf(buf + len, size - len, ",%d", (int)r);
 }
 
-/* A tolerance as printed: "1e-04" where that is exact, else "0.25". */
+/* A tolerance as printed: "1e-04" where that is exact, else "0.25" (two digits). */
 static const char *tol_text(double tol, char *buf, size_t size) {
   snprintf(buf, size, "%.0e", tol);
   if (strtod(buf, NULL) != tol)
@@ -240,6 +241,9 @@ typedef struct judge {
   int32_t ulps;           /* values: float32 ulps of the reference forgiven */
   const float *allowance; /* values under Adam: per whole-tensor element, else NULL */
   hap_dtype exact;        /* gradients under grad_accum=half: every element a value of this */
+  bool norm;              /* mixed precision: the copy's relative L2 error (check.h) */
+  const float *initial;   /* values: the parameter before the first update (whole tensor) */
+  double floor_rms;       /* norm: the floor as a root-mean-square per element */
 } judge;
 
 /* What one copy showed: the largest error (relative to denom) at box element worst_e, or the
@@ -255,6 +259,7 @@ static copy_verdict copy_error(const judge *j, const hap_box *b, const hap_shape
   box_runs br = {b, s, b->rank > 0 ? b->hi[b->rank - 1] - b->lo[b->rank - 1] : 1};
   int64_t m = hap_box_numel(b);
   copy_verdict v = {.worst = 0, .worst_e = -1, .bad_e = -1, .odd_e = -1};
+  double sum_d2 = 0, sum_r2 = 0, largest = -1; /* norm */
   for (int64_t k = 0; br.run_len > 0 && k * br.run_len < m; k++) {
     int64_t e0 = k * br.run_len, at0 = run_start(&br, k);
     for (int64_t i = 0; i < br.run_len; i++) {
@@ -272,12 +277,22 @@ static copy_verdict copy_error(const judge *j, const hap_box *b, const hap_shape
           d -= j->allowance[at0 + i];
         d = max2(0, d);
       }
-      if (v.worst_e < 0 || d / j->denom > v.worst) {
+      if (j->norm) {
+        double r = j->grad ? ref : ref - j->initial[at0 + i];
+        sum_d2 += d * d;
+        sum_r2 += r * r;
+        if (d > largest) {
+          largest = d;
+          v.worst_e = e0 + i;
+        }
+      } else if (v.worst_e < 0 || d / j->denom > v.worst) {
         v.worst = d / j->denom;
         v.worst_e = e0 + i;
       }
     }
   }
+  if (j->norm && m > 0)
+    v.worst = sqrt(sum_d2) / fmax(fmax(sqrt(sum_r2), j->floor_rms * sqrt((double)m)), 1e-30);
   return v;
 }
 
@@ -337,7 +352,10 @@ static void compare_copies(const hap_checker *c, int32_t t, hap_run_quantity q, 
              .denom = fmax(fmax(scale, floor_scale), 1e-30),
              .ulps = c->tol.param_ulps,
              .allowance = grad || c->allowance == NULL ? NULL : c->allowance[t],
-             .exact = grad && c->policy.grad_accum == HAP_GRAD_HALF ? dt : HAP_F32};
+             .exact = grad && c->policy.grad_accum == HAP_GRAD_HALF ? dt : HAP_F32,
+             .norm = c->tol.norm,
+             .initial = initial,
+             .floor_rms = floor_scale};
   res->n_copies += grad ? cp->n_ranks : 0;
   for (int32_t u = 0; u < cp->n_ranks; u++) {
     if (cp->same_as[u] >= 0) /* an identical copy: judged with rank same_as[u]'s */
@@ -374,6 +392,12 @@ static void compare_copies(const hap_checker *c, int32_t t, hap_run_quantity q, 
            "single-device step was skipped, its fp16 gradients overflowed at loss scale %g)",
            tn->name, plural, ranks, (long long)at, (double)got[v.worst_e], (double)want[at],
            hap_reference_loss_scale(c->ref));
+    else if (!(v.worst <= tol) && j.norm)
+      fail(res, v.worst,
+           "%s of '%s' on rank%s %s: relative L2 error %.2e over %lld elements, tolerance %s "
+           "(largest difference at element %lld: %.9g, single device %.9g)",
+           what, tn->name, plural, ranks, v.worst, (long long)hap_box_numel(b),
+           tol_text(tol, tb, sizeof tb), (long long)at, (double)got[v.worst_e], (double)want[at]);
     else if (!(v.worst <= tol))
       fail(res, v.worst,
            "%s of '%s' on rank%s %s: element %lld is %.9g, single device %.9g (error %.2e of "

@@ -41,8 +41,8 @@ run_case() {
   case "$kind" in
   nan-loss) want="^check: FAILED: loss on rank $rank: its share is nan" ;;
   nan-grad) want="^check: FAILED: gradient of '$t' $on element [0-9]+ is nan" ;;
-  grad-error | skip-all-reduce) want="^check: FAILED: gradient of '$t' $on element" ;;
-  drift | bad-update) want="^check: FAILED: value of '$t' $on element" ;;
+  grad-error | skip-all-reduce) want="^check: FAILED: gradient of '$t' $on (element|relative L2 error)" ;;
+  drift | bad-update) want="^check: FAILED: value of '$t' $on (element|relative L2 error)" ;;
   *) bad "$name: unknown kind '$kind'"; return ;;
   esac
   if grep -Eq "$want" "$tmp/out" && grep -q '^check: FAILED: [0-9]* differences' "$tmp/out"; then
@@ -53,10 +53,10 @@ run_case() {
   fi
 }
 
-# clean NAME NP MODEL CLUSTER PLAN: without a fault the same run passes
+# clean NAME NP MODEL CLUSTER PLAN [TOLERANCES]: without a fault the same run passes
 clean() {
   timeout 300 mpirun --oversubscribe -np "$2" "$run" "$5" -m "$3" -c "$4" --check -n 1 -w 1 -q \
-    >"$tmp/out" 2>"$tmp/err" && bash "$judge" "$tmp/out" >/dev/null && { ok; return; }
+    >"$tmp/out" 2>"$tmp/err" && bash "$judge" "$tmp/out" ${6:-} >/dev/null && { ok; return; }
   bad "$1: the run without a fault did not pass"
 }
 
@@ -104,6 +104,15 @@ two="paper-homo:gpus_per_host=2,hosts=2"
 clean 2d 4 "$mlp" "$two" "$tmp/2d.json"
 for f in skip-all-reduce drift,rank=3; do
   run_case "2d $f" 4 "$mlp" "$two" "$tmp/2d.json" "$f"
+done
+
+# mixed precision compares relative L2 errors (run/check.h): a skipped all-reduce and a wrong update
+# still fail under bf16, and a wrong update under fp16
+"$synth" "$mlp" -c cpu-2 -s dp-ev --policy precision=bf16 -o "$tmp/bf16.json" -q ||
+  { echo "hap-synth bf16 failed"; exit 1; }
+clean bf16 2 "$mlp" cpu-2 "$tmp/bf16.json" "2e-02 1e-01 1e-01"
+for f in skip-all-reduce bad-update; do
+  run_case "bf16 $f" 2 "$mlp" cpu-2 "$tmp/bf16.json" "$f"
 done
 
 # recomputation: the dropped activations are NaN until recomputed, so skipping the recomputation
