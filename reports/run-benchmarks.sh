@@ -2,9 +2,10 @@
 # Build hap in Release (build-bench/) and run the benchmark programs whose results are recorded in
 # reports/BENCHMARKS.md. Usage:
 #   reports/run-benchmarks.sh [graph-load|cost|synth-matrix|synth-overhead|plan-sim|sim-paper|
-#                              fit-holdout|all]
+#                              fit-holdout|policy|all]
 # (synth-matrix and synth-overhead are reports/bench-synth.sh matrix and overhead, sim-paper is
-# reports/sim-paper.sh, fit-holdout is reports/bench-fit-holdout.sh: the fits' accuracy gates)
+# reports/sim-paper.sh, fit-holdout is reports/bench-fit-holdout.sh: the fits' accuracy gates,
+# policy is reports/policy-bench.sh: training policies' time and memory per device)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -38,4 +39,7 @@ if [ "$what" = sim-paper ] || [ "$what" = all ]; then
 fi
 if [ "$what" = fit-holdout ] || [ "$what" = all ]; then
   reports/bench-fit-holdout.sh "$build"
+fi
+if [ "$what" = policy ] || [ "$what" = all ]; then
+  reports/policy-bench.sh "$build"
 fi

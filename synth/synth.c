@@ -220,6 +220,9 @@ hap_status syn_synthesize_replica(const hap_graph *g, const hap_cluster *c,
   int8_t *cand_prog[MAX_STARTS] = {NULL, NULL}; /* each starting point's best pair */
   double *cand_ratios[MAX_STARTS] = {NULL, NULL};
   double cand_cost[MAX_STARTS] = {HUGE_VAL, HUGE_VAL};
+  hap_err no_fit_err = {0}; /* a starting point under whose ratios no program fit */
+  hap_synth_stats no_fit_stats = {0};
+  bool have_no_fit = false;
   if (!ratios || !best_ratios || !prog || !best_prog) {
     st = hap_err_set(err, HAP_ENOMEM, "out of memory synthesising");
     goto out;
@@ -255,6 +258,28 @@ hap_status syn_synthesize_replica(const hap_graph *g, const hap_cluster *c,
       if (st != HAP_OK && (isfinite(best) || (start > 0 && cand_prog[0] != NULL))) {
         hap_err_clear(err); /* this starting point found nothing; keep an earlier one's plan */
         break;
+      }
+      if (st != HAP_OK && stats->no_fit && start + 1 < n_starts) {
+        /* Nothing fits under these ratios; the next start's (even) ratios may fit (a
+         * compute-proportional split loads the fast devices' memory): try them, and keep this
+         * error in case they do not. */
+        no_fit_err = *err;
+        no_fit_stats = *stats;
+        have_no_fit = true;
+        hap_err_clear(err);
+        stats->no_fit = false;
+        st = HAP_OK;
+        break;
+      }
+      if (st != HAP_OK && have_no_fit &&
+          (!stats->no_fit || hap_memory_total(&no_fit_stats.leanest) - no_fit_stats.leanest_limit <
+                                 hap_memory_total(&stats->leanest) - stats->leanest_limit)) {
+        *err = no_fit_err; /* the earlier start's leanest program was leaner: report it */
+        st = no_fit_err.status;
+        stats->no_fit = true;
+        stats->leanest_device = no_fit_stats.leanest_device;
+        stats->leanest_limit = no_fit_stats.leanest_limit;
+        stats->leanest = no_fit_stats.leanest;
       }
       if (st != HAP_OK)
         goto out;

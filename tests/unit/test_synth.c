@@ -236,6 +236,47 @@ Test(synth, memory_limit_too_small_for_anything_says_how_much_is_needed) {
   hap_graph_destroy(g);
 }
 
+/* A limit that the compute-proportional split overflows (the fast device holds 2/3 of the
+ * activations) but the even split meets: the even starting point must still be searched, so hap
+ * finds a plan wherever dp-ev's program (in its space) fits, and is no slower than it. */
+Test(synth, memory_limit_met_only_by_even_ratios_still_finds_a_plan) {
+  hap_graph *g = model("mlp:layers=4,batch=96,seq=64,hidden=64");
+  hap_cluster *c = two_to_one();
+  hap_synth_options o = {.strategy = HAP_STRATEGY_DP_EV};
+  hap_plan *ev = NULL, *cp = NULL, *p = NULL;
+  hap_err err = {0};
+  cr_assert_eq(hap_synthesize(g, c, &o, &ev, NULL, &err), HAP_OK, "%s", err.msg);
+  o.strategy = HAP_STRATEGY_DP_CP;
+  cr_assert_eq(hap_synthesize(g, c, &o, &cp, NULL, &err), HAP_OK, "%s", err.msg);
+  double even = fmax(ev->device_memory_bytes[0], ev->device_memory_bytes[1]);
+  double prop = fmax(cp->device_memory_bytes[0], cp->device_memory_bytes[1]);
+  cr_assert(prop > 1.2 * even, "dp-cp %g bytes, dp-ev %g bytes", prop, even);
+  double limit = 1.05 * even;
+  hap_plan_destroy(ev);
+  hap_plan_destroy(cp);
+  o.memory_limit_bytes = limit;
+  o.strategy = HAP_STRATEGY_DP_CP;
+  hap_synth_stats st;
+  cr_assert_eq(hap_synthesize(g, c, &o, &cp, &st, &err), HAP_EINVAL, "dp-cp fits in %g", limit);
+  cr_assert(st.no_fit);
+  hap_err_clear(&err);
+  o.strategy = HAP_STRATEGY_DP_EV;
+  cr_assert_eq(hap_synthesize(g, c, &o, &ev, NULL, &err), HAP_OK, "%s", err.msg);
+  o.strategy = HAP_STRATEGY_HAP;
+  cr_assert_eq(hap_synthesize(g, c, &o, &p, &st, &err), HAP_OK, "%s", err.msg);
+  cr_assert(!st.no_fit);
+  cr_assert_eq(hap_plan_validate(p, g, c, &err), HAP_OK, "%s", err.msg);
+  for (int32_t i = 0; i < p->n_devices; i++)
+    cr_assert(p->device_memory_bytes[i] <= limit, "device %d holds %g > %g bytes", i,
+              p->device_memory_bytes[i], limit);
+  cr_assert(p->predicted_iteration_s <= ev->predicted_iteration_s * (1 + 1e-12),
+            "hap %.9g s > dp-ev %.9g s", p->predicted_iteration_s, ev->predicted_iteration_s);
+  hap_plan_destroy(p);
+  hap_plan_destroy(ev);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}
+
 typedef struct rescore_log {
   int calls;
   double worst;
