@@ -27,7 +27,9 @@ if(TARGET hap-run AND TARGET hap-synth AND HAP_MPIRUN)
                    $<TARGET_FILE:hap-run> 4 paper-homo:gpus_per_host=2,hosts=2 megatron-tp
                    ${HAP_CHECK_MODELS})
   # every training policy of issue 14 (run/test_check_policies.sh): all zoo models but vgg19 on 2
-  # and 4 ranks, and vgg19 (140 M parameters) once under the combined policy on 2 ranks
+  # and 4 ranks, and vgg19 (140 M parameters) once on 2 ranks with Adam, full recomputation and
+  # 4 micro-batches in fp32: in bf16 its 19 layers of rounding flip enough ReLU and max-pool
+  # choices that single bias gradients differ by 0.08-0.3 in relative L2 (docs/execution.md)
   set(HAP_POLICY_MODELS "^(mlp|bert|vit|gpt)")
   if(HAP_SANITIZE)
     set(HAP_POLICY_MODELS "^(mlp|gpt)")
@@ -44,7 +46,7 @@ if(TARGET hap-run AND TARGET hap-synth AND HAP_MPIRUN)
     add_test(NAME run_check_policies_vgg19
              COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check_policies.sh
                      $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-run> 2 cpu-2 hap "^vgg19"
-                     "precision=bf16,optimizer=adam,recompute=full,micro_batches=4")
+                     "optimizer=adam,recompute=full,micro_batches=4")
     list(APPEND HAP_POLICY_TESTS run_check_policies_vgg19)
   endif()
   add_test(NAME run_end_to_end

@@ -27,6 +27,7 @@ policies=(
   "recompute=selective|1e-04 1e-04 1e-04"
   "micro_batches=4|1e-04 1e-04 1e-04"
   "precision=bf16,optimizer=adam,recompute=full,micro_batches=4|2e-02 1e-01 1e-01"
+  "optimizer=adam,recompute=full,micro_batches=4|1e-04 1e-04 1e-04"
 )
 failed=0
 ran=0
