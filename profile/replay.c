@@ -10,6 +10,7 @@
 #include "plan/lower.h"
 #include "profile/kernel_times.h"
 #include "run/run.h"
+#include "store/fit.h"
 
 /* The distinct (op, shape key, direction) cases of this rank's compute tasks, and each task's. */
 typedef struct cases {
@@ -18,10 +19,11 @@ typedef struct cases {
   int32_t *of;       /* [n_tasks]: the task's case, -1 for other tasks and empty shards */
   double *upd_bytes; /* [n_tasks]: an update task's bytes as the simulator prices them (lower.h
                         hap_lowered_priced_work: the policy's optimizer pass), else 0 */
-  double upd_total_bytes, upd_total_s; /* over the timed iterations */
-  int32_t *count;                      /* [n]: tasks per case */
-  double **sample;                     /* [n][count * iters], s */
-  int32_t *filled;                     /* [n] */
+  double *upd_rate;  /* [max_iters]: each timed iteration's update bytes / update time, B/s */
+  int32_t n_upd_rates;
+  int32_t *count;  /* [n]: tasks per case */
+  double **sample; /* [n][count * iters], s */
+  int32_t *filled; /* [n] */
 } cases;
 
 static void cases_free(cases *c) {
@@ -31,6 +33,7 @@ static void cases_free(cases *c) {
   free(c->v);
   free(c->of);
   free(c->upd_bytes);
+  free(c->upd_rate);
   free(c->count);
   free(c->filled);
 }
@@ -98,7 +101,8 @@ static hap_status list_cases(hap_lowered *lw, int32_t dev, int32_t iters, cases 
   free(w);
   c->sample = calloc((size_t)c->n + 1, sizeof *c->sample);
   c->filled = calloc((size_t)c->n + 1, sizeof *c->filled);
-  if (c->sample == NULL || c->filled == NULL)
+  c->upd_rate = malloc(((size_t)iters + 1) * sizeof *c->upd_rate);
+  if (c->sample == NULL || c->filled == NULL || c->upd_rate == NULL)
     return oom(err);
   for (int32_t i = 0; i < c->n; i++)
     if ((c->sample[i] = malloc(((size_t)c->count[i] * (size_t)iters + 1) * sizeof(double))) == NULL)
@@ -121,6 +125,7 @@ static hap_status replay(hap_run *run, hap_comm *world, const hap_lowered *lw,
     if (i == o->warmup)
       timed_from = hap_clock_s();
     st = hap_run_iteration(run, NULL, NULL, err);
+    double upd_bytes = 0, upd_s = 0;
     for (int32_t t = 0; st == HAP_OK && i >= o->warmup && t < lw->n_tasks; t++) {
       if (c->of[t] < 0 && !(c->upd_bytes[t] > 0))
         continue;
@@ -131,10 +136,12 @@ static hap_status replay(hap_run *run, hap_comm *world, const hap_lowered *lw,
       if (c->of[t] >= 0)
         c->sample[c->of[t]][c->filled[c->of[t]]++] = fmax(own_s, 0) / runs;
       if (c->upd_bytes[t] > 0) { /* the simulator prices each run at these bytes */
-        c->upd_total_bytes += c->upd_bytes[t] * runs;
-        c->upd_total_s += own_s;
+        upd_bytes += c->upd_bytes[t] * runs;
+        upd_s += own_s;
       }
     }
+    if (upd_s > 0 && c->n_upd_rates < o->max_iters)
+      c->upd_rate[c->n_upd_rates++] = upd_bytes / upd_s;
     if (st == HAP_OK && o->progress != NULL)
       o->progress(o->progress_arg, i + 1, total);
     int32_t timed = i + 1 - o->warmup;
@@ -178,12 +185,15 @@ hap_status hap_replay_kernel_rows(const hap_plan *p, const hap_graph *g, hap_com
   for (int32_t i = 0; i < c.n && st == HAP_OK; i++)
     if (c.filled[i] > 0) /* a task that never ran has no row: the model prices it */
       st = hap_kcase_row(&c.v[i], c.v[i].bwd, c.sample[i], c.filled[i], &out[n_out++], err);
+  double upd_p95 = 0; /* the median iteration's rate: a noise burst spoils a few, not the mean */
+  if (st == HAP_OK && c.n_upd_rates > 0 &&
+      hap_p50_p95(c.upd_rate, c.n_upd_rates, update_Bps, &upd_p95) != HAP_OK)
+    st = oom(err);
   if (st == HAP_OK) {
     *rows = out;
     *n_rows = n_out;
-    if (c.upd_total_s > 0)
-      *update_Bps = c.upd_total_bytes / c.upd_total_s;
   } else {
+    *update_Bps = 0;
     free(out);
   }
   hap_run_destroy(run);

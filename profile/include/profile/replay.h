@@ -47,11 +47,11 @@ typedef struct hap_replay_options {
  * iteration (its micro-batches, hap_run_task_runs) without the recomputation that ran inside it:
  * the time of one run, which the simulator multiplies by the task's repeats and to which it adds
  * the recomputed forward task's own row (plan/lower.h repeats, recompute_of).
- * *update_Bps: the bytes/s of the replay's update tasks, which run the plan's optimizer under its
- * policy: their bytes as the simulator prices them (plan/lower.h hap_lowered_priced_work: 12 per
- * element for SGD in float32, hap_policy_update_bytes otherwise) over their time, so that the
- * simulator's bytes / bandwidth is the time measured here; 0 when the plan updates nothing
- * here. */
+ * *update_Bps: the bytes/s of the replay's update tasks (the median over the timed iterations),
+ * which run the plan's optimizer under its policy: their bytes as the simulator prices them
+ * (plan/lower.h hap_lowered_priced_work: 12 per element for SGD in float32, hap_policy_update_bytes
+ * otherwise) over their time, so that the simulator's bytes / bandwidth is the time measured here;
+ * 0 when the plan updates nothing here. */
 hap_status hap_replay_kernel_rows(const hap_plan *p, const hap_graph *g, hap_comm *world,
                                   const hap_replay_options *o, hap_profile_kernel **rows,
                                   int32_t *n_rows, double *update_Bps, hap_err *err);
