@@ -1,19 +1,18 @@
 /* replay.h — kernel timings in execution order (hap-profile --plan, the default there): this
  * rank runs its device's whole task list of a plan as hap-run runs it (the same runner, buffers,
- * order, dispatch and optimizer updates) over a synchronising silent communicator
- * (exec/comm_silent.h: no data crosses ranks, but ranks meet at every collective as they would for
- * real), and each compute task's time is one sample of its (op, shape, direction) row. A kernel
- * timed this way finds the caches as the iteration leaves them (cold weights, the previous task's
- * output warm), shares the memory bus with the same work on the other ranks of its host, and
- * includes the runner's per-task overhead, all of which a kernel timed alone in a loop misses. The
- * update tasks give the device's update bandwidth the same way. The plan's training policy applies
- * (micro-batches, recomputation, optimizer, emulated half precision), as in hap-run. Communication
- * time is not measured here: the collective sweeps price it. Contract: every rank of `world` calls
- * it at once (the runner's start-up splits communicators for 2-D plans); rank r replays device r
- * (`world` has the plan's device count). Rows are pooled over every task with the same key and
- * every timed iteration: p50, p95, reps = samples. `speed` is the emulated speed in (0, 1]
- * (emulate.h), as hap-run pads compute tasks. Ownership: *rows is malloc'd (free()); the plan and
- * graph are borrowed. */
+ * order, dispatch and optimizer updates, under the plan's training policy) over a synchronising
+ * silent communicator (exec/comm_silent.h: no data crosses ranks, but ranks meet at every
+ * collective as they would for real), and each compute task's time is one sample of its (op,
+ * shape, direction) row. A kernel timed this way finds the caches as the iteration leaves them
+ * (cold weights, the previous task's output warm), shares the memory bus with the same work on
+ * the other ranks of its host, and includes the runner's per-task overhead, all of which a kernel
+ * timed alone in a loop misses. The update tasks give the device's update bandwidth the same way.
+ * Communication time is not measured here: the collective sweeps price it.
+ * Contract: every rank of `world` calls it at once (the runner's start-up splits communicators
+ * for 2-D plans); rank r replays device r (`world` has the plan's device count). Rows are pooled
+ * over every task with the same key and every timed iteration: p50, p95, reps = samples.
+ * `speed` is the emulated speed in (0, 1] (emulate.h), as hap-run pads compute tasks.
+ * Ownership: *rows is malloc'd (free()); the plan and graph are borrowed. */
 #ifndef HAP_PROFILE_REPLAY_H
 #define HAP_PROFILE_REPLAY_H
 
