@@ -696,6 +696,16 @@ static double coll_scale(const hap_lowered *lw, const hap_task *k) {
          hap_dtype_size(lw->priced_graph->tensors[k->tensor].dtype);
 }
 
+double hap_lowered_elem_bytes(const hap_lowered *lw, int32_t t) {
+  if (t < 0 || t >= lw->n_tasks)
+    return 0;
+  const hap_task *k = &lw->tasks[t];
+  if ((k->kind != HAP_TASK_COLLECTIVE && k->kind != HAP_TASK_LOCAL) || k->tensor < 0)
+    return 0;
+  double size = hap_dtype_size(lw->priced_graph->tensors[k->tensor].dtype);
+  return k->kind == HAP_TASK_COLLECTIVE ? size * coll_scale(lw, k) : size;
+}
+
 hap_status hap_lowered_coll_bytes(hap_lowered *lw, int32_t t, double *per_rank, hap_err *err) {
   HAP_TRY(bad_task(lw, t, 0, err));
   const hap_task *k = &lw->tasks[t];

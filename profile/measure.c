@@ -156,7 +156,8 @@ typedef struct dev_rec {
   int32_t threads, n_gemm;
   double speed;
   double membw_Bps;  /* bytes/s */
-  double update_Bps; /* the SGD update's bytes/s, 12 per element; 0 = not measured */
+  double update_Bps; /* the SGD update's bytes/s, 12 per element (a replay: its own updates', in the
+                        bytes the simulator prices); 0 = not measured */
   double launch_s;   /* s */
 } dev_rec;
 

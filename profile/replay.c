@@ -1,6 +1,7 @@
 /* replay.c — kernel timings in execution order (replay.h). */
 #include "profile/replay.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,17 +10,20 @@
 #include "plan/lower.h"
 #include "profile/kernel_times.h"
 #include "run/run.h"
+#include "store/fit.h"
 
 /* The distinct (op, shape key, direction) cases of this rank's compute tasks, and each task's. */
 typedef struct cases {
   hap_kcase *v;      /* [n] */
   int32_t n;         /* distinct cases */
   int32_t *of;       /* [n_tasks]: the task's case, -1 for other tasks and empty shards */
-  double *upd_bytes; /* [n_tasks]: an update task's bytes (lower.h), else 0 */
-  double upd_total_bytes, upd_total_s; /* over the timed iterations */
-  int32_t *count;                      /* [n]: tasks per case */
-  double **sample;                     /* [n][count * iters], s */
-  int32_t *filled;                     /* [n] */
+  double *upd_bytes; /* [n_tasks]: an update task's bytes as the simulator prices them (lower.h
+                        hap_lowered_priced_work: the policy's optimizer pass), else 0 */
+  double *upd_rate;  /* [max_iters]: each timed iteration's update bytes / update time, B/s */
+  int32_t n_upd_rates;
+  int32_t *count;  /* [n]: tasks per case */
+  double **sample; /* [n][count * iters], s */
+  int32_t *filled; /* [n] */
 } cases;
 
 static void cases_free(cases *c) {
@@ -29,6 +33,7 @@ static void cases_free(cases *c) {
   free(c->v);
   free(c->of);
   free(c->upd_bytes);
+  free(c->upd_rate);
   free(c->count);
   free(c->filled);
 }
@@ -65,7 +70,7 @@ static hap_status list_cases(hap_lowered *lw, int32_t dev, int32_t iters, cases 
   for (int32_t t = 0; t < lw->n_tasks; t++) {
     c->of[t] = -1;
     if (lw->tasks[t].kind == HAP_TASK_UPDATE) {
-      hap_status st = hap_lowered_work(lw, t, dev, w, err);
+      hap_status st = hap_lowered_priced_work(lw, t, dev, w, err);
       if (st != HAP_OK) {
         free(w);
         return st;
@@ -96,7 +101,8 @@ static hap_status list_cases(hap_lowered *lw, int32_t dev, int32_t iters, cases 
   free(w);
   c->sample = calloc((size_t)c->n + 1, sizeof *c->sample);
   c->filled = calloc((size_t)c->n + 1, sizeof *c->filled);
-  if (c->sample == NULL || c->filled == NULL)
+  c->upd_rate = malloc(((size_t)iters + 1) * sizeof *c->upd_rate);
+  if (c->sample == NULL || c->filled == NULL || c->upd_rate == NULL)
     return oom(err);
   for (int32_t i = 0; i < c->n; i++)
     if ((c->sample[i] = malloc(((size_t)c->count[i] * (size_t)iters + 1) * sizeof(double))) == NULL)
@@ -106,26 +112,36 @@ static hap_status list_cases(hap_lowered *lw, int32_t dev, int32_t iters, cases 
 
 /* Run the warm-ups, then timed iterations until at least iters of them and min_s seconds (at
  * most max_iters), keeping their compute task durations. Every rank stops after the same
- * iteration (the silent communicator's barriers need them all): they agree after each one. */
+ * iteration (the silent communicator's barriers need them all): they agree after each one.
+ * A sample is one run of the task's own kernels (hap_run_task_runs): a task run in every
+ * micro-batch gives its runs' mean, without the recomputation nested in a backward task, as the
+ * simulator multiplies a row by the task's repeats and adds its recompute_of forward task. */
 static hap_status replay(hap_run *run, hap_comm *world, const hap_lowered *lw,
                          const hap_replay_options *o, cases *c, hap_err *err) {
-  size_t nt = (size_t)lw->n_tasks;
-  double *start = malloc((nt + 1) * sizeof *start), *end = malloc((nt + 1) * sizeof *end);
-  hap_status st = start && end ? HAP_OK : oom(err);
+  hap_status st = HAP_OK;
   int32_t total = o->warmup + o->max_iters, all_done = 0;
   double timed_from = 0;
   for (int32_t i = 0; i < total && st == HAP_OK && !all_done; i++) {
     if (i == o->warmup)
       timed_from = hap_clock_s();
-    st = hap_run_iteration(run, start, end, err);
+    st = hap_run_iteration(run, NULL, NULL, err);
+    double upd_bytes = 0, upd_s = 0;
     for (int32_t t = 0; st == HAP_OK && i >= o->warmup && t < lw->n_tasks; t++) {
+      if (c->of[t] < 0 && !(c->upd_bytes[t] > 0))
+        continue;
+      double own_s = 0;
+      int32_t runs = hap_run_task_runs(run, t, &own_s);
+      if (runs <= 0)
+        continue;
       if (c->of[t] >= 0)
-        c->sample[c->of[t]][c->filled[c->of[t]]++] = end[t] - start[t];
-      if (c->upd_bytes[t] > 0) {
-        c->upd_total_bytes += c->upd_bytes[t];
-        c->upd_total_s += end[t] - start[t];
+        c->sample[c->of[t]][c->filled[c->of[t]]++] = fmax(own_s, 0) / runs;
+      if (c->upd_bytes[t] > 0) { /* the simulator prices each run at these bytes */
+        upd_bytes += c->upd_bytes[t] * runs;
+        upd_s += own_s;
       }
     }
+    if (upd_s > 0 && c->n_upd_rates < o->max_iters)
+      c->upd_rate[c->n_upd_rates++] = upd_bytes / upd_s;
     if (st == HAP_OK && o->progress != NULL)
       o->progress(o->progress_arg, i + 1, total);
     int32_t timed = i + 1 - o->warmup;
@@ -133,8 +149,6 @@ static hap_status replay(hap_run *run, hap_comm *world, const hap_lowered *lw,
     if (st == HAP_OK)
       st = world->ops->all_reduce(world, &done, &all_done, 1, HAP_I32, HAP_REDUCE_MIN, err);
   }
-  free(start);
-  free(end);
   return st;
 }
 
@@ -159,7 +173,7 @@ hap_status hap_replay_kernel_rows(const hap_plan *p, const hap_graph *g, hap_com
   if (st == HAP_OK)
     st = list_cases(lw, world->rank, o->max_iters, &c, err);
   /* as hap-run by default: the same learning rate, so updates touch every weight */
-  hap_run_options ro = {.seed = o->seed, .lr = 1e-3, .speed = o->speed};
+  hap_run_options ro = {.seed = o->seed, .lr = 1e-3, .speed = o->speed, .kernels = o->kernels};
   if (st == HAP_OK)
     st = hap_run_create(lw, g, silent, &ro, &run, err);
   if (st == HAP_OK)
@@ -167,14 +181,19 @@ hap_status hap_replay_kernel_rows(const hap_plan *p, const hap_graph *g, hap_com
   hap_profile_kernel *out = NULL;
   if (st == HAP_OK && (out = calloc((size_t)c.n + 1, sizeof *out)) == NULL)
     st = oom(err);
+  int32_t n_out = 0;
   for (int32_t i = 0; i < c.n && st == HAP_OK; i++)
-    st = hap_kcase_row(&c.v[i], c.v[i].bwd, c.sample[i], c.filled[i], &out[i], err);
+    if (c.filled[i] > 0) /* a task that never ran has no row: the model prices it */
+      st = hap_kcase_row(&c.v[i], c.v[i].bwd, c.sample[i], c.filled[i], &out[n_out++], err);
+  double upd_p95 = 0; /* the median iteration's rate: a noise burst spoils a few, not the mean */
+  if (st == HAP_OK && c.n_upd_rates > 0 &&
+      hap_p50_p95(c.upd_rate, c.n_upd_rates, update_Bps, &upd_p95) != HAP_OK)
+    st = oom(err);
   if (st == HAP_OK) {
     *rows = out;
-    *n_rows = c.n;
-    if (c.upd_total_s > 0)
-      *update_Bps = c.upd_total_bytes / c.upd_total_s;
+    *n_rows = n_out;
   } else {
+    *update_Bps = 0;
     free(out);
   }
   hap_run_destroy(run);

@@ -9,12 +9,20 @@
 # the table gives the medians (this machine's run-to-run spread is several per cent) and the
 # range of the errors. The kernel timing: how the second profile times the plan's kernels, replay
 # (the default: in a replay of the plan's task list) or loop (each shape alone in a hot loop).
-# Usage: reports/run-vs-sim.sh [BUILD_DIR] [replay|loop] [REPEATS]
+# POLICY (optional): a training policy for every plan, as hap-synth --policy takes it (e.g.
+# optimizer=adam,recompute=full,micro_batches=4 or precision=bf16); hap-profile --plan and hap-run
+# run the plans under it. MODELS (optional): the models to run, comma-separated (default
+# mlp,bert-base,vit,vgg19).
+# Usage: reports/run-vs-sim.sh [BUILD_DIR] [replay|loop] [REPEATS] [POLICY] [MODELS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 timing=${2:-replay}
 repeats=${3:-3}
+policy=${4:-}
+only=${5:-}
+pol=()
+[ -z "$policy" ] || pol=(--policy "$policy")
 bin="$build/bin"
 for t in hap-profile hap-synth hap-run; do
   [ -x "$bin/$t" ] || { echo "run-vs-sim.sh: build first ($bin/$t missing)" >&2; exit 1; }
@@ -36,8 +44,9 @@ for speeds in 1,1 1,0.5; do
   [ "$speeds" = 1,1 ] || emu=(--emulate-speed "$speeds")
   "${mpi[@]}" "$bin/hap-profile" measure --backend cpu --quick --quiet "${emu[@]}" -o "$tmp/p0.h5"
   for m in "${models[@]}"; do
+    [ -z "$only" ] || [[ ",$only," == *",${m%%:*},"* ]] || continue
     for s in hap dp-ev; do
-      "$bin/hap-synth" "$m" -c "$tmp/p0.h5" -s "$s" -o "$tmp/plan0.json" -q
+      "$bin/hap-synth" "$m" -c "$tmp/p0.h5" -s "$s" "${pol[@]}" -o "$tmp/plan0.json" -q
       for r in $(seq "$repeats"); do
         "${mpi[@]}" "$bin/hap-profile" measure --backend cpu --quick --quiet "${emu[@]}" \
           --plan "$tmp/plan0.json" --model "$m" --cluster "$tmp/p0.h5" --kernel-timing "$timing" \

@@ -120,16 +120,39 @@ static double policy_time(const hap_lowered *lw, const hap_task *k, const double
   return s;
 }
 
-/* A collective's duration on every device: its sub-group's time for the bytes its members hold. */
-static hap_status price_collective(hap_lowered *lw, int32_t t, const span_groups *sg,
-                                   double *per_rank, double *sub_bytes, double *dur, hap_err *err) {
+/* How many times the priced bytes of collective or local task t a device moves that holds the
+ * policy's half-precision values in float32 (hap_device_emulates_dtype: hap-run's CPU backend):
+ * 4 / the priced bytes per element for a half-precision tensor moved in half precision, else 1. */
+static double emulated_scale(const hap_lowered *lw, int32_t t) {
+  hap_dtype half = hap_policy_compute_dtype(&lw->plan->policy);
+  const hap_task *k = &lw->tasks[t];
+  if (half == HAP_F32 || k->tensor < 0 || lw->priced_graph->tensors[k->tensor].dtype != half)
+    return 1;
+  double elem = hap_lowered_elem_bytes(lw, t);
+  return elem > 0 && elem < 4 ? 4 / elem : 1;
+}
+
+/* Whether device d moves task t's bytes times emulated_scale. */
+static bool emulates(const hap_lowered *lw, const hap_cluster *c, int32_t d) {
+  return hap_device_emulates_dtype(&c->devices[d], hap_policy_compute_dtype(&lw->plan->policy));
+}
+
+/* A collective's duration on every device: its sub-group's time for the bytes its members hold
+ * (in float32 when every member emulates the policy's half precision). */
+static hap_status price_collective(hap_lowered *lw, const hap_cluster *c, int32_t t,
+                                   const span_groups *sg, double *per_rank, double *sub_bytes,
+                                   double *dur, hap_err *err) {
   double *row = dur + (size_t)t * (size_t)lw->n_devices;
   const hap_task *k = &lw->tasks[t];
   HAP_TRY(hap_lowered_coll_bytes(lw, t, per_rank, err));
   int32_t ns = n_subs(lw, k->span), m = sub_size(lw, k->span);
+  double emu = emulated_scale(lw, t);
   for (int32_t s = 0; s < ns; s++) {
+    bool all_emulate = emu != 1;
+    for (int32_t i = 0; i < m && all_emulate; i++)
+      all_emulate = emulates(lw, c, sub_member(lw, k->span, s, i));
     for (int32_t i = 0; i < m; i++)
-      sub_bytes[i] = per_rank[sub_member(lw, k->span, s, i)];
+      sub_bytes[i] = per_rank[sub_member(lw, k->span, s, i)] * (all_emulate ? emu : 1);
     double sec =
         m > 1 ? hap_coll_time(&sg->g[k->span][s], k->coll, k->impl, hap_coll_bytes_of(sub_bytes, m))
               : 0;
@@ -165,7 +188,7 @@ static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cl
     const hap_task *k = &lw->tasks[t];
     double *row = dur + (size_t)t * (size_t)n;
     if (k->kind == HAP_TASK_COLLECTIVE) {
-      st = price_collective(lw, t, &sg, per_rank, sub_bytes, dur, err);
+      st = price_collective(lw, c, t, &sg, per_rank, sub_bytes, dur, err);
       continue;
     }
     /* the key that decides the time on a device of a class: compute -> local length */
@@ -182,12 +205,15 @@ static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cl
       }
     }
     int n_memo = 0;
+    double emu = k->kind == HAP_TASK_LOCAL ? emulated_scale(lw, t) : 1;
     for (int32_t d = 0; d < n && st == HAP_OK; d++) {
       double key = len ? (double)len[d % lw->group_size] : -1;
       double s = -1;
       if (k->kind != HAP_TASK_COMPUTE) {
         if ((st = hap_lowered_priced_work(lw, t, d, w, err)) != HAP_OK)
           break;
+        if (emu != 1 && emulates(lw, c, d))
+          w->bytes *= emu; /* a local copy of half-precision values held in float32 */
         key = w->bytes;
       }
       for (int m = 0; m < n_memo && s < 0; m++)

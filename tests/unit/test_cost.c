@@ -323,6 +323,72 @@ Test(cost, compute_roofline_and_measured_kernels) {
   hap_cluster_destroy(c);
 }
 
+/* io with every float input and output in `dt` */
+static hap_op_io in_dtype(hap_op_io io, hap_dtype dt) {
+  for (int i = 0; i < io.n_in; i++)
+    io.in_dtype[i] = dt;
+  for (int i = 0; i < io.n_out; i++)
+    io.out_dtype[i] = dt;
+  return io;
+}
+
+/* A device without half-precision FLOP/s (a CPU) runs bfloat16 and float16 applications as the
+ * float32 ones: same time from the roofline (float32 bytes) and from its measured rows; a device
+ * with a bfloat16 rate prices them at that rate and half the bytes, and its float32 rows do not
+ * serve them. */
+Test(cost, half_precision_on_a_device_without_it_is_float32) {
+  hap_op_io io = linear_io(1024, 1024, 1024);
+  hap_op_io r = {0};
+  hap_attrs ra;
+  hap_attrs_init(&ra, HAP_OP_RELU);
+  r.attrs = &ra;
+  r.n_in = 1;
+  r.in[0] = (hap_shape){1, {1 << 20}};
+  r.in_dtype[0] = HAP_F32;
+  cr_assert_eq(hap_op_infer(HAP_OP_RELU, &r, NULL), HAP_OK);
+  hap_kernel_sample ks = {HAP_OP_LINEAR, false, hap_kernel_shape_key(&io), 1.25e-3};
+  for (int rows = 0; rows < 2; rows++) {
+    hap_cluster *c = hap_cluster_create("half");
+    hap_cluster_add_host(c, "h", (hap_link){A_INTRA, B_INTRA}, (hap_link){A_NIC, B_NIC}, NULL,
+                         NULL);
+    hap_device cpu = proto_device(1e11);
+    cpu.kind = HAP_DEVICE_CPU;
+    cpu.memory_bw_Bps = 1e10;
+    hap_device gpu = proto_device(1e13);
+    gpu.sustained_flops[HAP_BF16] = gpu.peak_flops[HAP_BF16] = 4e13;
+    if (rows) {
+      cpu.kernels = gpu.kernels = &ks;
+      cpu.n_kernels = gpu.n_kernels = 1;
+    }
+    cr_assert_eq(hap_cluster_add_device(c, "h:0", &cpu, NULL, NULL), HAP_OK);
+    cr_assert_eq(hap_cluster_add_device(c, "h:1", &gpu, NULL, NULL), HAP_OK);
+    cr_assert(hap_device_emulates_dtype(&c->devices[0], HAP_BF16));
+    cr_assert(hap_device_emulates_dtype(&c->devices[0], HAP_F16));
+    cr_assert(!hap_device_emulates_dtype(&c->devices[0], HAP_F32));
+    cr_assert(!hap_device_emulates_dtype(&c->devices[1], HAP_BF16));
+    cr_assert(hap_device_emulates_dtype(&c->devices[1], HAP_F16)); /* no float16 rate given */
+    for (int dt = 0; dt < 2; dt++) {
+      hap_dtype half = dt ? HAP_F16 : HAP_BF16;
+      for (int bwd = 0; bwd < 2; bwd++) {
+        hap_op_io h = in_dtype(io, half), hr = in_dtype(r, half);
+        expect_close(hap_compute_time(c, 0, HAP_OP_LINEAR, &h, bwd),
+                     hap_compute_time(c, 0, HAP_OP_LINEAR, &io, bwd));
+        expect_close(hap_compute_time(c, 0, HAP_OP_RELU, &hr, bwd),
+                     hap_compute_time(c, 0, HAP_OP_RELU, &r, bwd));
+      }
+    }
+    if (rows)
+      expect_close(hap_compute_time(c, 0, HAP_OP_LINEAR, &io, false), 1.25e-3);
+    /* the GPU: bfloat16 at its own rate (the float32 row, when there is one, not used) */
+    hap_op_io hb = in_dtype(io, HAP_BF16);
+    double flops = 2.0 * 1024 * 1024 * 1024;
+    expect_close(hap_compute_time(c, 1, HAP_OP_LINEAR, &hb, false), 5e-6 + flops / 4e13);
+    hap_op_io hrb = in_dtype(r, HAP_BF16);
+    expect_close(hap_compute_time(c, 1, HAP_OP_RELU, &hrb, false), 5e-6 + 4.0 * (1 << 20) / 1e12);
+    hap_cluster_destroy(c);
+  }
+}
+
 Test(cost, gemm_sweep_interpolation) {
   hap_device d = proto_device(1e13);
   hap_gemm_sample s[] = {{256, 256, 256, HAP_F32, 2e12}, {4096, 4096, 4096, HAP_F32, 8e12}};

@@ -110,6 +110,66 @@ Test(plan_sim, updates_are_priced_at_the_update_bandwidth) {
   hap_graph_destroy(g);
 }
 
+/* A mixed-precision plan on CPU devices (no half-precision FLOP/s: hap_device_emulates_dtype)
+ * is priced as hap-run's CPU backend runs it, in float32: every compute, collective and local
+ * task takes what the same plan takes under the default policy (only the updates differ, the
+ * optimizer pass keeping a float32 master); on V100s, which have float16 FLOP/s, a float16 plan
+ * has faster tasks. */
+Test(plan_sim, half_precision_on_cpu_devices_is_priced_as_float32) {
+  hap_graph *g = model("bert-base:layers=1,batch=8,seq=16,width=64,heads=2,hidden=128,vocab=64");
+  const char *clusters[2] = {"cpu-2", "paper-homo:gpus_per_host=2,hosts=1"};
+  for (int ci = 0; ci < 2; ci++) {
+    hap_cluster *c = bundled(clusters[ci]);
+    for (int s = 0; s < 2; s++) {
+      hap_synth_options o = {.strategy = s ? HAP_STRATEGY_HAP : HAP_STRATEGY_DP_EV};
+      hap_err err = {0};
+      uint32_t given = 0;
+      cr_assert_eq(hap_policy_parse(ci == 0 && s == 0 ? "precision=bf16" : "precision=fp16",
+                                    &o.policy, &given, &err),
+                   HAP_OK);
+      hap_plan *p = NULL;
+      cr_assert_eq(hap_synthesize(g, c, &o, &p, NULL, &err), HAP_OK, "%s", err.msg);
+      hap_lowered *lw[2] = {NULL, NULL};
+      hap_plan_sim *ps[2] = {NULL, NULL};
+      for (int k = 0; k < 2; k++) {
+        if (k == 1)
+          p->policy = hap_policy_default();
+        cr_assert_eq(hap_lower(p, g, &lw[k], &err), HAP_OK, "%s", err.msg);
+        cr_assert_eq(hap_plan_sim_run(lw[k], c, NULL, &ps[k], &err), HAP_OK, "%s", err.msg);
+      }
+      int colls = 0, faster = 0;
+      for (int32_t t = 0; t < lw[0]->n_tasks; t++) {
+        hap_task_kind kind = lw[0]->tasks[t].kind;
+        if (kind == HAP_TASK_UPDATE)
+          continue;
+        colls += kind == HAP_TASK_COLLECTIVE;
+        for (int32_t d = 0; d < 2; d++) {
+          double half = hap_plan_sim_duration(ps[0], t, d);
+          double f32 = hap_plan_sim_duration(ps[1], t, d);
+          if (ci == 0)
+            cr_assert(fabs(half - f32) <= 1e-12 * f32,
+                      "%s, %s, task '%s' on device %d: %g s "
+                      "in half precision, %g s in fp32",
+                      clusters[ci], s ? "hap" : "dp-ev", lw[0]->tasks[t].name, d, half, f32);
+          else
+            faster += half < f32 * (1 - 1e-9);
+        }
+      }
+      if (s == 0) /* dp-ev: the gradient all-reduces */
+        cr_assert_gt(colls, 0);
+      if (ci == 1)
+        cr_assert_gt(faster, 0, "%s: no task is faster in fp16", clusters[ci]);
+      for (int k = 0; k < 2; k++) {
+        hap_plan_sim_destroy(ps[k]);
+        hap_lowered_destroy(lw[k]);
+      }
+      hap_plan_destroy(p);
+    }
+    hap_cluster_destroy(c);
+  }
+  hap_graph_destroy(g);
+}
+
 /* Even split on devices 2:1 with free communication: the slow device never waits, so the
  * iteration is its chain, and every one of its compute tasks takes twice the fast one's. */
 Test(plan_sim, two_devices_even_split_slow_device_bounds) {

@@ -71,10 +71,19 @@ hap_coll_impl hap_coll_best(const hap_group *g, hap_coll_kind kind, hap_coll_byt
 /* Seconds for one message src -> dst: latency + bytes / bandwidth (0 when src == dst). */
 double hap_p2p_time(const hap_cluster *c, int32_t src, int32_t dst, double bytes);
 
+/* Whether d runs `dtype`'s arithmetic as float32: a half-precision dtype (float16, bfloat16) for
+ * which d has no FLOP/s of its own (a CPU: its preset and its profile rate float32 and float64
+ * only). hap-run's CPU backend computes such a plan in float32 on float32 buffers whose values it
+ * rounds (docs/execution.md), and hap_compute_time prices it the same way. */
+bool hap_device_emulates_dtype(const hap_device *d, hap_dtype dtype);
+
 /* Seconds for one op application on device `dev` at the local shapes in `io` (which must have
  * passed hap_op_infer; in_grad set for backward). A measured kernel time wins; otherwise
  * launch overhead + max(FLOP / rate, bytes / memory bandwidth), the rate from the device's GEMM
- * sweep (interpolated) for GEMM-like ops or its sustained FLOP/s. Views cost 0. */
+ * sweep (interpolated) for GEMM-like ops or its sustained FLOP/s. Views cost 0. Half-precision
+ * applications on a device that emulates them (hap_device_emulates_dtype) are priced as the
+ * float32 application of the same shapes; measured rows (float32 timings) serve them there and
+ * nowhere else. */
 double hap_compute_time(const hap_cluster *c, int32_t dev, hap_op op, const hap_op_io *io,
                         bool backward);
 

@@ -137,6 +137,11 @@ hap_status hap_lowered_work(hap_lowered *lw, int32_t t, int32_t dev, hap_task_wo
 hap_status hap_lowered_priced_work(hap_lowered *lw, int32_t t, int32_t dev, hap_task_work *out,
                                    hap_err *err);
 
+/* The bytes per element of the tensor a COLLECTIVE or LOCAL task moves, as priced
+ * (hap_lowered_priced_work): its dtype's size in priced_graph (2 for a half-precision
+ * activation), a parameter's gradient reduction in the gradient's precision; 0 for other tasks. */
+double hap_lowered_elem_bytes(const hap_lowered *lw, int32_t t);
+
 /* A COLLECTIVE task's per-device bytes as priced (n_devices entries, as hap_coll_bytes_of wants
  * them; hap_lowered_priced_work's). */
 hap_status hap_lowered_coll_bytes(hap_lowered *lw, int32_t t, double *per_rank, hap_err *err);

@@ -70,7 +70,8 @@ typedef struct hap_measure_config {
   /* When set, this rank's kernel rows come from this call instead of timing kcases one by one
    * (e.g. hap-profile's replay of a plan in execution order, replay.h); *rows is malloc'd. It is
    * called on every rank at once, after the GEMM sweep; speed is this device's emulated speed.
-   * *update_Bps > 0 replaces the measured SGD update bandwidth (bytes/s, 12 per element). */
+   * *update_Bps > 0 replaces the measured SGD update bandwidth (bytes/s, in the bytes the simulator
+   * prices the plan's updates with: replay.h). */
   hap_status (*kernel_rows)(void *arg, double speed, hap_profile_kernel **rows, int32_t *n_rows,
                             double *update_Bps, hap_err *err);
   void *kernel_rows_arg;
