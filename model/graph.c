@@ -276,6 +276,18 @@ hap_status hap_graph_set_loss(hap_graph *g, int32_t tensor, hap_err *err) {
   return HAP_OK;
 }
 
+hap_status hap_graph_want_grad(hap_graph *g, int32_t tensor, hap_err *err) {
+  if (tensor < 0 || tensor >= g->n_tensors)
+    return hap_err_set(err, HAP_EINVAL, "a wanted gradient refers to no tensor");
+  hap_tensor *t = &g->tensors[tensor];
+  if (t->kind != HAP_TENSOR_INPUT || !hap_dtype_is_float(t->dtype))
+    return hap_err_set(err, HAP_EINVAL,
+                       "tensor '%s' is a %s %s: only a floating-point input can want a gradient",
+                       t->name, hap_dtype_name(t->dtype), hap_tensor_kind_name(t->kind));
+  t->grad_wanted = true;
+  return HAP_OK;
+}
+
 void hap_graph_begin_segment(hap_graph *g) {
   g->impl->cur_segment++;
   g->n_segments = g->impl->cur_segment + 1;
@@ -557,11 +569,15 @@ hap_status hap_graph_validate(hap_graph *g, hap_err *err) {
   }
   g->n_segments = prev_segment + 1;
 
-  /* Gradient flow: parameters need gradients, and so does every float activation computed from
-   * something that does. Nodes are in topological order, so one pass suffices. */
-  for (int32_t t = 0; t < g->n_tensors; t++)
-    g->tensors[t].requires_grad =
-        g->tensors[t].kind == HAP_TENSOR_PARAMETER && hap_dtype_is_float(g->tensors[t].dtype);
+  /* Gradient flow: parameters (and inputs whose gradient is wanted) need gradients, and so does
+   * every float activation computed from something that does. Nodes are in topological order, so
+   * one pass suffices. */
+  for (int32_t t = 0; t < g->n_tensors; t++) {
+    const hap_tensor *tn = &g->tensors[t];
+    bool leaf =
+        tn->kind == HAP_TENSOR_PARAMETER || (tn->kind == HAP_TENSOR_INPUT && tn->grad_wanted);
+    g->tensors[t].requires_grad = leaf && hap_dtype_is_float(tn->dtype);
+  }
   for (int32_t n = 0; n < g->n_nodes; n++) {
     const hap_node *node = &g->nodes[n];
     bool any = false;

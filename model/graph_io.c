@@ -8,11 +8,13 @@
  *   "tensors"  required  array of tensor objects; a tensor's id is its index
  *   "nodes"    required  array of node objects, in any order (written in topological order)
  *   "loss"     required  name of the loss tensor: a scalar floating-point activation
- * Tensor: {"name", "kind", "dtype", "shape"}, all required
+ * Tensor: {"name", "kind", "dtype", "shape"}, all required, and "grad"
  *   name   non-empty, unique among tensors, no control characters
  *   kind   "input" | "parameter" | "buffer" | "activation"
  *   dtype  "float32" | "float16" | "bfloat16" | "float64" | "int64" | "int32" | "bool"
  *   shape  array of 0..8 positive integers ([] is a scalar); numel * dtype size fits in int64
+ *   grad   optional, inputs only: true when the input's gradient is wanted (a pipeline stage's
+ *          boundary input, model/stage.h); written only when true
  * Node: {"name", "op", "inputs", "outputs", "attrs", "segment"}
  *   name     required, non-empty, unique among nodes, no control characters
  *   op       required, an op of the op table (ops.h, docs/ops.md)
@@ -93,13 +95,13 @@ static hap_status read_shape(reader *r, const json_t *v, const char *path, hap_d
 }
 
 static hap_status read_tensor(reader *r, const json_t *v, size_t i) {
-  static const char *const keys[] = {"name", "kind", "dtype", "shape", NULL};
+  static const char *const keys[] = {"name", "kind", "dtype", "shape", "grad", NULL};
   hap_jpath path, p;
   hap_jquote b;
   hap_jpath_index(path, "tensors", i);
   HAP_TRY(
       hap_jr_want_type(&r->jr, v, JSON_OBJECT, path, "a tensor object {\"name\", \"kind\", ...}"));
-  HAP_TRY(hap_jr_check_keys(&r->jr, v, path, keys, "name, kind, dtype, shape"));
+  HAP_TRY(hap_jr_check_keys(&r->jr, v, path, keys, "name, kind, dtype, shape, grad"));
   json_t *m;
   const char *name, *s;
   HAP_TRY(hap_jr_member(&r->jr, v, path, "name", true, "the tensor's name", &m));
@@ -132,8 +134,21 @@ static hap_status read_tensor(reader *r, const json_t *v, size_t i) {
   HAP_TRY(hap_jr_member(&r->jr, v, path, "shape", true, "an array of dims such as [256, 768]", &m));
   HAP_TRY(read_shape(r, m, hap_jpath_key(p, path, "shape"), dtype, &shape));
 
+  bool grad = false;
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "grad", false, "true or false", &m));
+  if (m != NULL) {
+    HAP_TRY(hap_jr_want_bool(&r->jr, m, hap_jpath_key(p, path, "grad"), &grad));
+    if (grad && (kind != HAP_TENSOR_INPUT || !hap_dtype_is_float(dtype)))
+      return hap_jr_fail(&r->jr, HAP_EPARSE, hap_jpath_key(p, path, "grad"),
+                         "only a floating-point input can want a gradient, this is a %s %s",
+                         hap_dtype_name(dtype), hap_tensor_kind_name(kind));
+  }
+
   hap_err e = {0};
-  hap_status st = hap_graph_add_tensor(r->g, name, kind, dtype, &shape, NULL, &e);
+  int32_t id;
+  hap_status st = hap_graph_add_tensor(r->g, name, kind, dtype, &shape, &id, &e);
+  if (st == HAP_OK && grad)
+    st = hap_graph_want_grad(r->g, id, &e);
   if (st != HAP_OK)
     return hap_jr_fail(&r->jr, st, path, "%s", e.msg);
   return HAP_OK;
@@ -524,6 +539,10 @@ static void write_tensor(hap_jw *w, const hap_tensor *t) {
   for (int d = 0; d < t->shape.rank; d++)
     hap_jw_int(w, t->shape.dims[d]);
   hap_jw_end_array(w);
+  if (t->grad_wanted) {
+    hap_jw_key(w, "grad");
+    hap_jw_bool(w, true);
+  }
   hap_jw_end_object(w);
 }
 

@@ -363,6 +363,8 @@ hap_status hap_graph_cast_float(const hap_graph *g, hap_dtype to, hap_graph **ou
     int32_t id;
     hap_dtype dt = ten->dtype == HAP_F32 ? to : ten->dtype;
     st = hap_graph_add_tensor(r, ten->name, ten->kind, dt, &ten->shape, &id, err);
+    if (st == HAP_OK && ten->grad_wanted)
+      st = hap_graph_want_grad(r, id, err);
   }
   for (int32_t k = 0; k < g->n_nodes && st == HAP_OK; k++) {
     const hap_node *n = &g->nodes[k];

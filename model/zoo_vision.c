@@ -83,22 +83,26 @@ const hap_model_def hap_zoo_vit = {
 
 /* ---- vgg19 --------------------------------------------------------------------------------- */
 
-enum { VGG_BATCH, VGG_CLASSES, VGG_DROPOUT, VGG_SEGMENTS };
+enum { VGG_BATCH, VGG_CLASSES, VGG_DROPOUT, VGG_SEGMENTS, VGG_WIDTH, VGG_HIDDEN };
 
 static const hap_model_opt vgg_opts[] = {
     {"batch", HAP_MOPT_INT, 256, NULL, "global batch size (32 per device, 8 devices)"},
     {"classes", HAP_MOPT_INT, 10, NULL, "output classes"},
     {"dropout", HAP_MOPT_FLOAT, 0.1, NULL, "dropout probability in the classifier"},
     {"segments", HAP_MOPT_CHOICE, 0, "0,1", "1: a new segment after every max-pool"},
+    {"width", HAP_MOPT_INT, 64, NULL,
+     "channels of the first block (the blocks after have 2, 4, 8 and 8 times as many)"},
+    {"hidden", HAP_MOPT_INT, 4096, NULL, "width of the two hidden classifier layers"},
 };
 
-/* torchvision's configuration "E": output channels of each 3x3 conv, 0 = 2x2 max-pool. */
+/* torchvision's configuration "E": output channels of each 3x3 conv at width 64, 0 = 2x2
+ * max-pool. */
 static const int16_t vgg19_cfg[] = {64,  64,  0,   128, 128, 0,   256, 256, 256, 256, 0,
                                     512, 512, 512, 512, 0,   512, 512, 512, 512, 0};
 
-/* Convolutions named like torchvision's `features` (conv i, relu i+1, pool), one segment per
- * pool when asked. [B,3,32,32] -> [B,512,1,1]. */
-static int32_t vgg_features(zb *b, int32_t x, bool segments) {
+/* Convolutions named like torchvision's `features` (conv i, relu i+1, pool), channels scaled by
+ * width / 64, one segment per pool when asked. [B,3,32,32] -> [B,8*width,1,1]. */
+static int32_t vgg_features(zb *b, int32_t x, int64_t width, bool segments) {
   int64_t channels = 3;
   int idx = 0;
   char name[16];
@@ -110,37 +114,40 @@ static int32_t vgg_features(zb *b, int32_t x, bool segments) {
       zb_segment(b, segments);
       continue;
     }
-    x = zb_conv2d(b, name, x, channels, vgg19_cfg[i], 3, 1, 1);
+    int64_t out = vgg19_cfg[i] / 64 * width;
+    x = zb_conv2d(b, name, x, channels, out, 3, 1, 1);
     snprintf(name, sizeof name, "%d", idx++);
     x = zb_unary(b, name, HAP_OP_RELU, x);
-    channels = vgg19_cfg[i];
+    channels = out;
   }
   return x;
 }
 
 /* features -> adaptive_avg_pool2d to 7x7 (upsamples the 1x1 map, as HAP's model does) ->
- * classifier 25088->4096->4096->classes -> log_softmax -> nll_loss(sum). */
+ * classifier 25088->4096->4096->classes (at the default width and hidden) -> log_softmax ->
+ * nll_loss(sum). */
 static hap_status build_vgg19(hap_graph *g, const hap_model_args *args, hap_err *err) {
   const double *v = args->v;
   int64_t batch = (int64_t)v[VGG_BATCH], classes = (int64_t)v[VGG_CLASSES];
+  int64_t width = (int64_t)v[VGG_WIDTH], hidden = (int64_t)v[VGG_HIDDEN];
   double dropout = v[VGG_DROPOUT];
   zb b;
   zb_init(&b, g, err);
   zb_require_prob(&b, "dropout", dropout);
   int32_t x = zb_input(&b, "x", HAP_F32, SHAPE(batch, 3, 32, 32));
   int32_t y = zb_input(&b, "y", HAP_I64, SHAPE(batch));
-  int32_t h = vgg_features(&b, x, v[VGG_SEGMENTS] != 0);
+  int32_t h = vgg_features(&b, x, width, v[VGG_SEGMENTS] != 0);
   zb_top(&b);
-  h = zb_adaptive_avg_pool2d(&b, "avgpool", h, 7, 7); /* [B,512,7,7] */
-  h = zb_flatten(&b, "flatten", h, 1);                /* [B,25088] */
+  h = zb_adaptive_avg_pool2d(&b, "avgpool", h, 7, 7); /* [B,8*width,7,7] */
+  h = zb_flatten(&b, "flatten", h, 1);                /* [B,8*width*49] */
   zb_scope(&b, "classifier");
-  h = zb_linear(&b, "0", h, (int64_t)512 * 7 * 7, 4096, true);
+  h = zb_linear(&b, "0", h, 8 * width * 7 * 7, hidden, true);
   h = zb_unary(&b, "1", HAP_OP_RELU, h);
   h = zb_dropout(&b, "2", h, dropout);
-  h = zb_linear(&b, "3", h, 4096, 4096, true);
+  h = zb_linear(&b, "3", h, hidden, hidden, true);
   h = zb_unary(&b, "4", HAP_OP_RELU, h);
   h = zb_dropout(&b, "5", h, dropout);
-  h = zb_linear(&b, "6", h, 4096, classes, true);
+  h = zb_linear(&b, "6", h, hidden, classes, true);
   zb_top(&b);
   h = zb_softmax(&b, "log_softmax", HAP_OP_LOG_SOFTMAX, h, -1);
   int32_t loss = zb_loss(&b, "loss", HAP_OP_NLL_LOSS, h, y, "sum");

@@ -160,6 +160,8 @@ static hap_status build_split(const hap_graph *g, int32_t replicas, const hap_sh
     int32_t id;
     const hap_tensor *ten = &g->tensors[t];
     st = hap_graph_add_tensor(r, ten->name, ten->kind, ten->dtype, &shapes[t], &id, err);
+    if (st == HAP_OK && ten->grad_wanted)
+      st = hap_graph_want_grad(r, id, err);
   }
   for (int32_t k = 0; k < g->n_nodes && st == HAP_OK; k++) {
     const hap_node *n = &g->nodes[k];

@@ -370,6 +370,8 @@ static const bad_case bad_cases[] = {
     {"name_control_char.json", "tensors[0].name: 'x\\x0ay' contains a control character"},
     {"empty_name.json", "tensors[0].name: is empty"},
     {"unknown_key.json", "tensors[0].shpae: unknown key"},
+    {"grad_on_parameter.json", "tensors[1].grad: only a floating-point input can want a gradient"},
+    {"grad_not_bool.json", "tensors[0].grad: expected true or false, got an integer"},
     {"unknown_op.json", "nodes[0].op: unknown op 'linaer'"},
     {"dangling_input.json", "nodes[1].inputs[0]: unknown tensor 'fc9', expected the name of a "
                             "tensor in \"tensors\""},

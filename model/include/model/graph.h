@@ -30,6 +30,8 @@ typedef struct hap_tensor {
   hap_shape shape;
   int32_t producer;   /* node id, -1 unless an activation */
   bool requires_grad; /* set by hap_graph_validate */
+  bool grad_wanted;   /* an input whose gradient is wanted (a pipeline stage's boundary input,
+                         model/stage.h): it then requires a gradient like a parameter */
 } hap_tensor;
 
 typedef struct hap_node {
@@ -83,6 +85,9 @@ hap_status hap_graph_link_node(hap_graph *g, const char *name, hap_op op, const 
                                const hap_attrs *attrs, int32_t segment, hap_err *err);
 
 hap_status hap_graph_set_loss(hap_graph *g, int32_t tensor, hap_err *err);
+
+/* Ask for the gradient of input `tensor` (a floating-point input; HAP_EINVAL otherwise). */
+hap_status hap_graph_want_grad(hap_graph *g, int32_t tensor, hap_err *err);
 
 /* Start a new segment: nodes added from now on get the next segment id. */
 void hap_graph_begin_segment(hap_graph *g);

@@ -1,0 +1,40 @@
+/* stage.h — a pipeline stage's graph: a contiguous range of a graph's nodes made into a graph of
+ * its own (docs/design-pipeline.md). Activations made before the range and used in it become
+ * boundary inputs (same name; their gradient is wanted when the original needs one); activations
+ * made in it and used after it are boundary outputs. A stage without the whole graph's loss gets a
+ * stage loss: for each boundary output y that needs a gradient an input "y@grad" (the gradient
+ * received from downstream) and L = sum over y of sum(y * y@grad), so that dL/dy = y@grad and the
+ * stage's backward yields the whole graph's gradients. With the loss in range, L adds the graph's
+ * loss to those terms. The result is an ordinary validated graph.
+ * Ownership: hap_stage_graph_build returns an owned hap_stage_graph freed with
+ * hap_stage_graph_destroy; it does not borrow the whole graph. */
+#ifndef HAP_MODEL_STAGE_H
+#define HAP_MODEL_STAGE_H
+
+#include <stdint.h>
+
+#include "model/graph.h"
+
+typedef struct hap_stage_graph {
+  hap_graph *graph;   /* the stage's graph (owned) */
+  int32_t first, end; /* the range [first, end) of the whole graph's node order */
+  /* tensor ids of the whole graph */
+  int32_t n_in, n_out;
+  int32_t *boundary_in;  /* [n_in] activations received, in tensor id order */
+  int32_t *boundary_out; /* [n_out] activations sent on, in tensor id order */
+  /* [n_out] the stage tensor that receives boundary_out[i]'s gradient ("<name>@grad"), or -1
+   * when it needs none */
+  int32_t *grad_in;
+  int32_t *stage_of; /* [whole graph's tensors] the id in the stage graph, or -1 when not in it */
+  int32_t *whole_of; /* [stage tensors] the id in the whole graph, or -1 (stage-loss tensors) */
+  bool has_loss;     /* the whole graph's loss is made in the range */
+} hap_stage_graph;
+
+/* The stage graph of nodes [first, end) of `g` (validated; 0 <= first < end <= n_nodes). Errors
+ * (one line): an empty or out-of-range range; a range without parameters, so nothing would need a
+ * gradient (HAP_EINVAL); a tensor name a stage-loss name would take ("h@grad"); HAP_ENOMEM. */
+hap_status hap_stage_graph_build(const hap_graph *g, int32_t first, int32_t end,
+                                 hap_stage_graph **out, hap_err *err);
+void hap_stage_graph_destroy(hap_stage_graph *s);
+
+#endif

@@ -1,0 +1,204 @@
+/* stage.c — a pipeline stage's graph (stage.h). */
+#include "model/stage.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void hap_stage_graph_destroy(hap_stage_graph *s) {
+  if (s == NULL)
+    return;
+  hap_graph_destroy(s->graph);
+  free(s->boundary_in);
+  free(s->boundary_out);
+  free(s->grad_in);
+  free(s->stage_of);
+  free(s->whole_of);
+  free(s);
+}
+
+/* Where each tensor of g is made and used relative to [first, end). */
+typedef struct usage {
+  bool *in_range;  /* used or made by a node of the range */
+  bool *used_late; /* used by a node at or after end */
+} usage;
+
+static void mark_usage(const hap_graph *g, int32_t first, int32_t end, usage *u) {
+  for (int32_t n = 0; n < g->n_nodes; n++) {
+    const hap_node *node = &g->nodes[n];
+    bool inside = n >= first && n < end;
+    for (int i = 0; i < node->n_inputs; i++) {
+      u->in_range[node->inputs[i]] |= inside;
+      u->used_late[node->inputs[i]] |= n >= end;
+    }
+    for (int o = 0; o < node->n_outputs; o++)
+      u->in_range[node->outputs[o]] |= inside;
+  }
+}
+
+/* Add tensor t of g to the stage graph: a boundary input when made before the range. */
+static hap_status add_tensor(hap_stage_graph *s, const hap_graph *g, int32_t t, hap_err *err) {
+  const hap_tensor *ten = &g->tensors[t];
+  bool received = ten->kind == HAP_TENSOR_ACTIVATION && ten->producer < s->first;
+  hap_tensor_kind kind = received ? HAP_TENSOR_INPUT : ten->kind;
+  int32_t id;
+  HAP_TRY(hap_graph_add_tensor(s->graph, ten->name, kind, ten->dtype, &ten->shape, &id, err));
+  if ((received && ten->requires_grad) || ten->grad_wanted)
+    HAP_TRY(hap_graph_want_grad(s->graph, id, err));
+  s->stage_of[t] = id;
+  s->whole_of[id] = t;
+  if (received)
+    s->boundary_in[s->n_in++] = t;
+  return HAP_OK;
+}
+
+static hap_status copy_nodes(hap_stage_graph *s, const hap_graph *g, int32_t base_segment,
+                             hap_err *err) {
+  for (int32_t n = s->first; n < s->end; n++) {
+    const hap_node *node = &g->nodes[n];
+    int32_t in[HAP_MAX_OP_INPUTS], out[HAP_MAX_OP_OUTPUTS];
+    for (int i = 0; i < node->n_inputs; i++)
+      in[i] = s->stage_of[node->inputs[i]];
+    for (int o = 0; o < node->n_outputs; o++)
+      out[o] = s->stage_of[node->outputs[o]];
+    HAP_TRY(hap_graph_link_node(s->graph, node->name, node->op, in, node->n_inputs, out,
+                                node->n_outputs, &node->attrs, node->segment - base_segment, err));
+  }
+  return HAP_OK;
+}
+
+/* A stage-loss name must be new to the whole graph and the stage graph. */
+static hap_status claim_name(const hap_stage_graph *s, const hap_graph *g, const char *name,
+                             hap_err *err) {
+  if (hap_graph_find_tensor(g, name) < 0 && hap_graph_find_node(g, name) < 0 &&
+      hap_graph_find_tensor(s->graph, name) < 0 && hap_graph_find_node(s->graph, name) < 0)
+    return HAP_OK;
+  return hap_err_set(err, HAP_EINVAL,
+                     "nodes [%d, %d): the stage loss needs the name '%s', which the graph uses",
+                     s->first, s->end, name);
+}
+
+/* Add a node of one output named `name` through the builder; its tensor id into *out. */
+static hap_status add_op(hap_stage_graph *s, const hap_graph *g, const char *name, hap_op op,
+                         const int32_t *in, int32_t n_in, int32_t *out, hap_err *err) {
+  HAP_TRY(claim_name(s, g, name, err));
+  const char *names[1] = {name};
+  return hap_graph_add_node(s->graph, name, op, in, n_in, NULL, names, out, err);
+}
+
+/* L = [the graph's loss] + sum over boundary outputs y needing a gradient of sum(y * y@grad). */
+static hap_status add_stage_loss(hap_stage_graph *s, const hap_graph *g, hap_err *err) {
+  int32_t loss = s->has_loss ? s->stage_of[g->loss] : -1;
+  char name[512];
+  for (int32_t i = 0; i < s->n_out; i++) {
+    const hap_tensor *y = &g->tensors[s->boundary_out[i]];
+    s->grad_in[i] = -1;
+    if (!y->requires_grad)
+      continue;
+    int32_t yid = s->stage_of[s->boundary_out[i]], gid, prod, term;
+    snprintf(name, sizeof name, "%s@grad", y->name);
+    HAP_TRY(claim_name(s, g, name, err));
+    HAP_TRY(hap_graph_add_tensor(s->graph, name, HAP_TENSOR_INPUT, y->dtype, &y->shape, &gid, err));
+    s->grad_in[i] = gid;
+    s->whole_of[gid] = -1;
+    int32_t pair[2] = {yid, gid};
+    snprintf(name, sizeof name, "%s@grad.mul", y->name);
+    HAP_TRY(add_op(s, g, name, HAP_OP_MUL, pair, 2, &prod, err));
+    snprintf(name, sizeof name, "%s@grad.sum", y->name);
+    HAP_TRY(add_op(s, g, name, HAP_OP_SUM, &prod, 1, &term, err));
+    if (loss < 0) {
+      loss = term;
+      continue;
+    }
+    int32_t both[2] = {loss, term};
+    snprintf(name, sizeof name, "%s@grad.add", y->name);
+    HAP_TRY(add_op(s, g, name, HAP_OP_ADD, both, 2, &loss, err));
+  }
+  if (loss < 0)
+    return hap_err_set(err, HAP_EINVAL,
+                       "nodes [%d, %d) hold no loss and send on nothing that needs a gradient",
+                       s->first, s->end);
+  return hap_graph_set_loss(s->graph, loss, err);
+}
+
+static hap_status build(hap_stage_graph *s, const hap_graph *g, hap_err *err) {
+  int32_t nt = g->n_tensors;
+  usage u = {calloc((size_t)nt, sizeof(bool)), calloc((size_t)nt, sizeof(bool))};
+  hap_status st = HAP_OK;
+  if (u.in_range == NULL || u.used_late == NULL) {
+    st = hap_err_set(err, HAP_ENOMEM, "out of memory cutting nodes [%d, %d)", s->first, s->end);
+    goto done;
+  }
+  mark_usage(g, s->first, s->end, &u);
+  s->has_loss = g->tensors[g->loss].producer >= s->first && g->tensors[g->loss].producer < s->end;
+  for (int32_t t = 0; t < nt && st == HAP_OK; t++) {
+    if (!u.in_range[t])
+      continue;
+    st = add_tensor(s, g, t, err);
+    const hap_tensor *ten = &g->tensors[t];
+    bool made_here =
+        ten->kind == HAP_TENSOR_ACTIVATION && ten->producer >= s->first && ten->producer < s->end;
+    if (made_here && u.used_late[t])
+      s->boundary_out[s->n_out++] = t;
+  }
+  int32_t base = g->nodes[s->first].segment, last = g->nodes[s->end - 1].segment;
+  if (st == HAP_OK)
+    st = copy_nodes(s, g, base, err);
+  for (int32_t k = base; k < last; k++) /* the stage loss joins the last segment */
+    hap_graph_begin_segment(s->graph);
+  if (st == HAP_OK)
+    st = add_stage_loss(s, g, err);
+  if (st == HAP_OK)
+    st = hap_graph_validate(s->graph, err);
+done:
+  free(u.in_range);
+  free(u.used_late);
+  return st;
+}
+
+hap_status hap_stage_graph_build(const hap_graph *g, int32_t first, int32_t end,
+                                 hap_stage_graph **out, hap_err *err) {
+  *out = NULL;
+  if (first < 0 || end > g->n_nodes || first >= end)
+    return hap_err_set(
+        err, HAP_EINVAL,
+        "stage nodes [%d, %d): expected a non-empty range within the %d nodes of '%s'", first, end,
+        g->n_nodes, g->name);
+  hap_stage_graph *s = calloc(1, sizeof *s);
+  int32_t nt = g->n_tensors;
+  /* stage tensors: at most every tensor of g plus three per boundary output (y@grad, the product
+   * and the sum; the adds too: at most 4 per output) */
+  size_t cap = (size_t)nt * 5 + 1;
+  if (s != NULL) {
+    s->first = first;
+    s->end = end;
+    s->graph = hap_graph_create(g->name);
+    s->boundary_in = malloc((size_t)nt * sizeof(int32_t));
+    s->boundary_out = malloc((size_t)nt * sizeof(int32_t));
+    s->grad_in = malloc((size_t)nt * sizeof(int32_t));
+    s->stage_of = malloc((size_t)nt * sizeof(int32_t));
+    s->whole_of = malloc(cap * sizeof(int32_t));
+  }
+  if (s == NULL || s->graph == NULL || !s->boundary_in || !s->boundary_out || !s->grad_in ||
+      !s->stage_of || !s->whole_of) {
+    hap_stage_graph_destroy(s);
+    return hap_err_set(err, HAP_ENOMEM, "out of memory cutting nodes [%d, %d)", first, end);
+  }
+  for (int32_t t = 0; t < nt; t++)
+    s->stage_of[t] = -1;
+  for (size_t t = 0; t < cap; t++)
+    s->whole_of[t] = -1;
+  char source[96];
+  snprintf(source, sizeof source, "pipeline stage: nodes [%d, %d)", first, end);
+  hap_status st = hap_graph_set_source(s->graph, source);
+  if (st != HAP_OK)
+    st = hap_err_set(err, st, "out of memory cutting nodes [%d, %d)", first, end);
+  if (st == HAP_OK)
+    st = build(s, g, err);
+  if (st != HAP_OK) {
+    hap_stage_graph_destroy(s);
+    return st;
+  }
+  *out = s;
+  return HAP_OK;
+}

@@ -1,0 +1,253 @@
+/* Pipeline stage graphs (model/stage.h): boundaries, the stage loss, tied parameters, the file
+ * form of an input whose gradient is wanted, and every refusal. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/graph_io.h"
+#include "model/stage.h"
+#include "test_util.h"
+
+static hap_stage_graph *cut(const hap_graph *g, int32_t first, int32_t end) {
+  hap_stage_graph *s = NULL;
+  hap_err err = {0};
+  cr_assert_eq(hap_stage_graph_build(g, first, end, &s, &err), HAP_OK, "[%d, %d): %s", first, end,
+               err.msg);
+  cr_assert_not_null(s);
+  return s;
+}
+
+static const hap_tensor *stage_tensor(const hap_stage_graph *s, const char *name) {
+  int32_t t = hap_graph_find_tensor(s->graph, name);
+  cr_assert_geq(t, 0, "stage has no tensor '%s'", name);
+  return &s->graph->tensors[t];
+}
+
+Test(stage, two_stages_of_an_mlp_meet_at_one_boundary) {
+  hap_graph *g = model("mlp:layers=4,batch=8,seq=4,hidden=16");
+  int32_t mid = g->n_nodes / 2;
+  hap_stage_graph *a = cut(g, 0, mid), *b = cut(g, mid, g->n_nodes);
+  /* what a sends is what b receives */
+  cr_assert_eq(a->n_out, 1);
+  cr_assert_eq(b->n_in, 1);
+  cr_expect_eq(a->boundary_out[0], b->boundary_in[0]);
+  cr_expect_eq(a->n_in, 0);
+  cr_expect_eq(b->n_out, 0);
+  const hap_tensor *y = &g->tensors[a->boundary_out[0]];
+  cr_expect_eq(y->producer, mid - 1);
+  /* a: a stage loss over y@grad; b: the graph's loss, its received input wants a gradient */
+  cr_expect(!a->has_loss);
+  cr_expect(b->has_loss);
+  char name[256];
+  snprintf(name, sizeof name, "%s@grad", y->name);
+  const hap_tensor *gy = stage_tensor(a, name);
+  cr_expect_eq(gy->kind, HAP_TENSOR_INPUT);
+  cr_expect(!gy->requires_grad);
+  cr_expect_eq(gy->shape.rank, y->shape.rank);
+  cr_expect_eq(a->grad_in[0], hap_graph_find_tensor(a->graph, name));
+  cr_expect_eq(a->whole_of[a->grad_in[0]], -1);
+  const hap_tensor *loss_a = &a->graph->tensors[a->graph->loss];
+  cr_expect_eq(loss_a->shape.rank, 0);
+  cr_expect(loss_a->requires_grad);
+  const hap_tensor *in_b = stage_tensor(b, y->name);
+  cr_expect_eq(in_b->kind, HAP_TENSOR_INPUT);
+  cr_expect(in_b->grad_wanted);
+  cr_expect(in_b->requires_grad);
+  cr_expect_str_eq(b->graph->tensors[b->graph->loss].name, g->tensors[g->loss].name);
+  /* b is the graph's tail unchanged: the same nodes, no stage loss */
+  cr_expect_eq(b->graph->n_nodes, g->n_nodes - mid);
+  cr_expect_eq(a->graph->n_nodes, mid + 2); /* y * y@grad, summed */
+  hap_stage_graph_destroy(a);
+  hap_stage_graph_destroy(b);
+  hap_graph_destroy(g);
+}
+
+/* Three stages of every zoo model: every node in exactly one stage, every parameter in one at
+ * least, maps that agree both ways, and each boundary received where it is sent. */
+Test(stage, three_stages_cover_every_zoo_model) {
+  const char *specs[] = {
+      "mlp:layers=3,batch=8,seq=4,hidden=16",
+      "bert-base:layers=2,batch=4,seq=8,width=16,heads=2,vocab=32",
+      "vit:layers=2,batch=4,image=8,patch=4,width=16,heads=2,classes=10",
+      "bert-moe:layers=2,batch=4,seq=8,width=16,heads=2,vocab=32,experts=4",
+      "gpt:layers=2,batch=4,seq=8,width=16,heads=2,vocab=32",
+      "vgg19:batch=2,width=8,hidden=32",
+  };
+  for (size_t m = 0; m < sizeof specs / sizeof *specs; m++) {
+    hap_graph *g = model(specs[m]);
+    int32_t cuts[4] = {0, g->n_nodes / 3, 2 * g->n_nodes / 3, g->n_nodes};
+    int32_t *seen = calloc((size_t)g->n_tensors, sizeof(int32_t));
+    int32_t nodes = 0;
+    for (int k = 0; k < 3; k++) {
+      hap_stage_graph *s = cut(g, cuts[k], cuts[k + 1]);
+      cr_expect_eq(s->has_loss, k == 2, "%s stage %d", specs[m], k);
+      for (int32_t n = 0; n < s->graph->n_nodes; n++)
+        nodes += hap_graph_find_node(g, s->graph->nodes[n].name) >= 0;
+      for (int32_t t = 0; t < g->n_tensors; t++) {
+        int32_t st = s->stage_of[t];
+        if (st < 0)
+          continue;
+        cr_expect_eq(s->whole_of[st], t);
+        cr_expect_str_eq(s->graph->tensors[st].name, g->tensors[t].name);
+        seen[t]++;
+      }
+      for (int32_t i = 0; i < s->n_in; i++) { /* made upstream, before the range */
+        const hap_tensor *t = &g->tensors[s->boundary_in[i]];
+        cr_expect_eq(t->kind, HAP_TENSOR_ACTIVATION);
+        cr_expect_lt(t->producer, cuts[k], "%s: '%s'", specs[m], t->name);
+        cr_expect_eq(s->graph->tensors[s->stage_of[s->boundary_in[i]]].requires_grad,
+                     t->requires_grad);
+      }
+      for (int32_t i = 0; i < s->n_out; i++) {
+        const hap_tensor *t = &g->tensors[s->boundary_out[i]];
+        cr_expect_geq(t->producer, cuts[k]);
+        cr_expect_lt(t->producer, cuts[k + 1]);
+        cr_expect_eq(s->grad_in[i] >= 0, t->requires_grad, "%s: '%s'", specs[m], t->name);
+      }
+      hap_stage_graph_destroy(s);
+    }
+    cr_expect_eq(nodes, g->n_nodes, "%s: every node in exactly one stage", specs[m]);
+    for (int32_t t = 0; t < g->n_tensors; t++)
+      if (g->tensors[t].kind == HAP_TENSOR_PARAMETER)
+        cr_expect_geq(seen[t], 1, "%s: parameter '%s' in no stage", specs[m], g->tensors[t].name);
+    free(seen);
+    hap_graph_destroy(g);
+  }
+}
+
+/* GPT ties wte: the embedding in the first stage and the language-model head in the last both
+ * hold it (their gradients are summed across stages). */
+Test(stage, a_tied_parameter_is_in_both_stages) {
+  hap_graph *g = model("gpt:layers=2,batch=4,seq=8,width=16,heads=2,vocab=32");
+  int32_t wte = hap_graph_find_tensor(g, "wte.weight");
+  cr_assert_geq(wte, 0);
+  hap_stage_graph *a = cut(g, 0, g->n_nodes / 2), *b = cut(g, g->n_nodes / 2, g->n_nodes);
+  cr_expect_geq(a->stage_of[wte], 0);
+  cr_expect_geq(b->stage_of[wte], 0);
+  cr_expect_eq(b->graph->tensors[b->stage_of[wte]].kind, HAP_TENSOR_PARAMETER);
+  hap_stage_graph_destroy(a);
+  hap_stage_graph_destroy(b);
+  hap_graph_destroy(g);
+}
+
+static char *to_json(const hap_graph *g) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  cr_assert_not_null(f);
+  hap_err err = {0};
+  cr_assert_eq(hap_graph_write(g, f, &err), HAP_OK, "%s", err.msg);
+  cr_assert_eq(fclose(f), 0);
+  return buf;
+}
+
+Test(stage, a_stage_graph_round_trips_through_its_file_form) {
+  hap_graph *g = model("bert-base:layers=2,batch=4,seq=8,width=16,heads=2,vocab=32");
+  hap_stage_graph *s = cut(g, g->n_nodes / 2, g->n_nodes);
+  char *text = to_json(s->graph);
+  cr_expect_not_null(strstr(text, "\"grad\": true"), "the boundary input's flag is written");
+  hap_graph *back = NULL;
+  hap_err err = {0};
+  cr_assert_eq(hap_graph_from_json(text, strlen(text), "stage.json", &back, &err), HAP_OK, "%s",
+               err.msg);
+  char *again = to_json(back);
+  cr_expect_str_eq(again, text);
+  uint64_t d1 = 0, d2 = 1;
+  cr_expect_eq(hap_graph_digest(back, &d1, &err), HAP_OK);
+  cr_expect_eq(hap_graph_digest(s->graph, &d2, &err), HAP_OK);
+  cr_expect_eq(d1, d2);
+  for (int32_t t = 0; t < back->n_tensors; t++)
+    cr_expect_eq(back->tensors[t].requires_grad, s->graph->tensors[t].requires_grad);
+  /* the whole graph writes no "grad" key: files made before stages are unchanged */
+  char *whole = to_json(g);
+  cr_expect_null(strstr(whole, "\"grad\""));
+  free(whole);
+  free(again);
+  free(text);
+  hap_graph_destroy(back);
+  hap_stage_graph_destroy(s);
+  hap_graph_destroy(g);
+}
+
+static void expect_refused(const hap_graph *g, int32_t first, int32_t end, const char *want) {
+  hap_stage_graph *s = (hap_stage_graph *)1;
+  hap_err err = {0};
+  hap_status st = hap_stage_graph_build(g, first, end, &s, &err);
+  cr_expect_neq(st, HAP_OK, "[%d, %d) was accepted", first, end);
+  cr_expect_null(s);
+  cr_expect_not_null(strstr(err.msg, want), "expected '%s' in: %s", want, err.msg);
+  cr_expect_null(strchr(err.msg, '\n'));
+}
+
+Test(stage, bad_ranges_and_names_are_refused_with_one_line) {
+  hap_graph *g = model("mlp:layers=2,batch=8,seq=4,hidden=16");
+  expect_refused(g, 2, 2, "expected a non-empty range");
+  expect_refused(g, -1, 2, "expected a non-empty range");
+  expect_refused(g, 0, g->n_nodes + 1, "expected a non-empty range");
+  hap_graph_destroy(g);
+
+  /* h's gradient input would be "h@grad", a name the graph already uses */
+  hap_graph *c = hap_graph_create("clash");
+  hap_shape s2 = {.rank = 2, .dims = {4, 8}}, w2 = {.rank = 2, .dims = {8, 8}};
+  int32_t x, w, clash, h, y, loss;
+  hap_err err = {0};
+  cr_assert_eq(hap_graph_add_tensor(c, "x", HAP_TENSOR_INPUT, HAP_F32, &s2, &x, &err), HAP_OK);
+  cr_assert_eq(hap_graph_add_tensor(c, "w", HAP_TENSOR_PARAMETER, HAP_F32, &w2, &w, &err), HAP_OK);
+  cr_assert_eq(hap_graph_add_tensor(c, "h@grad", HAP_TENSOR_PARAMETER, HAP_F32, &w2, &clash, &err),
+               HAP_OK);
+  const char *hn[1] = {"h"}, *yn[1] = {"y"}, *ln[1] = {"loss"};
+  int32_t in1[2] = {x, w};
+  cr_assert_eq(hap_graph_add_node(c, "h", HAP_OP_MATMUL, in1, 2, NULL, hn, &h, &err), HAP_OK, "%s",
+               err.msg);
+  int32_t in2[2] = {h, clash};
+  cr_assert_eq(hap_graph_add_node(c, "y", HAP_OP_MATMUL, in2, 2, NULL, yn, &y, &err), HAP_OK, "%s",
+               err.msg);
+  cr_assert_eq(hap_graph_add_node(c, "loss", HAP_OP_SUM, &y, 1, NULL, ln, &loss, &err), HAP_OK,
+               "%s", err.msg);
+  cr_assert_eq(hap_graph_set_loss(c, loss, &err), HAP_OK);
+  cr_assert_eq(hap_graph_validate(c, &err), HAP_OK, "%s", err.msg);
+  expect_refused(c, 0, 1, "the stage loss needs the name 'h@grad'");
+  hap_graph_destroy(c);
+}
+
+/* A range that sends on only what needs no gradient and holds no loss has nothing to train. */
+Test(stage, a_stage_without_gradient_is_refused) {
+  hap_graph *c = hap_graph_create("nograd");
+  hap_shape s2 = {.rank = 2, .dims = {4, 8}};
+  int32_t x, w, a, h, loss;
+  hap_err err = {0};
+  cr_assert_eq(hap_graph_add_tensor(c, "x", HAP_TENSOR_INPUT, HAP_F32, &s2, &x, &err), HAP_OK);
+  cr_assert_eq(hap_graph_add_tensor(c, "w", HAP_TENSOR_PARAMETER, HAP_F32, &s2, &w, &err), HAP_OK);
+  const char *an[1] = {"a"}, *hn[1] = {"h"}, *ln[1] = {"loss"};
+  cr_assert_eq(hap_graph_add_node(c, "a", HAP_OP_RELU, &x, 1, NULL, an, &a, &err), HAP_OK);
+  int32_t in[2] = {a, w};
+  cr_assert_eq(hap_graph_add_node(c, "h", HAP_OP_MUL, in, 2, NULL, hn, &h, &err), HAP_OK);
+  cr_assert_eq(hap_graph_add_node(c, "loss", HAP_OP_SUM, &h, 1, NULL, ln, &loss, &err), HAP_OK);
+  cr_assert_eq(hap_graph_set_loss(c, loss, &err), HAP_OK);
+  cr_assert_eq(hap_graph_validate(c, &err), HAP_OK, "%s", err.msg);
+  expect_refused(c, 0, 1, "hold no loss and send on nothing that needs a gradient");
+  /* the rest is a fine stage: its received input needs no gradient */
+  hap_stage_graph *s = cut(c, 1, 3);
+  cr_expect_eq(s->n_in, 1);
+  cr_expect(!stage_tensor(s, "a")->grad_wanted);
+  hap_stage_graph_destroy(s);
+  hap_graph_destroy(c);
+}
+
+Test(stage, only_a_float_input_can_want_a_gradient) {
+  hap_graph *c = hap_graph_create("want");
+  hap_shape s2 = {.rank = 2, .dims = {4, 8}};
+  int32_t x, w, i;
+  hap_err err = {0};
+  cr_assert_eq(hap_graph_add_tensor(c, "x", HAP_TENSOR_INPUT, HAP_F32, &s2, &x, &err), HAP_OK);
+  cr_assert_eq(hap_graph_add_tensor(c, "w", HAP_TENSOR_PARAMETER, HAP_F32, &s2, &w, &err), HAP_OK);
+  cr_assert_eq(hap_graph_add_tensor(c, "i", HAP_TENSOR_INPUT, HAP_I64, &s2, &i, &err), HAP_OK);
+  cr_expect_eq(hap_graph_want_grad(c, x, &err), HAP_OK);
+  cr_expect_eq(hap_graph_want_grad(c, w, &err), HAP_EINVAL);
+  cr_expect_not_null(strstr(err.msg, "only a floating-point input can want a gradient"), "%s",
+                     err.msg);
+  cr_expect_eq(hap_graph_want_grad(c, i, &err), HAP_EINVAL);
+  cr_expect_eq(hap_graph_want_grad(c, 99, &err), HAP_EINVAL);
+  hap_graph_destroy(c);
+}
