@@ -48,7 +48,7 @@ typedef struct hap_pipe_order hap_pipe_order;
  *  - interleaved: Megatron's interleaved 1F1B; forwards visit micro-batches in groups of p, chunk
  *    0..v-1 for each group of p (chunk-major), backwards the same with chunks v-1..0; group i runs
  *    min((p-i-1)*2 + (v-1)*p, m*v) warm-up forwards, then one forward one backward, then the
- *    remaining backwards. Needs v >= 2 (v = 1 is 1f1b: refused, to keep one name per order) and
+ *    remaining backwards. Needs v >= 2 (one chunk per group is what 1f1b is for) and
  *    m a multiple of p.
  * Fails with HAP_EINVAL and one line naming the field ("stages", "micro_batches", "chunks") and
  * what was expected; HAP_ENOMEM. *out is NULL on failure. */
