@@ -13,7 +13,7 @@
 set -u
 synth=$1 run=$2 ranks=$3 cluster=$4
 strategy=${5:-hap}
-only=${6:-.}
+only=${6:-} # empty: test_check.sh's default models
 shift 6 2>/dev/null || shift $#
 wanted=("$@")
 here=$(dirname "$0")
