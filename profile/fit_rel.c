@@ -207,6 +207,16 @@ static hap_status loo_errors(const double *s, const double *t, int32_t n, int32_
   return st;
 }
 
+/* Largest |t_fit - t| / t over the points. */
+static double max_miss(const hap_ab_fit *f, const double *s, const double *t, int32_t n) {
+  double worst = 0;
+  for (int32_t i = 0; i < n; i++) {
+    double e = fabs(hap_ab_fit_time(f, s[i]) - t[i]) / t[i];
+    worst = e > worst ? e : worst;
+  }
+  return worst;
+}
+
 hap_status hap_fit_pieces_rel(const double *s, const double *t, int32_t n, hap_ab_fit *out,
                               hap_err *err) {
   HAP_TRY(check_points(s, t, n, err));
@@ -229,7 +239,14 @@ hap_status hap_fit_pieces_rel(const double *s, const double *t, int32_t n, hap_a
   for (int32_t k = 2; k <= max_k; k++)
     if (cv[k - 1] < cv[best - 1] * (1 - 1e-6) - 1e-12)
       best = k;
-  return hap_fit_segments_rel(s, t, n, best, m, out, NULL, err);
+  /* The sweep's ends are never left out, so a regime of only the largest sizes (a transport
+   * falling off a cliff above some size) costs the cross-validation little: add pieces while a
+   * measured point is missed by more than HAP_FIT_REL_MAX_MISS. */
+  for (;; best++) {
+    HAP_TRY(hap_fit_segments_rel(s, t, n, best, m, out, NULL, err));
+    if (best >= max_k || max_miss(out, s, t, n) <= HAP_FIT_REL_MAX_MISS)
+      return HAP_OK;
+  }
 }
 
 /* ---- a whole profile ------------------------------------------------------------------------ */

@@ -75,6 +75,27 @@ Test(fit_rel, one_regime_stays_one_piece) {
   cr_assert_lt(rel(f.beta_Bps[0], 10e9), 1e-9);
 }
 
+/* An all-reduce sweep measured on dev-2c (2 MPI ranks, hap-profile --quick --plan, 2026-11-26):
+ * 4.5 GB/s up to 32 MiB, then 0.27 GB/s at 128 and 512 MiB. Leave-one-out never leaves out the
+ * largest size, so it alone keeps one piece, which misses 512 MiB by 14x; no measured point may be
+ * missed by more than HAP_FIT_REL_MAX_MISS. */
+Test(fit_rel, a_cliff_at_the_largest_sizes_gets_its_own_piece) {
+  double s[14], t[14] = {5.45e-07,     6.522e-07,    6.422e-07,    1.2875e-06,  1.7904e-06,
+                         9.2806e-06,   1.83260e-05,  4.12714e-05,  1.23975e-04, 4.57313e-04,
+                         1.726361e-03, 7.391941e-03, 5.138457e-01, 1.962927};
+  for (int i = 0; i < 14; i++)
+    s[i] = 8.0 * pow(4, i);
+  hap_ab_fit f;
+  hap_err err = {0};
+  cr_assert_eq(hap_fit_pieces_rel(s, t, 14, &f, &err), HAP_OK, "%s", err.msg);
+  cr_expect_geq(f.n_pieces, 2);
+  for (int i = 0; i < 14; i++)
+    cr_expect_leq(rel(hap_ab_fit_time(&f, s[i]), t[i]), HAP_FIT_REL_MAX_MISS,
+                  "size %g: %g s for %g", s[i], hap_ab_fit_time(&f, s[i]), t[i]);
+  cr_expect_lt(rel(hap_ab_fit_time(&f, s[13]), t[13]), 0.1);
+  cr_expect_lt(rel(hap_ab_fit_time(&f, 411e6), 411e6 / 2.73e8), 0.25, "vgg19's 411 MB gradient");
+}
+
 Test(fit_rel, extrapolation_uses_the_last_piece_and_stays_positive) {
   double s[N], t[N];
   three_regimes(s, t);

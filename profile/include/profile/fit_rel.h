@@ -17,6 +17,9 @@
 /* Most pieces hap_fit_pieces_rel tries, and the fewest points one piece is fitted on. */
 #define HAP_FIT_REL_MAX_PIECES 6
 #define HAP_FIT_REL_MIN_POINTS 2
+/* Largest relative miss at a measured size hap_fit_pieces_rel accepts while more pieces are
+ * possible (0.5: no point off by more than half its time). */
+#define HAP_FIT_REL_MAX_MISS 0.5
 
 /* t = alpha + S / beta minimising sum ((t_fit - t) / t)^2, with core's physical rules (alpha >= 0,
  * 0 < beta < inf: a negative intercept refits through the origin, a slope <= 0 or a single size
@@ -41,7 +44,9 @@ hap_status hap_fit_segments_rel(const double *sizes_bytes, const double *times_s
  * allow) whose leave-one-out error is smallest: each interior point is left out in turn, the
  * rest refitted, and log(1 + |relative error|) of the prediction at the left-out size summed (a
  * tie, within rounding, keeps fewer pieces; the log is robust to a regime switch no piece count can
- * predict). Errors as hap_fit_segments_rel. */
+ * predict); then, while the fit misses a measured point by more than HAP_FIT_REL_MAX_MISS (a
+ * regime of only the largest sizes, which leave-one-out never leaves out), one piece more, as the
+ * points allow. Errors as hap_fit_segments_rel. */
 hap_status hap_fit_pieces_rel(const double *sizes_bytes, const double *times_s, int32_t n,
                               hap_ab_fit *out, hap_err *err);
 
