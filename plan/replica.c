@@ -239,50 +239,14 @@ hap_status hap_cluster_of_host(const hap_cluster *c, int32_t host, hap_cluster *
   const hap_host *h = &c->hosts[host];
   char name[256];
   snprintf(name, sizeof name, "%s[%s]", c->name, h->name);
-  hap_cluster *s = hap_cluster_create(name);
-  int32_t *ranks = malloc((size_t)(h->n_devices ? h->n_devices : 1) * sizeof *ranks);
-  if (s == NULL || ranks == NULL) {
-    hap_cluster_destroy(s);
-    free(ranks);
+  int32_t *devices = malloc((size_t)(h->n_devices ? h->n_devices : 1) * sizeof *devices);
+  if (devices == NULL)
     return hap_err_set(err, HAP_ENOMEM, "out of memory taking one host's devices");
-  }
-  int32_t id;
-  hap_status st = hap_cluster_add_host(s, h->name, h->intra, h->nic, &id, err);
-  hap_cluster_set_inter_latency(s, c->inter_latency_s);
-  for (int32_t i = 0; i < h->n_devices && st == HAP_OK; i++) {
-    const hap_device *d = &c->devices[h->first_device + i];
-    st = hap_cluster_add_device(s, d->name, d, &id, err);
-  }
-  size_t cursor = 0;
-  int32_t src, dst;
-  hap_link link;
-  int32_t lo = h->first_device, hi = h->first_device + h->n_devices;
-  while (st == HAP_OK && hap_cluster_next_link_override(c, &cursor, &src, &dst, &link))
-    if (src >= lo && src < hi && dst >= lo && dst < hi)
-      st = hap_cluster_set_link(s, src - lo, dst - lo, link, err);
-  for (int32_t f = 0; f < c->n_fits && st == HAP_OK; f++) {
-    const hap_coll_fit *fit = &c->fits[f];
-    bool inside = fit->n_ranks <= h->n_devices;
-    for (int32_t i = 0; i < fit->n_ranks && inside; i++) {
-      inside = fit->ranks[i] >= lo && fit->ranks[i] < hi;
-      if (inside)
-        ranks[i] = fit->ranks[i] - lo;
-    }
-    if (!inside)
-      continue;
-    hap_coll_fit copy = *fit;
-    copy.ranks = ranks;
-    st = hap_cluster_add_fit(s, &copy, err);
-  }
-  free(ranks);
-  if (st == HAP_OK)
-    st = hap_cluster_validate(s, err);
-  if (st != HAP_OK) {
-    hap_cluster_destroy(s);
-    return st;
-  }
-  *out = s;
-  return HAP_OK;
+  for (int32_t i = 0; i < h->n_devices; i++)
+    devices[i] = h->first_device + i;
+  hap_status st = hap_cluster_of_devices(c, devices, h->n_devices, name, out, err);
+  free(devices);
+  return st;
 }
 
 void hap_group_share_nics(hap_group *g, int32_t sharers) {

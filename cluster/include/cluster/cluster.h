@@ -168,6 +168,15 @@ int32_t hap_cluster_find_host(const hap_cluster *c, const char *name);
  * device and the field. */
 hap_status hap_cluster_validate(const hap_cluster *c, hap_err *err);
 
+/* The cluster of devices[0..n) of `c` (strictly increasing ids), renumbered 0..n-1 in that order:
+ * each with its host (name, intra-host link and NIC; only the hosts that hold one of them), the
+ * inter-host latency, the per-pair link overrides and the collective fits among them. Named
+ * `name` (NULL: c's name). A pipeline stage's device group is one (docs/design-pipeline.md).
+ * HAP_EINVAL naming the entry for an empty, unordered or out-of-range list; HAP_ENOMEM. *out is
+ * the caller's (hap_cluster_destroy). */
+hap_status hap_cluster_of_devices(const hap_cluster *c, const int32_t *devices, int32_t n,
+                                  const char *name, hap_cluster **out, hap_err *err);
+
 /* A stable 64-bit key of an op's input shapes (for measured kernel tables). */
 uint64_t hap_kernel_shape_key(const hap_op_io *io);
 
