@@ -1,0 +1,31 @@
+/* stage_times.c — a pipeline stage's per-micro-batch times (stage_times.h). */
+#include "simulate/stage_times.h"
+
+bool hap_task_is_grad_sync(const hap_lowered *lw, int32_t t) {
+  const hap_task *k = &lw->tasks[t];
+  if (k->kind != HAP_TASK_COLLECTIVE || k->phase != HAP_PHASE_BWD)
+    return false;
+  if (k->span == HAP_SPAN_REPLICAS)
+    return true;
+  return k->step >= 0 && lw->plan->steps[k->step].kind == HAP_STEP_SOURCE;
+}
+
+void hap_stage_times_of(const hap_plan_sim *ps, hap_stage_times *out) {
+  const hap_lowered *lw = ps->lw;
+  double fwd_end = 0, bwd_end = 0;
+  for (int32_t g = 0; g < ps->n_groups; g++)
+    for (int32_t t = 0; t < ps->n_tasks; t++) {
+      double end = ps->end_s[(size_t)g * (size_t)ps->n_tasks + (size_t)t];
+      hap_task_phase ph = lw->tasks[t].phase;
+      if (ph == HAP_PHASE_FWD && end > fwd_end)
+        fwd_end = end;
+      if (ph == HAP_PHASE_BWD && !hap_task_is_grad_sync(lw, t) && end > bwd_end)
+        bwd_end = end;
+    }
+  if (bwd_end < fwd_end)
+    bwd_end = fwd_end;
+  double total = ps->iteration_s > bwd_end ? ps->iteration_s : bwd_end;
+  out->fwd_s = fwd_end;
+  out->bwd_s = bwd_end - fwd_end;
+  out->tail_s = total - bwd_end;
+}
