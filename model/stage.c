@@ -202,3 +202,74 @@ hap_status hap_stage_graph_build(const hap_graph *g, int32_t first, int32_t end,
   *out = s;
   return HAP_OK;
 }
+
+double hap_node_train_flops(const hap_graph *g, int32_t n) {
+  hap_op_cost c;
+  hap_graph_node_cost(g, n, &c);
+  return c.fwd_flops + c.bwd_flops;
+}
+
+/* Greedy ranges of at most `bound` FLOP each (a node above it alone); their count, and their
+ * starts in cuts when not NULL. */
+static int32_t greedy_ranges(const double *w, int32_t n, double bound, int32_t *cuts) {
+  int32_t k = 0;
+  double sum = 0;
+  for (int32_t i = 0; i < n; i++) {
+    if (i == 0 || sum + w[i] > bound) {
+      if (cuts)
+        cuts[k] = i;
+      k++;
+      sum = 0;
+    }
+    sum += w[i];
+  }
+  return k;
+}
+
+hap_status hap_stage_cuts_balanced(const hap_graph *g, int32_t stages, int32_t *cuts,
+                                   hap_err *err) {
+  int32_t n = g->n_nodes;
+  if (stages < 1 || stages > n)
+    return hap_err_set(err, HAP_EINVAL,
+                       "%d stages of '%s': expected 1 to %d (one node at least each)", stages,
+                       g->name, n);
+  double *w = malloc((size_t)n * sizeof *w);
+  int32_t *starts = malloc((size_t)n * sizeof *starts);
+  if (w == NULL || starts == NULL) {
+    free(w);
+    free(starts);
+    return hap_err_set(err, HAP_ENOMEM, "out of memory cutting '%s' into stages", g->name);
+  }
+  double lo = 0, hi = 0;
+  for (int32_t i = 0; i < n; i++) {
+    w[i] = hap_node_train_flops(g, i);
+    lo = w[i] > lo ? w[i] : lo;
+    hi += w[i];
+  }
+  /* the smallest bound whose greedy ranges number at most `stages` */
+  for (int it = 0; it < 200 && hi - lo > 1e-9 * hi; it++) {
+    double mid = 0.5 * (lo + hi);
+    if (greedy_ranges(w, n, mid, NULL) <= stages)
+      hi = mid;
+    else
+      lo = mid;
+  }
+  int32_t k = greedy_ranges(w, n, hi, starts);
+  /* split ranges of two nodes or more from the back (their largest sum does not grow) */
+  for (int32_t end = n; k < stages;) {
+    int32_t r = k - 1;
+    while (r >= 0 && (r + 1 < k ? starts[r + 1] : end) - starts[r] < 2)
+      r--;
+    /* r >= 0: k < stages <= n leaves a range of two nodes */
+    int32_t last = (r + 1 < k ? starts[r + 1] : end) - 1;
+    memmove(&starts[r + 2], &starts[r + 1], (size_t)(k - r - 1) * sizeof *starts);
+    starts[r + 1] = last;
+    k++;
+  }
+  for (int32_t i = 0; i < stages; i++)
+    cuts[i] = starts[i];
+  cuts[stages] = n;
+  free(w);
+  free(starts);
+  return HAP_OK;
+}

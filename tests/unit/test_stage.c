@@ -1,6 +1,7 @@
 /* Pipeline stage graphs (model/stage.h): boundaries, the stage loss, tied parameters, the file
  * form of an input whose gradient is wanted, and every refusal. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,4 +251,80 @@ Test(stage, only_a_float_input_can_want_a_gradient) {
   cr_expect_eq(hap_graph_want_grad(c, i, &err), HAP_EINVAL);
   cr_expect_eq(hap_graph_want_grad(c, 99, &err), HAP_EINVAL);
   hap_graph_destroy(c);
+}
+
+/* The smallest largest-range FLOPs of `stages` contiguous ranges, by exhaustive dynamic
+ * programming (the reference the bisection is held to). */
+static double best_max(const hap_graph *g, int32_t stages) {
+  int32_t n = g->n_nodes;
+  double *pre = calloc((size_t)n + 1, sizeof *pre);
+  double *f = malloc((size_t)(n + 1) * (size_t)(stages + 1) * sizeof *f);
+  for (int32_t i = 0; i < n; i++)
+    pre[i + 1] = pre[i] + hap_node_train_flops(g, i);
+  for (int32_t k = 0; k <= stages; k++)
+    for (int32_t j = 0; j <= n; j++) {
+      double *cell = &f[(size_t)k * (size_t)(n + 1) + (size_t)j];
+      *cell = k == 0 ? (j == 0 ? 0 : INFINITY) : INFINITY;
+      for (int32_t i = k - 1; k > 0 && i < j; i++) {
+        double prev = f[(size_t)(k - 1) * (size_t)(n + 1) + (size_t)i];
+        double here = prev > pre[j] - pre[i] ? prev : pre[j] - pre[i];
+        *cell = here < *cell ? here : *cell;
+      }
+    }
+  double r = f[(size_t)stages * (size_t)(n + 1) + (size_t)n];
+  free(pre);
+  free(f);
+  return r;
+}
+
+Test(stage, balanced_cuts_are_optimal_and_exactly_as_many_as_asked) {
+  hap_graph *m = model("mlp:layers=8,batch=8,seq=4,hidden=16");
+  int32_t cuts[32];
+  hap_err err = {0};
+  cr_assert_eq(hap_stage_cuts_balanced(m, 4, cuts, &err), HAP_OK, "%s", err.msg);
+  const int32_t two_layers_each[5] = {0, 4, 8, 12, 17}; /* linear + sigmoid per layer, loss last */
+  for (int k = 0; k <= 4; k++)
+    cr_expect_eq(cuts[k], two_layers_each[k], "cuts[%d]", k);
+  hap_graph_destroy(m);
+
+  const char *specs[] = {"bert-base:layers=2,batch=4,seq=8,width=16,heads=2,vocab=32",
+                         "gpt:layers=3,batch=4,seq=8,width=16,heads=2,vocab=32",
+                         "vgg19:batch=2,width=8,hidden=32"};
+  for (size_t s = 0; s < sizeof specs / sizeof *specs; s++) {
+    hap_graph *g = model(specs[s]);
+    int32_t counts[] = {1, 2, 3, 5, 8, g->n_nodes};
+    for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+      int32_t p = counts[c];
+      int32_t *cut = malloc(((size_t)p + 1) * sizeof *cut);
+      cr_assert_eq(hap_stage_cuts_balanced(g, p, cut, &err), HAP_OK, "%s", err.msg);
+      cr_expect_eq(cut[0], 0);
+      cr_expect_eq(cut[p], g->n_nodes);
+      double worst = 0;
+      for (int32_t k = 0; k < p; k++) {
+        cr_expect_lt(cut[k], cut[k + 1], "%s, %d stages: stage %d is empty", specs[s], p, k);
+        double sum = 0;
+        for (int32_t i = cut[k]; i < cut[k + 1]; i++)
+          sum += hap_node_train_flops(g, i);
+        worst = sum > worst ? sum : worst;
+      }
+      double best = best_max(g, p);
+      cr_expect_leq(worst, best * (1 + 1e-8), "%s, %d stages: %g FLOP, the best is %g", specs[s], p,
+                    worst, best);
+      free(cut);
+    }
+    hap_graph_destroy(g);
+  }
+}
+
+Test(stage, a_stage_count_beyond_the_nodes_is_refused) {
+  hap_graph *g = model("mlp:layers=2,batch=8,seq=4,hidden=16");
+  int32_t cuts[16];
+  hap_err err = {0};
+  cr_expect_eq(hap_stage_cuts_balanced(g, 0, cuts, &err), HAP_EINVAL);
+  cr_expect_not_null(strstr(err.msg, "0 stages of 'mlp': expected 1 to 5"), "%s", err.msg);
+  cr_expect_eq(hap_stage_cuts_balanced(g, 6, cuts, &err), HAP_EINVAL);
+  cr_expect_eq(hap_stage_cuts_balanced(g, 5, cuts, &err), HAP_OK);
+  for (int k = 0; k <= 5; k++)
+    cr_expect_eq(cuts[k], k);
+  hap_graph_destroy(g);
 }

@@ -37,4 +37,14 @@ hap_status hap_stage_graph_build(const hap_graph *g, int32_t first, int32_t end,
                                  hap_stage_graph **out, hap_err *err);
 void hap_stage_graph_destroy(hap_stage_graph *s);
 
+/* The training FLOPs of node n (forward + backward, op table at the graph's shapes), FLOP. */
+double hap_node_train_flops(const hap_graph *g, int32_t n);
+
+/* Cut `g`'s node order into `stages` non-empty contiguous ranges whose largest training FLOPs
+ * (hap_node_train_flops summed) is as small as possible (to 1e-9 relative): cuts[0] = 0 < cuts[1]
+ * < ... < cuts[stages] = n_nodes, stage k holding nodes [cuts[k], cuts[k+1]). The first stages
+ * take as much as that bound allows; ranges are then split from the back until there are
+ * `stages`. HAP_EINVAL naming the count when stages < 1 or > n_nodes. */
+hap_status hap_stage_cuts_balanced(const hap_graph *g, int32_t stages, int32_t *cuts, hap_err *err);
+
 #endif
