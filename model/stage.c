@@ -78,54 +78,112 @@ static hap_status claim_name(const hap_stage_graph *s, const hap_graph *g, const
                      s->first, s->end, name);
 }
 
-/* Add a node of one output named `name` through the builder; its tensor id into *out. */
+/* Add a node of one output named `name` through the builder (attrs NULL: defaults); its tensor
+ * id into *out. */
 static hap_status add_op(hap_stage_graph *s, const hap_graph *g, const char *name, hap_op op,
-                         const int32_t *in, int32_t n_in, int32_t *out, hap_err *err) {
+                         const int32_t *in, int32_t n_in, const hap_attrs *attrs, int32_t *out,
+                         hap_err *err) {
   HAP_TRY(claim_name(s, g, name, err));
   const char *names[1] = {name};
-  return hap_graph_add_node(s->graph, name, op, in, n_in, NULL, names, out, err);
+  return hap_graph_add_node(s->graph, name, op, in, n_in, attrs, names, out, err);
 }
 
-/* L = [the graph's loss] + sum over boundary outputs y needing a gradient of sum(y * y@grad). */
-static hap_status add_stage_loss(hap_stage_graph *s, const hap_graph *g, hap_err *err) {
-  int32_t loss = s->has_loss ? s->stage_of[g->loss] : -1;
+/* nobatch[t]: t is a parameter or buffer, or computed from those alone (no input reaches it), so
+ * it carries no batch. Nodes are in topological order: one pass. */
+static void mark_batchless(const hap_graph *g, bool *nobatch) {
+  for (int32_t t = 0; t < g->n_tensors; t++)
+    nobatch[t] =
+        g->tensors[t].kind == HAP_TENSOR_PARAMETER || g->tensors[t].kind == HAP_TENSOR_BUFFER;
+  for (int32_t n = 0; n < g->n_nodes; n++) {
+    const hap_node *node = &g->nodes[n];
+    bool all = true;
+    for (int i = 0; i < node->n_inputs; i++)
+      all = all && nobatch[node->inputs[i]];
+    for (int o = 0; o < node->n_outputs; o++)
+      nobatch[node->outputs[o]] = all;
+  }
+}
+
+/* y * y@grad summed over every dim but the batch (dim 0): [B] (rank 1 as is). */
+static hap_status per_sample_term(hap_stage_graph *s, const hap_graph *g, int32_t i, int32_t *out,
+                                  hap_err *err) {
+  const hap_tensor *y = &g->tensors[s->boundary_out[i]];
+  char name[512];
+  int32_t gid, prod;
+  snprintf(name, sizeof name, "%s@grad", y->name);
+  HAP_TRY(claim_name(s, g, name, err));
+  HAP_TRY(hap_graph_add_tensor(s->graph, name, HAP_TENSOR_INPUT, y->dtype, &y->shape, &gid, err));
+  s->grad_in[i] = gid;
+  s->whole_of[gid] = -1;
+  int32_t pair[2] = {s->stage_of[s->boundary_out[i]], gid};
+  snprintf(name, sizeof name, "%s@grad.mul", y->name);
+  HAP_TRY(add_op(s, g, name, HAP_OP_MUL, pair, 2, NULL, &prod, err));
+  if (y->shape.rank == 1) {
+    *out = prod;
+    return HAP_OK;
+  }
+  hap_attrs a;
+  hap_attrs_init(&a, HAP_OP_SUM);
+  int64_t dims[HAP_MAX_DIMS];
+  for (int d = 1; d < y->shape.rank; d++)
+    dims[d - 1] = d;
+  HAP_TRY(hap_attrs_set_ints(&a, HAP_OP_SUM, "dims", dims, y->shape.rank - 1, err));
+  snprintf(name, sizeof name, "%s@grad.sum", y->name);
+  return add_op(s, g, name, HAP_OP_SUM, &prod, 1, &a, out, err);
+}
+
+/* L = sum over the batch of the sum over boundary outputs y needing a gradient of y * y@grad
+ * reduced per sample: each term carries the batch until the one final sum, so every node of the
+ * stage loss has a data-parallel variant. With the graph's loss in range and nothing sent on
+ * that needs a gradient, L is that loss. */
+static hap_status add_stage_loss(hap_stage_graph *s, const hap_graph *g, const bool *nobatch,
+                                 hap_err *err) {
+  int32_t acc = -1, n_terms = 0;
   char name[512];
   for (int32_t i = 0; i < s->n_out; i++) {
     const hap_tensor *y = &g->tensors[s->boundary_out[i]];
     s->grad_in[i] = -1;
     if (!y->requires_grad)
       continue;
-    int32_t yid = s->stage_of[s->boundary_out[i]], gid, prod, term;
-    snprintf(name, sizeof name, "%s@grad", y->name);
-    HAP_TRY(claim_name(s, g, name, err));
-    HAP_TRY(hap_graph_add_tensor(s->graph, name, HAP_TENSOR_INPUT, y->dtype, &y->shape, &gid, err));
-    s->grad_in[i] = gid;
-    s->whole_of[gid] = -1;
-    int32_t pair[2] = {yid, gid};
-    snprintf(name, sizeof name, "%s@grad.mul", y->name);
-    HAP_TRY(add_op(s, g, name, HAP_OP_MUL, pair, 2, &prod, err));
-    snprintf(name, sizeof name, "%s@grad.sum", y->name);
-    HAP_TRY(add_op(s, g, name, HAP_OP_SUM, &prod, 1, &term, err));
-    if (loss < 0) {
-      loss = term;
-      continue;
+    if (s->has_loss)
+      return hap_err_set(err, HAP_EINVAL,
+                         "nodes [%d, %d) hold the loss and send on '%s', which needs a gradient: "
+                         "the loss must end the last stage",
+                         s->first, s->end, y->name);
+    if (y->shape.rank == 0 || nobatch[s->boundary_out[i]])
+      return hap_err_set(err, HAP_EINVAL,
+                         "nodes [%d, %d) send on '%s', which carries no batch (made from "
+                         "parameters alone): cut elsewhere",
+                         s->first, s->end, y->name);
+    int32_t term;
+    HAP_TRY(per_sample_term(s, g, i, &term, err));
+    if (acc < 0) {
+      acc = term;
+    } else {
+      int32_t both[2] = {acc, term};
+      snprintf(name, sizeof name, "%s@grad.add", y->name);
+      HAP_TRY(add_op(s, g, name, HAP_OP_ADD, both, 2, NULL, &acc, err));
     }
-    int32_t both[2] = {loss, term};
-    snprintf(name, sizeof name, "%s@grad.add", y->name);
-    HAP_TRY(add_op(s, g, name, HAP_OP_ADD, both, 2, &loss, err));
+    n_terms++;
   }
-  if (loss < 0)
+  if (s->has_loss)
+    return hap_graph_set_loss(s->graph, s->stage_of[g->loss], err);
+  if (n_terms == 0)
     return hap_err_set(err, HAP_EINVAL,
                        "nodes [%d, %d) hold no loss and send on nothing that needs a gradient",
                        s->first, s->end);
+  int32_t loss;
+  HAP_TRY(claim_name(s, g, "stage@loss", err));
+  HAP_TRY(add_op(s, g, "stage@loss", HAP_OP_SUM, &acc, 1, NULL, &loss, err));
   return hap_graph_set_loss(s->graph, loss, err);
 }
 
 static hap_status build(hap_stage_graph *s, const hap_graph *g, hap_err *err) {
   int32_t nt = g->n_tensors;
   usage u = {calloc((size_t)nt, sizeof(bool)), calloc((size_t)nt, sizeof(bool))};
+  bool *nobatch = malloc((size_t)nt * sizeof(bool));
   hap_status st = HAP_OK;
-  if (u.in_range == NULL || u.used_late == NULL) {
+  if (u.in_range == NULL || u.used_late == NULL || nobatch == NULL) {
     st = hap_err_set(err, HAP_ENOMEM, "out of memory cutting nodes [%d, %d)", s->first, s->end);
     goto done;
   }
@@ -146,13 +204,16 @@ static hap_status build(hap_stage_graph *s, const hap_graph *g, hap_err *err) {
     st = copy_nodes(s, g, base, err);
   for (int32_t k = base; k < last; k++) /* the stage loss joins the last segment */
     hap_graph_begin_segment(s->graph);
-  if (st == HAP_OK)
-    st = add_stage_loss(s, g, err);
+  if (st == HAP_OK) {
+    mark_batchless(g, nobatch);
+    st = add_stage_loss(s, g, nobatch, err);
+  }
   if (st == HAP_OK)
     st = hap_graph_validate(s->graph, err);
 done:
   free(u.in_range);
   free(u.used_late);
+  free(nobatch);
   return st;
 }
 

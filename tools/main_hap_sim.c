@@ -11,6 +11,7 @@
 #include "base/cli.h"
 #include "base/json_write.h"
 #include "hap_config.h"
+#include "hap_sim_pipeline.h"
 #include "harness/format.h"
 #include "harness/report.h"
 #include "plan/plan_io.h"
@@ -69,6 +70,14 @@ static void usage(FILE *f) {
       "                        with it, or a plan or steering with another policy than the\n"
       "                        default, each row's policy and memory by component follow\n"
       "                        the table\n"
+      "      --pipeline SPEC   a pipeline instead: stages=P[,schedule=gpipe|1f1b|\n"
+      "                        interleaved][,chunks=V][,micro_batches=M] (default 1f1b,\n"
+      "                        M from --policy): the graph cut into P*V stages of even\n"
+      "                        training FLOPs on P groups of the devices in order, each\n"
+      "                        stage's program (--strategy, default hap) synthesised for one\n"
+      "                        micro-batch and simulated, then the schedule over those\n"
+      "                        stage times; prints every stage, the iteration and the\n"
+      "                        bubble (docs/design-pipeline.md)\n"
       "      --tasks           list every lowered task: dependencies, start and end on\n"
       "                        device 0 (before the summary)\n"
       "      --no-fold         simulate identical devices separately (slower, same result)\n"
@@ -612,8 +621,33 @@ static int run(const opts *o) {
   return rc;
 }
 
+/* --pipeline: one estimate (hap_sim_pipeline.h); what a pipeline cannot take is refused. */
+static int run_pipeline(const opts *o, const char *spec, const char *strategy, int n_sweeps,
+                        int batch_per_device) {
+  if (o->plan != NULL || n_sweeps > 0 || batch_per_device > 0 || o->trace != NULL || o->tasks)
+    return hap_report_usage(prog, -1,
+                            "--pipeline takes a model, a cluster, --strategy, --policy, "
+                            "--memory-limit and --format table|json (not --plan, --sweep, "
+                            "--batch-per-device, --trace or --tasks)");
+  if (o->format == HAP_FORMAT_CSV)
+    return hap_report_usage(prog, -1, "--pipeline prints a table or json, not csv");
+  hap_sim_pipeline_args a = {.model = o->model,
+                             .cluster = o->cluster,
+                             .spec = spec,
+                             .strategy = HAP_STRATEGY_HAP,
+                             .policy = o->policy,
+                             .memory_limit = o->memory_limit,
+                             .format = o->format};
+  if (strategy != NULL && hap_strategy_parse(strategy, &a.strategy) != HAP_OK)
+    return hap_report_usage(prog, -1,
+                            "--pipeline: strategy '%s', expected hap, dp-ev, dp-cp or megatron-tp "
+                            "(one: every stage's program)",
+                            strategy);
+  return hap_sim_pipeline(prog, &a);
+}
+
 int main(int argc, char **argv) {
-  enum { OPT_NO_FOLD = 256, OPT_TRACE_DEVICES, OPT_TASKS, OPT_POLICY };
+  enum { OPT_NO_FOLD = 256, OPT_TRACE_DEVICES, OPT_TASKS, OPT_POLICY, OPT_PIPELINE };
   static const struct option long_opts[] = {
       {"cluster", required_argument, NULL, 'c'},
       {"strategy", required_argument, NULL, 's'},
@@ -624,6 +658,7 @@ int main(int argc, char **argv) {
       {"format", required_argument, NULL, 'f'},
       {"memory-limit", required_argument, NULL, 'm'},
       {"policy", required_argument, NULL, OPT_POLICY},
+      {"pipeline", required_argument, NULL, OPT_PIPELINE},
       {"no-fold", no_argument, NULL, OPT_NO_FOLD},
       {"tasks", no_argument, NULL, OPT_TASKS},
       {"batch-per-device", required_argument, NULL, 'b'},
@@ -636,7 +671,7 @@ int main(int argc, char **argv) {
             .format = HAP_FORMAT_TABLE,
             .trace_devices = 64,
             .policy = hap_policy_default()};
-  const char *strategy = NULL;
+  const char *strategy = NULL, *pipeline = NULL;
   const char *sweeps[HAP_SWEEP_MAX_AXES + 1] = {0};
   int n_sweeps = 0, batch_per_device = 0; /* > 0: the batch is this x the devices */
   int c;
@@ -675,6 +710,7 @@ int main(int argc, char **argv) {
       o.policy_given = true;
       break;
     }
+    case OPT_PIPELINE: pipeline = optarg; break;
     case OPT_NO_FOLD: o.no_fold = true; break;
     case OPT_TASKS: o.tasks = true; break;
     case 'b':
@@ -693,6 +729,8 @@ int main(int argc, char **argv) {
   bool bare = argc == 1;
   if (optind == argc - 1)
     o.model = argv[optind];
+  if (pipeline != NULL)
+    return run_pipeline(&o, pipeline, strategy, n_sweeps, batch_per_device);
   if (strategy == NULL || strcmp(strategy, "all") == 0) {
     o.strategies = (1 << HAP_STRATEGY_COUNT) - 1;
   } else {

@@ -180,5 +180,45 @@ check bad-model-msg one_line_error "unknown model 'nosuchmodel'"
 expect bad-cluster 1 "$bin" "$small" -c nosuchcluster
 check bad-cluster-msg one_line_error "unknown cluster 'nosuchcluster'"
 
+# --pipeline: stage by stage (pipe/estimate.h)
+pmlp="mlp:layers=8,batch=64,seq=64,hidden=2048"
+hosts4="paper-homo:gpus_per_host=2,hosts=4"
+expect pipeline 0 "$bin" "$pmlp" -c "$hosts4" --pipeline stages=4,micro_batches=8 -s dp-ev
+check pipeline-stages [ "$(grep -cE '^[0-3] +[0-3] +[0-9]+\.\.[0-9]+ ' "$tmp/out")" -eq 4 ]
+check pipeline-header grep -q '4 stages x 1 chunk, 1f1b, 8 micro-batches, 2 devices per group' "$tmp/out"
+check pipeline-bubble grep -q '^bubble      per group' "$tmp/out"
+expect pipeline-json 0 "$bin" "$pmlp" -c "$hosts4" --pipeline stages=4,schedule=gpipe,micro_batches=8 -f json
+check pipeline-json-valid python3 - "$tmp/out" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["schedule"] == "gpipe" and d["stages"] == 4 and d["micro_batches"] == 8, d
+st = d["virtual_stages"]
+assert len(st) == 4 and all(s["in_flight"] == 8 for s in st), st
+slowest = max(s["fwd_s"] + s["bwd_s"] for s in st)
+assert d["iteration_s"] >= 8 * slowest, (d["iteration_s"], slowest)
+assert 0 < d["mean_bubble"] < 1 and len(d["bubble"]) == 4
+PY
+# more micro-batches, less bubble (same stages, free of the hosts' NIC: one host of 8)
+one_host="paper-homo:gpus_per_host=8,hosts=1"
+"$bin" "$pmlp" -c "$one_host" --pipeline stages=4,micro_batches=4 -s dp-ev -f json >"$tmp/m4" 2>"$tmp/err"
+"$bin" "$pmlp" -c "$one_host" --pipeline stages=4,micro_batches=16 -s dp-ev -f json >"$tmp/m16" 2>>"$tmp/err"
+check pipeline-more-micro-batches python3 -c "
+import json; a=json.load(open('$tmp/m4')); b=json.load(open('$tmp/m16'))
+assert b['mean_bubble'] < a['mean_bubble'], (a['mean_bubble'], b['mean_bubble'])"
+expect pipeline-bad-spec 2 "$bin" "$small" -c cpu-2 --pipeline stages=2,schedule=zigzag
+check pipeline-bad-spec-msg one_line_error "--pipeline: schedule 'zigzag', expected gpipe, 1f1b, interleaved"
+expect pipeline-no-stages 2 "$bin" "$small" -c cpu-2 --pipeline schedule=gpipe
+check pipeline-no-stages-msg one_line_error "missing stages=P"
+expect pipeline-sweep 2 "$bin" "$small" -c cpu-2 --pipeline stages=2 --sweep batch=8,16
+check pipeline-sweep-msg one_line_error "--pipeline takes a model, a cluster"
+expect pipeline-csv 2 "$bin" "$small" -c cpu-2 --pipeline stages=2 -f csv
+check pipeline-csv-msg one_line_error "--pipeline prints a table or json, not csv"
+expect pipeline-all 2 "$bin" "$small" -c cpu-2 --pipeline stages=2 -s all
+check pipeline-all-msg one_line_error "--pipeline: strategy 'all', expected hap"
+expect pipeline-uneven 1 "$bin" "$small" -c cpu-2 --pipeline stages=3
+check pipeline-uneven-msg one_line_error "3 stages do not divide the 2 devices of 'cpu-2'"
+expect pipeline-micro 1 "$bin" "$small" -c cpu-2 --pipeline stages=2,micro_batches=5
+check pipeline-micro-msg one_line_error "pipeline stage 0 (nodes 0..1, 'layers.0.linear' to 'layers.0.sigmoid')"
+
 echo "test_hap_sim: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

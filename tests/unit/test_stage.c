@@ -58,7 +58,7 @@ Test(stage, two_stages_of_an_mlp_meet_at_one_boundary) {
   cr_expect_str_eq(b->graph->tensors[b->graph->loss].name, g->tensors[g->loss].name);
   /* b is the graph's tail unchanged: the same nodes, no stage loss */
   cr_expect_eq(b->graph->n_nodes, g->n_nodes - mid);
-  cr_expect_eq(a->graph->n_nodes, mid + 2); /* y * y@grad, summed */
+  cr_expect_eq(a->graph->n_nodes, mid + 3); /* y * y@grad, summed per sample, then over the batch */
   hap_stage_graph_destroy(a);
   hap_stage_graph_destroy(b);
   hap_graph_destroy(g);

@@ -3,9 +3,12 @@
  * boundary inputs (same name; their gradient is wanted when the original needs one); activations
  * made in it and used after it are boundary outputs. A stage without the whole graph's loss gets a
  * stage loss: for each boundary output y that needs a gradient an input "y@grad" (the gradient
- * received from downstream) and L = sum over y of sum(y * y@grad), so that dL/dy = y@grad and the
- * stage's backward yields the whole graph's gradients. With the loss in range, L adds the graph's
- * loss to those terms. The result is an ordinary validated graph.
+ * received from downstream) and L = sum over the batch of the sum over y of y * y@grad reduced per
+ * sample ("y@grad.mul", "y@grad.sum", "y@grad.add", "stage@loss"), so that dL/dy = y@grad and the
+ * stage's backward yields the whole graph's gradients; every term keeps the batch (dim 0) until
+ * the last sum, so the stage splits into micro-batches and data-parallel shards like any graph.
+ * The stage with the graph's loss has it as its loss and must send on nothing that needs a
+ * gradient. The result is an ordinary validated graph.
  * Ownership: hap_stage_graph_build returns an owned hap_stage_graph freed with
  * hap_stage_graph_destroy; it does not borrow the whole graph. */
 #ifndef HAP_MODEL_STAGE_H
@@ -31,8 +34,10 @@ typedef struct hap_stage_graph {
 } hap_stage_graph;
 
 /* The stage graph of nodes [first, end) of `g` (validated; 0 <= first < end <= n_nodes). Errors
- * (one line): an empty or out-of-range range; a range without parameters, so nothing would need a
- * gradient (HAP_EINVAL); a tensor name a stage-loss name would take ("h@grad"); HAP_ENOMEM. */
+ * (one line, HAP_EINVAL): an empty or out-of-range range; a range that holds no loss and sends
+ * on nothing that needs a gradient; one that holds the loss and sends on something that does; a
+ * boundary output that needs a gradient but carries no batch (made from parameters alone); a name
+ * the stage loss needs that the graph uses ("h@grad"); and HAP_ENOMEM. */
 hap_status hap_stage_graph_build(const hap_graph *g, int32_t first, int32_t end,
                                  hap_stage_graph **out, hap_err *err);
 void hap_stage_graph_destroy(hap_stage_graph *s);

@@ -1,0 +1,261 @@
+/* estimate.c — a pipeline at stage granularity (estimate.h). */
+#include "pipe/estimate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/cli.h"
+#include "base/spec.h"
+#include "model/stage.h"
+#include "plan/lower.h"
+#include "plan/replica.h"
+#include "simulate/plan_sim.h"
+
+#define PIPE_KEYS "stages, schedule, chunks, micro_batches"
+
+static hap_status set_key(hap_pipe_spec *p, const char *key, const char *value, bool *chunks_given,
+                          hap_err *err) {
+  long long v;
+  char opt[64];
+  snprintf(opt, sizeof opt, "pipeline: %s", key);
+  if (strcmp(key, "stages") == 0) {
+    HAP_TRY(hap_cli_parse_int(opt, value, 1, 65536, &v, err));
+    p->stages = (int32_t)v;
+  } else if (strcmp(key, "chunks") == 0) {
+    HAP_TRY(hap_cli_parse_int(opt, value, 1, 64, &v, err));
+    p->chunks = (int32_t)v;
+    *chunks_given = true;
+  } else if (strcmp(key, "micro_batches") == 0) {
+    HAP_TRY(hap_cli_parse_int(opt, value, 1, 1 << 20, &v, err));
+    p->micro_batches = (int32_t)v;
+  } else if (strcmp(key, "schedule") == 0) {
+    if (hap_pipe_schedule_parse(value, &p->schedule) != HAP_OK)
+      return hap_err_set(err, HAP_EINVAL, "pipeline: schedule '%s', expected %s", value,
+                         HAP_PIPE_SCHEDULE_CHOICES);
+  } else {
+    return hap_err_set(err, HAP_EINVAL, "pipeline: unknown key '%s', expected one of " PIPE_KEYS,
+                       key);
+  }
+  return HAP_OK;
+}
+
+hap_status hap_pipe_spec_parse(const char *text, hap_pipe_spec *out, hap_err *err) {
+  hap_pipe_spec p = {.stages = 1, .schedule = HAP_PIPE_1F1B, .chunks = 1, .micro_batches = 0};
+  hap_spec sp;
+  hap_err quiet = {0};
+  hap_status st = hap_spec_parse_params(text ? text : "", &sp, &quiet);
+  if (st == HAP_ENOMEM) {
+    hap_spec_free(&sp);
+    return hap_err_set(err, HAP_ENOMEM, "pipeline: out of memory");
+  }
+  bool chunks_given = false, stages_given = false;
+  st = HAP_OK;
+  for (int i = 0; i < sp.n && st == HAP_OK; i++) {
+    stages_given |= strcmp(sp.items[i].key, "stages") == 0;
+    st = set_key(&p, sp.items[i].key, sp.items[i].value, &chunks_given, err);
+  }
+  if (st == HAP_OK && sp.fault != HAP_SPEC_OK)
+    st = hap_err_set(err, HAP_EINVAL,
+                     "pipeline: '%s' is not of the form key=value (keys " PIPE_KEYS ")",
+                     sp.bad ? sp.bad : "");
+  hap_spec_free(&sp);
+  if (st != HAP_OK)
+    return st;
+  if (!stages_given)
+    return hap_err_set(err, HAP_EINVAL, "pipeline: missing stages=P (keys " PIPE_KEYS ")");
+  if (p.schedule == HAP_PIPE_INTERLEAVED && !chunks_given)
+    p.chunks = 2;
+  *out = p;
+  return HAP_OK;
+}
+
+void hap_pipe_estimate_destroy(hap_pipe_estimate *e) {
+  if (e == NULL)
+    return;
+  for (int32_t k = 0; k < e->n_stages && e->stages; k++)
+    hap_plan_destroy(e->stages[k].plan);
+  free(e->stages);
+  hap_pipe_sim_destroy(e->sim);
+  free(e);
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The cluster of group `group` (group_size consecutive devices). */
+static hap_status group_cluster(const hap_cluster *c, int32_t group, int32_t size,
+                                hap_cluster **out, hap_err *err) {
+  int32_t *devices = malloc((size_t)size * sizeof *devices);
+  if (devices == NULL)
+    return hap_err_set(err, HAP_ENOMEM, "pipeline: out of memory");
+  for (int32_t i = 0; i < size; i++)
+    devices[i] = group * size + i;
+  char name[256];
+  snprintf(name, sizeof name, "%s[group %d]", c->name, group);
+  hap_status st = hap_cluster_of_devices(c, devices, size, name, out, err);
+  free(devices);
+  return st;
+}
+
+/* Stage s: its graph, one micro-batch of it, its program, its simulated times and memory. */
+static hap_status run_stage(const hap_graph *g, const hap_cluster *gc, const hap_synth_options *o,
+                            int32_t m, int32_t chunks, hap_pipe_stage *s, hap_err *err) {
+  hap_stage_graph *sg = NULL;
+  hap_graph *micro = NULL;
+  hap_lowered *lw = NULL;
+  hap_plan_sim *ps = NULL;
+  hap_status st = hap_stage_graph_build(g, s->first, s->end, &sg, err);
+  if (st == HAP_OK && m > 1)
+    st = hap_graph_split_batch(sg->graph, m, &micro, err);
+  const hap_graph *run = micro ? micro : (sg ? sg->graph : NULL);
+  hap_synth_options so = *o;
+  so.policy.micro_batches = 1;
+  hap_synth_stats stats;
+  if (st == HAP_OK)
+    st = hap_synthesize(run, gc, &so, &s->plan, &stats, err);
+  if (st == HAP_OK)
+    st = hap_lower(s->plan, run, &lw, err);
+  hap_plan_sim_options po = {0};
+  if (st == HAP_OK)
+    st = hap_plan_sim_run(lw, gc, &po, &ps, err);
+  if (st == HAP_OK) {
+    hap_stage_times_of(ps, &s->times);
+    for (int32_t i = 0; i < sg->n_out; i++)
+      s->boundary_bytes +=
+          (double)hap_tensor_bytes(&run->tensors[sg->stage_of[sg->boundary_out[i]]]);
+    for (int32_t d = 0; d < s->plan->n_devices && s->plan->memory_recorded; d++) {
+      hap_memory_breakdown mb = s->plan->device_memory[d];
+      mb.activations *= (double)s->in_flight / chunks; /* the group's count is over its chunks */
+      double total = hap_memory_total(&mb);
+      s->memory_bytes = total > s->memory_bytes ? total : s->memory_bytes;
+    }
+  }
+  hap_plan_sim_destroy(ps);
+  hap_lowered_destroy(lw);
+  hap_graph_destroy(micro);
+  hap_stage_graph_destroy(sg);
+  return st;
+}
+
+/* The slowest link from a device of one group to one of the next (every pair of groups). */
+static hap_pipe_link slowest_link(const hap_cluster *c, int32_t groups, int32_t size) {
+  hap_pipe_link worst = {0, INFINITY};
+  for (int32_t a = 0; a < groups; a++) {
+    int32_t b = (a + 1) % groups;
+    if (a == b)
+      continue;
+    for (int32_t i = 0; i < size; i++) {
+      hap_link l = hap_cluster_link(c, a * size + i, b * size + i);
+      if (l.bandwidth_Bps < worst.bandwidth_Bps)
+        worst.bandwidth_Bps = l.bandwidth_Bps;
+      if (l.latency_s > worst.latency_s)
+        worst.latency_s = l.latency_s;
+    }
+  }
+  if (!isfinite(worst.bandwidth_Bps))
+    worst.bandwidth_Bps = 1e30; /* one group: boundaries stay on the device */
+  return worst;
+}
+
+static hap_status simulate_order(hap_pipe_estimate *e, const hap_pipe_order *order, hap_err *err) {
+  int32_t n = e->n_stages, p = e->spec.stages;
+  double *fwd = calloc((size_t)n, sizeof *fwd), *bwd = calloc((size_t)n, sizeof *bwd);
+  double *bytes = calloc((size_t)n, sizeof *bytes), *tail = calloc((size_t)p, sizeof *tail);
+  hap_status st = HAP_OK;
+  if (fwd == NULL || bwd == NULL || bytes == NULL || tail == NULL)
+    st = hap_err_set(err, HAP_ENOMEM, "pipeline: out of memory");
+  for (int32_t k = 0; k < n && st == HAP_OK; k++) {
+    fwd[k] = e->stages[k].times.fwd_s;
+    bwd[k] = e->stages[k].times.bwd_s;
+    bytes[k] = e->stages[k].boundary_bytes;
+    tail[e->stages[k].group] += e->stages[k].times.tail_s; /* each chunk syncs its gradients */
+  }
+  hap_pipe_sim_input in = {.order = order,
+                           .fwd_s = fwd,
+                           .bwd_s = bwd,
+                           .boundary_bytes = bytes,
+                           .link = e->link,
+                           .tail_s = tail};
+  if (st == HAP_OK)
+    st = hap_pipe_sim_run(&in, &e->sim, err);
+  free(fwd);
+  free(bwd);
+  free(bytes);
+  free(tail);
+  return st;
+}
+
+static hap_status check_shape(const hap_graph *g, const hap_cluster *c, const hap_pipe_spec *s,
+                              int32_t m, hap_err *err) {
+  int32_t n = s->stages * s->chunks;
+  if (c->n_devices % s->stages != 0)
+    return hap_err_set(err, HAP_EINVAL,
+                       "pipeline: %d stages do not divide the %d devices of '%s' into equal groups",
+                       s->stages, c->n_devices, c->name);
+  if (n > g->n_nodes)
+    return hap_err_set(err, HAP_EINVAL, "pipeline: %d virtual stages but '%s' has %d nodes", n,
+                       g->name, g->n_nodes);
+  if (m < 1)
+    return hap_err_set(err, HAP_EINVAL, "pipeline: micro_batches %d, expected >= 1", m);
+  return HAP_OK;
+}
+
+hap_status hap_pipe_estimate_run(const hap_graph *g, const hap_cluster *c,
+                                 const hap_pipe_spec *spec, const hap_synth_options *o,
+                                 hap_pipe_estimate **out, hap_err *err) {
+  *out = NULL;
+  hap_pipe_spec s = *spec;
+  int32_t m = s.micro_batches > 0 ? s.micro_batches
+                                  : (o->policy.micro_batches > 0 ? o->policy.micro_batches : 1);
+  s.micro_batches = m;
+  HAP_TRY(check_shape(g, c, &s, m, err));
+  hap_pipe_order *order = NULL;
+  HAP_TRY(hap_pipe_order_build(s.schedule, s.stages, m, s.chunks, &order, err));
+  hap_pipe_estimate *e = calloc(1, sizeof *e);
+  int32_t n = s.stages * s.chunks;
+  int32_t *cuts = malloc(((size_t)n + 1) * sizeof *cuts);
+  hap_status st = HAP_OK;
+  if (e == NULL || cuts == NULL || (e->stages = calloc((size_t)n, sizeof *e->stages)) == NULL)
+    st = hap_err_set(err, HAP_ENOMEM, "pipeline: out of memory");
+  if (st == HAP_OK) {
+    e->spec = s;
+    e->n_stages = n;
+    e->group_size = c->n_devices / s.stages;
+    e->link = slowest_link(c, s.stages, e->group_size);
+    st = hap_stage_cuts_balanced(g, n, cuts, err);
+  }
+  double t0 = now_s();
+  for (int32_t k = 0; k < n && st == HAP_OK; k++) {
+    hap_pipe_stage *ps = &e->stages[k];
+    ps->first = cuts[k];
+    ps->end = cuts[k + 1];
+    ps->group = k % s.stages;
+    ps->in_flight = hap_pipe_order_in_flight(order, ps->group);
+    hap_cluster *gc = NULL;
+    st = group_cluster(c, ps->group, e->group_size, &gc, err);
+    if (st == HAP_OK)
+      st = run_stage(g, gc, o, m, s.chunks, ps, err);
+    hap_cluster_destroy(gc);
+    if (st != HAP_OK)
+      hap_err_prefix(err, "pipeline stage %d (nodes %d..%d, '%s' to '%s')", k, ps->first,
+                     ps->end - 1, g->nodes[ps->first].name, g->nodes[ps->end - 1].name);
+  }
+  if (e != NULL)
+    e->synth_seconds = now_s() - t0;
+  if (st == HAP_OK)
+    st = simulate_order(e, order, err);
+  hap_pipe_order_destroy(order);
+  free(cuts);
+  if (st != HAP_OK) {
+    hap_pipe_estimate_destroy(e);
+    return st;
+  }
+  *out = e;
+  return HAP_OK;
+}

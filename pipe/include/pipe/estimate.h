@@ -1,0 +1,68 @@
+/* estimate.h — what a pipeline would do, at stage granularity (docs/design-pipeline.md): the
+ * graph's node order cut into p*v ranges of balanced training FLOPs (hap_stage_cuts_balanced),
+ * virtual stage k on device group k % p (p groups of consecutive, equally many devices), each
+ * stage's program synthesised for one micro-batch of its stage graph on its group's cluster and
+ * simulated (stage_times.h), and one iteration of the schedule simulated from those times
+ * (pipeline_sim.h), the boundaries crossing the slowest link between consecutive groups.
+ * Memory per stage: its program's, with the activations of as many micro-batches as the order
+ * keeps in flight. Not yet: per-device lowering, NIC sharing with the stages' own collectives,
+ * unequal groups (docs/design-pipeline.md).
+ * Ownership: hap_pipe_estimate_run returns an owned estimate freed with
+ * hap_pipe_estimate_destroy. */
+#ifndef HAP_PIPE_ESTIMATE_H
+#define HAP_PIPE_ESTIMATE_H
+
+#include <stdint.h>
+
+#include "plan/schedule.h"
+#include "simulate/pipeline_sim.h"
+#include "simulate/stage_times.h"
+#include "synth/synth.h"
+
+/* What --pipeline asks for: "stages=P[,schedule=gpipe|1f1b|interleaved][,chunks=V]
+ * [,micro_batches=M]". */
+typedef struct hap_pipe_spec {
+  int32_t stages;             /* p >= 1 */
+  hap_pipe_schedule schedule; /* default 1f1b */
+  int32_t chunks;             /* v; default 1 (interleaved: 2) */
+  int32_t micro_batches;      /* m; 0: the policy's */
+} hap_pipe_spec;
+
+/* Parse `text` into *out (defaults first). HAP_EINVAL with one line naming the key and what was
+ * expected ("pipeline: schedule 'x', expected gpipe, 1f1b, interleaved"). */
+hap_status hap_pipe_spec_parse(const char *text, hap_pipe_spec *out, hap_err *err);
+
+/* One virtual stage. */
+typedef struct hap_pipe_stage {
+  int32_t first, end;    /* nodes [first, end) of the graph */
+  int32_t group;         /* device group: devices [group*size, (group+1)*size) */
+  hap_stage_times times; /* per micro-batch (the tail once per iteration), s */
+  double boundary_bytes; /* activations it sends on per micro-batch, bytes */
+  int32_t in_flight;     /* chunk activations its group holds at the peak (plan/schedule.h) */
+  double memory_bytes;   /* its fullest device: the program's memory with in_flight / v
+                            micro-batches of activations (0 when the plan records no breakdown),
+                            bytes */
+  hap_plan *plan;        /* its program (owned) */
+} hap_pipe_stage;
+
+typedef struct hap_pipe_estimate {
+  hap_pipe_spec spec;     /* as run: micro_batches resolved */
+  int32_t n_stages;       /* p * v */
+  int32_t group_size;     /* devices per group */
+  hap_pipe_stage *stages; /* [n_stages], model order */
+  hap_pipe_link link;     /* between consecutive groups */
+  hap_pipe_sim *sim;      /* the schedule's iteration (pipeline_sim.h) */
+  double synth_seconds;   /* wall time of the stages' synthesis, s */
+} hap_pipe_estimate;
+
+/* Estimate a pipeline of `g` on `c`: stages' programs by `o` (its strategy and policy; the policy's
+ * micro_batches is the pipeline's m unless spec->micro_batches sets it, and each stage runs one
+ * micro-batch). Errors (one line): p not dividing the devices or above the nodes, m not dividing
+ * the batch, a schedule that m does not suit (interleaved: m a multiple of p), a stage that cannot
+ * be synthesised (named with its node range), HAP_ENOMEM. */
+hap_status hap_pipe_estimate_run(const hap_graph *g, const hap_cluster *c,
+                                 const hap_pipe_spec *spec, const hap_synth_options *o,
+                                 hap_pipe_estimate **out, hap_err *err);
+void hap_pipe_estimate_destroy(hap_pipe_estimate *e);
+
+#endif

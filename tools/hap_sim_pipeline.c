@@ -1,0 +1,145 @@
+/* hap_sim_pipeline.c — hap-sim --pipeline (hap_sim_pipeline.h). */
+#include "hap_sim_pipeline.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/json_write.h"
+#include "harness/report.h"
+#include "model/zoo.h"
+#include "pipe/estimate.h"
+#include "simulate/plan_sim.h"
+#include "store/cluster_open.h"
+
+static void print_table(const hap_sim_pipeline_args *a, const hap_graph *g,
+                        const hap_pipe_estimate *e) {
+  const hap_pipe_spec *s = &e->spec;
+  printf("pipeline    %s on %s: %d stages x %d chunk%s, %s, %d micro-batches, %d devices per "
+         "group, %s programs\n",
+         a->model, a->cluster, s->stages, s->chunks, s->chunks > 1 ? "s" : "",
+         hap_pipe_schedule_name(s->schedule), s->micro_batches, e->group_size,
+         hap_strategy_name(a->strategy));
+  printf("links       between groups: %.3f GB/s, %.2f us (the slowest pair)\n\n",
+         e->link.bandwidth_Bps / 1e9, e->link.latency_s * 1e6);
+  printf("%-5s %-5s %-11s %-44s %9s %9s %9s %10s %9s %11s\n", "stage", "group", "nodes",
+         "first .. last node", "fwd ms", "bwd ms", "tail ms", "sends MiB", "in flight",
+         "memory GiB");
+  for (int32_t k = 0; k < e->n_stages; k++) {
+    const hap_pipe_stage *st = &e->stages[k];
+    char nodes[32], names[256];
+    snprintf(nodes, sizeof nodes, "%d..%d", st->first, st->end - 1);
+    snprintf(names, sizeof names, "%s .. %s", g->nodes[st->first].name, g->nodes[st->end - 1].name);
+    printf("%-5d %-5d %-11s %-44.44s %9.3f %9.3f %9.3f %10.3f %9d %11.3f\n", k, st->group, nodes,
+           names, st->times.fwd_s * 1e3, st->times.bwd_s * 1e3, st->times.tail_s * 1e3,
+           st->boundary_bytes / 1048576.0, st->in_flight, st->memory_bytes / 1073741824.0);
+  }
+  const hap_pipe_sim *r = e->sim;
+  printf("\niteration   %.3f ms simulated (stage by stage: each stage's program simulated for one "
+         "micro-batch, the schedule over those times)\n",
+         r->makespan_s * 1e3);
+  printf("bubble      per group");
+  for (int32_t gi = 0; gi < r->n_groups; gi++)
+    printf(" %.3f", r->bubble[gi]);
+  double p = s->stages, m = s->micro_batches, v = s->chunks;
+  printf(" (mean %.3f; identical stages with free transfers: %.3f)\n", r->mean_bubble,
+         s->schedule == HAP_PIPE_INTERLEAVED ? (p - 1) / (v * m) / (1 + (p - 1) / (v * m))
+                                             : (p - 1) / (m + p - 1));
+  printf("synthesis   %.3f s for %d stage programs\n", e->synth_seconds, e->n_stages);
+}
+
+static void print_json(const hap_sim_pipeline_args *a, const hap_graph *g,
+                       const hap_pipe_estimate *e) {
+  hap_jw w;
+  hap_jw_init(&w, stdout, 2);
+  hap_jw_begin_object(&w);
+  hap_jw_key(&w, "model");
+  hap_jw_str(&w, a->model);
+  hap_jw_key(&w, "cluster");
+  hap_jw_str(&w, a->cluster);
+  hap_jw_key(&w, "strategy");
+  hap_jw_str(&w, hap_strategy_name(a->strategy));
+  hap_jw_key(&w, "schedule");
+  hap_jw_str(&w, hap_pipe_schedule_name(e->spec.schedule));
+  hap_jw_key(&w, "stages");
+  hap_jw_int(&w, e->spec.stages);
+  hap_jw_key(&w, "chunks");
+  hap_jw_int(&w, e->spec.chunks);
+  hap_jw_key(&w, "micro_batches");
+  hap_jw_int(&w, e->spec.micro_batches);
+  hap_jw_key(&w, "group_size");
+  hap_jw_int(&w, e->group_size);
+  hap_jw_key(&w, "link_bandwidth_Bps");
+  hap_jw_double(&w, e->link.bandwidth_Bps);
+  hap_jw_key(&w, "link_latency_s");
+  hap_jw_double(&w, e->link.latency_s);
+  hap_jw_key(&w, "iteration_s");
+  hap_jw_double(&w, e->sim->makespan_s);
+  hap_jw_key(&w, "mean_bubble");
+  hap_jw_double(&w, e->sim->mean_bubble);
+  hap_jw_key(&w, "bubble");
+  hap_jw_begin_array_inline(&w);
+  for (int32_t gi = 0; gi < e->sim->n_groups; gi++)
+    hap_jw_double(&w, e->sim->bubble[gi]);
+  hap_jw_end_array(&w);
+  hap_jw_key(&w, "synth_seconds");
+  hap_jw_double(&w, e->synth_seconds);
+  hap_jw_key(&w, "virtual_stages");
+  hap_jw_begin_array(&w);
+  for (int32_t k = 0; k < e->n_stages; k++) {
+    const hap_pipe_stage *st = &e->stages[k];
+    hap_jw_begin_object_inline(&w);
+    hap_jw_key(&w, "group");
+    hap_jw_int(&w, st->group);
+    hap_jw_key(&w, "first_node");
+    hap_jw_str(&w, g->nodes[st->first].name);
+    hap_jw_key(&w, "last_node");
+    hap_jw_str(&w, g->nodes[st->end - 1].name);
+    hap_jw_key(&w, "nodes");
+    hap_jw_int(&w, st->end - st->first);
+    hap_jw_key(&w, "fwd_s");
+    hap_jw_double(&w, st->times.fwd_s);
+    hap_jw_key(&w, "bwd_s");
+    hap_jw_double(&w, st->times.bwd_s);
+    hap_jw_key(&w, "tail_s");
+    hap_jw_double(&w, st->times.tail_s);
+    hap_jw_key(&w, "boundary_bytes");
+    hap_jw_double(&w, st->boundary_bytes);
+    hap_jw_key(&w, "in_flight");
+    hap_jw_int(&w, st->in_flight);
+    hap_jw_key(&w, "memory_bytes");
+    hap_jw_double(&w, st->memory_bytes);
+    hap_jw_end_object(&w);
+  }
+  hap_jw_end_array(&w);
+  hap_jw_end_object(&w);
+  fputc('\n', stdout);
+}
+
+int hap_sim_pipeline(const char *prog, const hap_sim_pipeline_args *a) {
+  hap_err err = {0};
+  hap_pipe_spec spec;
+  if (hap_pipe_spec_parse(a->spec, &spec, &err) != HAP_OK)
+    return hap_report_usage(prog, -1, "--%s", err.msg);
+  hap_graph *g = NULL;
+  hap_cluster *c = NULL;
+  hap_pipe_estimate *e = NULL;
+  hap_status st = hap_model_load(a->model, &g, &err);
+  if (st == HAP_OK)
+    st = hap_cluster_open(a->cluster, &c, &err);
+  hap_synth_options o = {.strategy = a->strategy,
+                         .memory_limit_bytes = a->memory_limit,
+                         .rescore = hap_plan_sim_rescore,
+                         .policy = a->policy};
+  if (st == HAP_OK)
+    st = hap_pipe_estimate_run(g, c, &spec, &o, &e, &err);
+  if (st == HAP_OK && a->format == HAP_FORMAT_JSON)
+    print_json(a, g, e);
+  else if (st == HAP_OK)
+    print_table(a, g, e);
+  else
+    hap_report_err(prog, -1, &err);
+  hap_pipe_estimate_destroy(e);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+  return st == HAP_OK ? 0 : 1;
+}
