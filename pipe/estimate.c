@@ -110,10 +110,9 @@ static hap_status run_stage(const hap_graph *g, const hap_cluster *gc, const hap
   hap_graph *micro = NULL;
   hap_lowered *lw = NULL;
   hap_plan_sim *ps = NULL;
-  hap_status st = hap_stage_graph_build(g, s->first, s->end, &sg, err);
-  if (st == HAP_OK && m > 1)
-    st = hap_graph_split_batch(sg->graph, m, &micro, err);
-  const hap_graph *run = micro ? micro : (sg ? sg->graph : NULL);
+  HAP_TRY(hap_stage_graph_build(g, s->first, s->end, &sg, err));
+  hap_status st = m > 1 ? hap_graph_split_batch(sg->graph, m, &micro, err) : HAP_OK;
+  const hap_graph *run = micro ? micro : sg->graph;
   hap_synth_options so = *o;
   so.policy.micro_batches = 1;
   hap_synth_stats stats;
