@@ -35,17 +35,6 @@ static void write_text(const char *path, const char *text) {
   cr_assert_eq(fclose(f), 0);
 }
 
-static char *graph_to_string(const hap_graph *g) {
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  cr_assert_not_null(f);
-  hap_err err = {0};
-  cr_assert_eq(hap_graph_write(g, f, &err), HAP_OK, "%s", err.msg);
-  cr_assert_eq(fclose(f), 0);
-  return buf;
-}
-
 static int32_t tensor(hap_graph *g, const char *name, hap_tensor_kind kind, hap_dtype dtype,
                       int32_t rank, const int64_t *dims) {
   hap_shape s = {.rank = rank};
@@ -182,7 +171,7 @@ Test(graph_io, builder_graph_round_trips_exactly) {
 
 Test(graph_io, output_is_canonical) {
   hap_graph *g = build_graph();
-  char *s = graph_to_string(g);
+  char *s = graph_json(g);
   const char *head =
       "{\n"
       "  \"format\": \"hap-graph\",\n"
@@ -205,7 +194,7 @@ Test(graph_io, output_is_canonical) {
   cr_assert_not_null(strstr(s, "\"attrs\": {\"reduction\": \"sum\"}, \"segment\": 2}"));
   const char *tail = "\n  ],\n  \"loss\": \"loss\"\n}\n";
   cr_assert_str_eq(s + strlen(s) - strlen(tail), tail);
-  char *again = graph_to_string(g);
+  char *again = graph_json(g);
   cr_assert_str_eq(s, again, "writing is deterministic");
   free(s);
   free(again);
@@ -224,14 +213,14 @@ Test(graph_io, defaults_are_written_and_read_back) {
   cr_assert_eq(hap_graph_set_loss(g, loss, &err), HAP_OK);
   cr_assert_eq(hap_graph_validate(g, &err), HAP_OK, "%s", err.msg);
   cr_assert_null(g->source);
-  char *s = graph_to_string(g);
+  char *s = graph_json(g);
   cr_assert_null(strstr(s, "\"source\""), "no source key when the graph has none");
   cr_assert_not_null(strstr(s, "\"attrs\": {\"p\": 0.5}"), "got:\n%s", s);
   cr_assert_not_null(strstr(s, "\"attrs\": {\"dim\": -1}"));
   hap_graph *back;
   cr_assert_eq(hap_graph_from_json(s, strlen(s), "mem", &back, &err), HAP_OK, "%s", err.msg);
   assert_graphs_equal(g, back);
-  char *s2 = graph_to_string(back);
+  char *s2 = graph_json(back);
   cr_assert_str_eq(s, s2);
   free(s);
   free(s2);
@@ -291,7 +280,7 @@ Test(graph_io, good_files_load_and_canonical_ones_round_trip) {
     hap_graph *g;
     hap_err err = {0};
     cr_assert_eq(hap_graph_from_json(text, len, path, &g, &err), HAP_OK, "%s", err.msg);
-    char *out = graph_to_string(g);
+    char *out = graph_json(g);
     cr_expect_str_eq(out, text, "%s is not in canonical form", canonical_good[i]);
     free(out);
     free(text);

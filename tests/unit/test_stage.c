@@ -132,27 +132,16 @@ Test(stage, a_tied_parameter_is_in_both_stages) {
   hap_graph_destroy(g);
 }
 
-static char *to_json(const hap_graph *g) {
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  cr_assert_not_null(f);
-  hap_err err = {0};
-  cr_assert_eq(hap_graph_write(g, f, &err), HAP_OK, "%s", err.msg);
-  cr_assert_eq(fclose(f), 0);
-  return buf;
-}
-
 Test(stage, a_stage_graph_round_trips_through_its_file_form) {
   hap_graph *g = model("bert-base:layers=2,batch=4,seq=8,width=16,heads=2,vocab=32");
   hap_stage_graph *s = cut(g, g->n_nodes / 2, g->n_nodes);
-  char *text = to_json(s->graph);
+  char *text = graph_json(s->graph);
   cr_expect_not_null(strstr(text, "\"grad\": true"), "the boundary input's flag is written");
   hap_graph *back = NULL;
   hap_err err = {0};
   cr_assert_eq(hap_graph_from_json(text, strlen(text), "stage.json", &back, &err), HAP_OK, "%s",
                err.msg);
-  char *again = to_json(back);
+  char *again = graph_json(back);
   cr_expect_str_eq(again, text);
   uint64_t d1 = 0, d2 = 1;
   cr_expect_eq(hap_graph_digest(back, &d1, &err), HAP_OK);
@@ -161,7 +150,7 @@ Test(stage, a_stage_graph_round_trips_through_its_file_form) {
   for (int32_t t = 0; t < back->n_tensors; t++)
     cr_expect_eq(back->tensors[t].requires_grad, s->graph->tensors[t].requires_grad);
   /* the whole graph writes no "grad" key: files made before stages are unchanged */
-  char *whole = to_json(g);
+  char *whole = graph_json(g);
   cr_expect_null(strstr(whole, "\"grad\""));
   free(whole);
   free(again);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cluster/cluster_io.h"
+#include "model/graph_io.h"
 #include "model/zoo.h"
 
 /* A validated zoo model ("mlp:layers=2,..."); the caller destroys it. */
@@ -20,6 +21,18 @@ static inline hap_graph *model(const char *spec) {
   hap_err err = {0};
   cr_assert_eq(hap_zoo_build(spec, &g, &err), HAP_OK, "%s", err.msg);
   return g;
+}
+
+/* The canonical hap-graph JSON of `g` (hap_graph_write) as a string; the caller frees it. */
+static inline char *graph_json(const hap_graph *g) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  cr_assert_not_null(f);
+  hap_err err = {0};
+  cr_assert_eq(hap_graph_write(g, f, &err), HAP_OK, "%s", err.msg);
+  cr_assert_eq(fclose(f), 0);
+  return buf;
 }
 
 /* A bundled cluster spec ("paper-hetero:gpus_per_host=2"); the caller destroys it. */
