@@ -1,6 +1,7 @@
 /* stage.c — a pipeline stage's graph (stage.h). */
 #include "model/stage.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,4 +334,125 @@ hap_status hap_stage_cuts_balanced(const hap_graph *g, int32_t stages, int32_t *
   free(w);
   free(starts);
   return HAP_OK;
+}
+
+hap_status hap_stage_crossing_bytes(const hap_graph *g, double *crossing, hap_err *err) {
+  int32_t n = g->n_nodes;
+  int32_t *last_use = malloc((size_t)(g->n_tensors > 0 ? g->n_tensors : 1) * sizeof *last_use);
+  if (last_use == NULL)
+    return hap_err_set(err, HAP_ENOMEM, "out of memory measuring the cuts of '%s'", g->name);
+  for (int32_t t = 0; t < g->n_tensors; t++)
+    last_use[t] = -1;
+  for (int32_t k = 0; k < n; k++)
+    for (int i = 0; i < g->nodes[k].n_inputs; i++)
+      last_use[g->nodes[k].inputs[i]] = k;
+  for (int32_t i = 0; i <= n; i++)
+    crossing[i] = 0;
+  /* tensor t made by node p and last used by node u crosses the cuts before nodes p+1 .. u */
+  for (int32_t t = 0; t < g->n_tensors; t++) {
+    const hap_tensor *ten = &g->tensors[t];
+    if (ten->kind != HAP_TENSOR_ACTIVATION || last_use[t] <= ten->producer)
+      continue;
+    double bytes = (double)hap_tensor_bytes(ten);
+    crossing[ten->producer + 1] += bytes;
+    crossing[last_use[t] + 1] -= bytes;
+  }
+  for (int32_t i = 1; i <= n; i++)
+    crossing[i] += crossing[i - 1];
+  crossing[n] = 0;
+  free(last_use);
+  return HAP_OK;
+}
+
+/* The cost of nodes [i, j): its compute time, or the time to send its boundary on and take the
+ * gradient back (2x), whichever is longer (the sends overlap the compute), s. */
+static double range_cost(const double *pre, const double *cross, int32_t i, int32_t j,
+                         double bytes_per_s) {
+  double compute = pre[j] - pre[i], send = 2 * cross[j] / bytes_per_s;
+  return compute > send ? compute : send;
+}
+
+/* Pass 1: the smallest largest range cost over `stages` ranges of n nodes. f: (stages+1) x w. */
+static double minimax_cost(const double *pre, const double *cross, int32_t n, int32_t stages,
+                           double bytes_per_s, double *f) {
+  size_t w = (size_t)n + 1;
+  for (size_t j = 0; j < w; j++)
+    f[j] = j == 0 ? 0 : INFINITY;
+  for (int32_t k = 1; k <= stages; k++)
+    for (int32_t j = k; j <= n; j++) {
+      double best = INFINITY;
+      for (int32_t i = k - 1; i < j; i++) {
+        double prev = f[(size_t)(k - 1) * w + (size_t)i];
+        double here = range_cost(pre, cross, i, j, bytes_per_s);
+        double c = prev > here ? prev : here;
+        best = c < best ? c : best;
+      }
+      f[(size_t)k * w + (size_t)j] = best;
+    }
+  return f[(size_t)stages * w + (size_t)n];
+}
+
+/* Pass 2: among the cuts whose every range costs at most `bound`, those with the smallest sum of
+ * squared compute times (the most even compute), into cuts. */
+static void even_cuts(const double *pre, const double *cross, int32_t n, int32_t stages,
+                      double bytes_per_s, double bound, double *f, int32_t *arg, int32_t *cuts) {
+  size_t w = (size_t)n + 1;
+  for (size_t j = 0; j < w; j++)
+    f[j] = j == 0 ? 0 : INFINITY;
+  for (int32_t k = 1; k <= stages; k++)
+    for (int32_t j = k; j <= n; j++) {
+      double best = INFINITY;
+      int32_t from = -1;
+      for (int32_t i = k - 1; i < j; i++) {
+        double prev = f[(size_t)(k - 1) * w + (size_t)i];
+        if (!isfinite(prev) || range_cost(pre, cross, i, j, bytes_per_s) > bound)
+          continue;
+        double c = prev + (pre[j] - pre[i]) * (pre[j] - pre[i]);
+        if (c < best) { /* strict: ties keep the earliest cut */
+          best = c;
+          from = i;
+        }
+      }
+      f[(size_t)k * w + (size_t)j] = best;
+      arg[(size_t)k * w + (size_t)j] = from;
+    }
+  for (int32_t k = stages, j = n; k >= 1; k--) {
+    cuts[k] = j;
+    j = arg[(size_t)k * w + (size_t)j];
+  }
+  cuts[0] = 0;
+}
+
+hap_status hap_stage_cuts_costed(const hap_graph *g, int32_t stages, double flops_per_s,
+                                 double bytes_per_s, int32_t *cuts, hap_err *err) {
+  int32_t n = g->n_nodes;
+  if (stages < 1 || stages > n)
+    return hap_err_set(err, HAP_EINVAL,
+                       "%d stages of '%s': expected 1 to %d (one node at least each)", stages,
+                       g->name, n);
+  if (!(flops_per_s > 0) || !isfinite(flops_per_s) || !(bytes_per_s > 0) || !isfinite(bytes_per_s))
+    return hap_err_set(err, HAP_EINVAL,
+                       "stage costs: %g FLOP/s and %g bytes/s, expected finite rates > 0",
+                       flops_per_s, bytes_per_s);
+  size_t w = (size_t)n + 1;
+  double *pre = malloc(w * sizeof *pre), *cross = malloc(w * sizeof *cross);
+  double *f = malloc(w * (size_t)(stages + 1) * sizeof *f);
+  int32_t *arg = malloc(w * (size_t)(stages + 1) * sizeof *arg);
+  hap_status st = HAP_OK;
+  if (pre == NULL || cross == NULL || f == NULL || arg == NULL)
+    st = hap_err_set(err, HAP_ENOMEM, "out of memory cutting '%s' into stages", g->name);
+  if (st == HAP_OK)
+    st = hap_stage_crossing_bytes(g, cross, err);
+  if (st == HAP_OK) {
+    pre[0] = 0;
+    for (int32_t i = 0; i < n; i++)
+      pre[i + 1] = pre[i] + hap_node_train_flops(g, i) / flops_per_s;
+    double bound = minimax_cost(pre, cross, n, stages, bytes_per_s, f);
+    even_cuts(pre, cross, n, stages, bytes_per_s, bound * (1 + 1e-9), f, arg, cuts);
+  }
+  free(pre);
+  free(cross);
+  free(f);
+  free(arg);
+  return st;
 }

@@ -162,6 +162,23 @@ static hap_pipe_link slowest_link(const hap_cluster *c, int32_t groups, int32_t 
   return worst;
 }
 
+/* The smallest group's sustained FLOP/s in the policy's compute precision (the sum over its
+ * devices): what the cuts weigh a stage's FLOPs by. */
+static double slowest_group_flops(const hap_cluster *c, int32_t groups, int32_t size,
+                                  const hap_train_policy *pol) {
+  hap_dtype dt = hap_policy_compute_dtype(pol);
+  double worst = INFINITY;
+  for (int32_t gi = 0; gi < groups; gi++) {
+    double sum = 0;
+    for (int32_t i = 0; i < size; i++) {
+      const hap_device *d = &c->devices[gi * size + i];
+      sum += d->sustained_flops[dt] > 0 ? d->sustained_flops[dt] : d->sustained_flops[HAP_F32];
+    }
+    worst = sum < worst ? sum : worst;
+  }
+  return worst;
+}
+
 static hap_status simulate_order(hap_pipe_estimate *e, const hap_pipe_order *order, hap_err *err) {
   int32_t n = e->n_stages, p = e->spec.stages;
   double *fwd = calloc((size_t)n, sizeof *fwd), *bwd = calloc((size_t)n, sizeof *bwd);
@@ -227,7 +244,8 @@ hap_status hap_pipe_estimate_run(const hap_graph *g, const hap_cluster *c,
     e->n_stages = n;
     e->group_size = c->n_devices / s.stages;
     e->link = slowest_link(c, s.stages, e->group_size);
-    st = hap_stage_cuts_balanced(g, n, cuts, err);
+    st = hap_stage_cuts_costed(g, n, slowest_group_flops(c, s.stages, e->group_size, &o->policy),
+                               e->link.bandwidth_Bps, cuts, err);
   }
   double t0 = now_s();
   for (int32_t k = 0; k < n && st == HAP_OK; k++) {

@@ -317,3 +317,78 @@ Test(stage, a_stage_count_beyond_the_nodes_is_refused) {
     cr_expect_eq(cuts[k], k);
   hap_graph_destroy(g);
 }
+
+Test(stage, crossing_bytes_are_what_a_cut_sends_on) {
+  hap_graph *g = model("mlp:layers=2,batch=8,seq=4,hidden=16");
+  double cross[8];
+  hap_err err = {0};
+  cr_assert_eq(hap_stage_crossing_bytes(g, cross, &err), HAP_OK, "%s", err.msg);
+  double one = 8.0 * 4 * 16 * 4; /* one [8, 4, 16] float32 activation */
+  cr_expect_eq(cross[0], 0);
+  for (int32_t i = 1; i < g->n_nodes; i++) /* a chain: one activation between two nodes */
+    cr_expect_eq(cross[i], one, "before node %d: %g bytes", i, cross[i]);
+  cr_expect_eq(cross[g->n_nodes], 0);
+  hap_graph_destroy(g);
+}
+
+/* The largest range cost of `cuts` as hap_stage_cuts_costed counts it. */
+static double worst_cost(const hap_graph *g, const int32_t *cuts, int32_t p, double rate,
+                         double bw) {
+  double *cross = malloc(((size_t)g->n_nodes + 1) * sizeof *cross), worst = 0;
+  hap_err err = {0};
+  cr_assert_eq(hap_stage_crossing_bytes(g, cross, &err), HAP_OK);
+  for (int32_t k = 0; k < p; k++) {
+    double compute = 0;
+    for (int32_t i = cuts[k]; i < cuts[k + 1]; i++)
+      compute += hap_node_train_flops(g, i) / rate;
+    double send = 2 * cross[cuts[k + 1]] / bw, c = compute > send ? compute : send;
+    worst = c > worst ? c : worst;
+  }
+  free(cross);
+  return worst;
+}
+
+Test(stage, costed_cuts_avoid_a_large_boundary_on_a_slow_link) {
+  hap_graph *g = model("gpt:layers=4,batch=8,seq=64,width=64,heads=4,vocab=4096");
+  int32_t logits = hap_graph_find_tensor(g, "logits");
+  cr_assert_geq(logits, 0);
+  double big = (double)hap_tensor_bytes(&g->tensors[logits]);
+  double *cross = malloc(((size_t)g->n_nodes + 1) * sizeof *cross);
+  hap_err err = {0};
+  cr_assert_eq(hap_stage_crossing_bytes(g, cross, &err), HAP_OK);
+  int32_t cuts[5], even[5];
+  const double rate = 1e12, slow = 1e9;
+  cr_assert_eq(hap_stage_cuts_costed(g, 4, rate, slow, cuts, &err), HAP_OK, "%s", err.msg);
+  for (int k = 1; k < 4; k++)
+    cr_expect_lt(cross[cuts[k]], big, "cut %d before node %d sends %g bytes (the logits: %g)", k,
+                 cuts[k], cross[cuts[k]], big);
+  /* no other cut has a smaller largest cost (exhaustive over 3 cut positions) */
+  double best = worst_cost(g, cuts, 4, rate, slow);
+  int32_t n = g->n_nodes, trial[5] = {0, 0, 0, 0, n};
+  for (trial[1] = 1; trial[1] < n; trial[1]++)
+    for (trial[2] = trial[1] + 1; trial[2] < n; trial[2]++)
+      for (trial[3] = trial[2] + 1; trial[3] < n; trial[3]++)
+        cr_assert_geq(worst_cost(g, trial, 4, rate, slow), best * (1 - 1e-9), "%d %d %d", trial[1],
+                      trial[2], trial[3]);
+  /* a link fast enough to be free: the compute is as even as the FLOP-balanced cuts' */
+  cr_assert_eq(hap_stage_cuts_costed(g, 4, rate, 1e30, cuts, &err), HAP_OK);
+  cr_assert_eq(hap_stage_cuts_balanced(g, 4, even, &err), HAP_OK);
+  double a = worst_cost(g, cuts, 4, rate, 1e30), b = worst_cost(g, even, 4, rate, 1e30);
+  cr_expect_lt(fabs(a - b), 1e-9 * b, "costed %g s, balanced %g s", a, b);
+  free(cross);
+  hap_graph_destroy(g);
+}
+
+Test(stage, costed_cuts_refuse_bad_rates) {
+  hap_graph *g = model("mlp:layers=2,batch=8,seq=4,hidden=16");
+  int32_t cuts[4];
+  hap_err err = {0};
+  cr_expect_eq(hap_stage_cuts_costed(g, 2, 0, 1e9, cuts, &err), HAP_EINVAL);
+  cr_expect_not_null(strstr(err.msg, "expected finite rates > 0"), "%s", err.msg);
+  hap_err e2 = {0};
+  cr_expect_eq(hap_stage_cuts_costed(g, 2, 1e12, INFINITY, cuts, &e2), HAP_EINVAL);
+  hap_err e3 = {0};
+  cr_expect_eq(hap_stage_cuts_costed(g, 9, 1e12, 1e9, cuts, &e3), HAP_EINVAL);
+  cr_expect_not_null(strstr(e3.msg, "9 stages of 'mlp'"), "%s", e3.msg);
+  hap_graph_destroy(g);
+}

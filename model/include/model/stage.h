@@ -52,4 +52,17 @@ double hap_node_train_flops(const hap_graph *g, int32_t n);
  * `stages`. HAP_EINVAL naming the count when stages < 1 or > n_nodes. */
 hap_status hap_stage_cuts_balanced(const hap_graph *g, int32_t stages, int32_t *cuts, hap_err *err);
 
+/* crossing[i] for i in 0..n_nodes: bytes of the activations a cut before node i sends on (made by
+ * a node before i, used by one at or after i); crossing[0] = crossing[n_nodes] = 0. HAP_ENOMEM. */
+hap_status hap_stage_crossing_bytes(const hap_graph *g, double *crossing, hap_err *err);
+
+/* As hap_stage_cuts_balanced, but a stage costs its compute (training FLOPs / flops_per_s) or the
+ * time to send the bytes crossing its end on and take their gradient back (2x / bytes_per_s),
+ * whichever is longer (sends overlap compute), s. The cuts minimise the largest stage cost, then,
+ * among those, the sum of squared compute times (the most even compute): two exact dynamic
+ * programs of stages x n_nodes^2 steps. So a cut avoids a large tensor (GPT's logits) when the
+ * link is slow. Rates > 0 and finite; HAP_EINVAL naming the count or the rate, HAP_ENOMEM. */
+hap_status hap_stage_cuts_costed(const hap_graph *g, int32_t stages, double flops_per_s,
+                                 double bytes_per_s, int32_t *cuts, hap_err *err);
+
 #endif

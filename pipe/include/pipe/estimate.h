@@ -1,14 +1,14 @@
 /* estimate.h — what a pipeline would do, at stage granularity (docs/design-pipeline.md): the
- * graph's node order cut into p*v ranges of balanced training FLOPs (hap_stage_cuts_balanced),
- * virtual stage k on device group k % p (p groups of consecutive, equally many devices), each
- * stage's program synthesised for one micro-batch of its stage graph on its group's cluster and
- * simulated (stage_times.h), and one iteration of the schedule simulated from those times
- * (pipeline_sim.h), the boundaries crossing the slowest link between consecutive groups.
- * Memory per stage: its program's, with the activations of as many micro-batches as the order
- * keeps in flight. Not yet: per-device lowering, NIC sharing with the stages' own collectives,
- * unequal groups (docs/design-pipeline.md).
- * Ownership: hap_pipe_estimate_run returns an owned estimate freed with
- * hap_pipe_estimate_destroy. */
+ * graph's node order cut into p*v ranges whose largest cost is smallest (hap_stage_cuts_costed:
+ * training FLOPs at the slowest group's rate plus the boundary sent on and its gradient over the
+ * slowest link between groups), virtual stage k on device group k % p (p groups of consecutive,
+ * equally many devices), each stage's program synthesised for one micro-batch of its stage graph on
+ * its group's cluster and simulated (stage_times.h), and one iteration of the schedule simulated
+ * from those times (pipeline_sim.h), the boundaries crossing the slowest link between consecutive
+ * groups. Memory per stage: its program's, with the activations of as many micro-batches as the
+ * order keeps in flight. Not yet: per-device lowering, NIC sharing with the stages' own
+ * collectives, unequal groups (docs/design-pipeline.md). Ownership: hap_pipe_estimate_run returns
+ * an owned estimate freed with hap_pipe_estimate_destroy. */
 #ifndef HAP_PIPE_ESTIMATE_H
 #define HAP_PIPE_ESTIMATE_H
 
