@@ -11,8 +11,15 @@
 #include "simulate/plan_sim.h"
 #include "store/cluster_open.h"
 
-static void print_table(const hap_sim_pipeline_args *a, const hap_graph *g,
-                        const hap_pipe_estimate *e) {
+/* The bubble fraction of identical stages with free transfers, for comparison. */
+static double ideal_bubble(const hap_pipe_spec *s) {
+  double p = s->stages, m = s->micro_batches, v = s->chunks;
+  double idle = (p - 1) / (v * m); /* of the ideal compute time */
+  return idle / (1 + idle);
+}
+
+static void print_stages(const hap_sim_pipeline_args *a, const hap_graph *g,
+                         const hap_pipe_estimate *e) {
   const hap_pipe_spec *s = &e->spec;
   printf("pipeline    %s on %s: %d stages x %d chunk%s, %s, %d micro-batches, %d devices per "
          "group, %s programs\n",
@@ -40,106 +47,177 @@ static void print_table(const hap_sim_pipeline_args *a, const hap_graph *g,
   printf("bubble      per group");
   for (int32_t gi = 0; gi < r->n_groups; gi++)
     printf(" %.3f", r->bubble[gi]);
-  double p = s->stages, m = s->micro_batches, v = s->chunks;
   printf(" (mean %.3f; identical stages with free transfers: %.3f)\n", r->mean_bubble,
-         s->schedule == HAP_PIPE_INTERLEAVED ? (p - 1) / (v * m) / (1 + (p - 1) / (v * m))
-                                             : (p - 1) / (m + p - 1));
+         ideal_bubble(s));
   printf("synthesis   %.3f s for %d stage programs\n", e->synth_seconds, e->n_stages);
 }
 
-static void print_json(const hap_sim_pipeline_args *a, const hap_graph *g,
-                       const hap_pipe_estimate *e) {
-  hap_jw w;
-  hap_jw_init(&w, stdout, 2);
-  hap_jw_begin_object(&w);
-  hap_jw_key(&w, "model");
-  hap_jw_str(&w, a->model);
-  hap_jw_key(&w, "cluster");
-  hap_jw_str(&w, a->cluster);
-  hap_jw_key(&w, "strategy");
-  hap_jw_str(&w, hap_strategy_name(a->strategy));
-  hap_jw_key(&w, "schedule");
-  hap_jw_str(&w, hap_pipe_schedule_name(e->spec.schedule));
-  hap_jw_key(&w, "stages");
-  hap_jw_int(&w, e->spec.stages);
-  hap_jw_key(&w, "chunks");
-  hap_jw_int(&w, e->spec.chunks);
-  hap_jw_key(&w, "micro_batches");
-  hap_jw_int(&w, e->spec.micro_batches);
-  hap_jw_key(&w, "group_size");
-  hap_jw_int(&w, e->group_size);
-  hap_jw_key(&w, "link_bandwidth_Bps");
-  hap_jw_double(&w, e->link.bandwidth_Bps);
-  hap_jw_key(&w, "link_latency_s");
-  hap_jw_double(&w, e->link.latency_s);
-  hap_jw_key(&w, "iteration_s");
-  hap_jw_double(&w, e->sim->makespan_s);
-  hap_jw_key(&w, "mean_bubble");
-  hap_jw_double(&w, e->sim->mean_bubble);
-  hap_jw_key(&w, "bubble");
-  hap_jw_begin_array_inline(&w);
+static double peak_memory(const hap_pipe_estimate *e) {
+  double peak = 0;
+  for (int32_t k = 0; k < e->n_stages; k++)
+    peak = e->stages[k].memory_bytes > peak ? e->stages[k].memory_bytes : peak;
+  return peak;
+}
+
+/* Several pipelines: one row each (a failed one says why). */
+static void print_rows(const hap_sim_pipeline_args *a, hap_pipe_estimate *const *est,
+                       const hap_err *errs) {
+  printf("pipelines   %s on %s, %s programs\n\n", a->model, a->cluster,
+         hap_strategy_name(a->strategy));
+  printf("%-44s %6s %6s %11s %6s %12s %11s %8s %11s\n", "pipeline", "stages", "chunks", "schedule",
+         "micro", "iteration ms", "mean bubble", "ideal", "peak GiB");
+  for (int i = 0; i < a->n_specs; i++) {
+    const hap_pipe_estimate *e = est[i];
+    if (e == NULL) {
+      printf("%-44.44s failed: %s\n", a->specs[i], errs[i].msg);
+      continue;
+    }
+    const hap_pipe_spec *s = &e->spec;
+    printf("%-44.44s %6d %6d %11s %6d %12.3f %11.3f %8.3f %11.3f\n", a->specs[i], s->stages,
+           s->chunks, hap_pipe_schedule_name(s->schedule), s->micro_batches,
+           e->sim->makespan_s * 1e3, e->sim->mean_bubble, ideal_bubble(s),
+           peak_memory(e) / 1073741824.0);
+  }
+}
+
+static void write_estimate(hap_jw *w, const hap_graph *g, const hap_pipe_estimate *e) {
+  hap_jw_key(w, "schedule");
+  hap_jw_str(w, hap_pipe_schedule_name(e->spec.schedule));
+  hap_jw_key(w, "stages");
+  hap_jw_int(w, e->spec.stages);
+  hap_jw_key(w, "chunks");
+  hap_jw_int(w, e->spec.chunks);
+  hap_jw_key(w, "micro_batches");
+  hap_jw_int(w, e->spec.micro_batches);
+  hap_jw_key(w, "group_size");
+  hap_jw_int(w, e->group_size);
+  hap_jw_key(w, "link_bandwidth_Bps");
+  hap_jw_double(w, e->link.bandwidth_Bps);
+  hap_jw_key(w, "link_latency_s");
+  hap_jw_double(w, e->link.latency_s);
+  hap_jw_key(w, "iteration_s");
+  hap_jw_double(w, e->sim->makespan_s);
+  hap_jw_key(w, "mean_bubble");
+  hap_jw_double(w, e->sim->mean_bubble);
+  hap_jw_key(w, "bubble");
+  hap_jw_begin_array_inline(w);
   for (int32_t gi = 0; gi < e->sim->n_groups; gi++)
-    hap_jw_double(&w, e->sim->bubble[gi]);
-  hap_jw_end_array(&w);
-  hap_jw_key(&w, "synth_seconds");
-  hap_jw_double(&w, e->synth_seconds);
-  hap_jw_key(&w, "virtual_stages");
-  hap_jw_begin_array(&w);
+    hap_jw_double(w, e->sim->bubble[gi]);
+  hap_jw_end_array(w);
+  hap_jw_key(w, "synth_seconds");
+  hap_jw_double(w, e->synth_seconds);
+  hap_jw_key(w, "virtual_stages");
+  hap_jw_begin_array(w);
   for (int32_t k = 0; k < e->n_stages; k++) {
     const hap_pipe_stage *st = &e->stages[k];
-    hap_jw_begin_object_inline(&w);
-    hap_jw_key(&w, "group");
-    hap_jw_int(&w, st->group);
-    hap_jw_key(&w, "first_node");
-    hap_jw_str(&w, g->nodes[st->first].name);
-    hap_jw_key(&w, "last_node");
-    hap_jw_str(&w, g->nodes[st->end - 1].name);
-    hap_jw_key(&w, "nodes");
-    hap_jw_int(&w, st->end - st->first);
-    hap_jw_key(&w, "fwd_s");
-    hap_jw_double(&w, st->times.fwd_s);
-    hap_jw_key(&w, "bwd_s");
-    hap_jw_double(&w, st->times.bwd_s);
-    hap_jw_key(&w, "tail_s");
-    hap_jw_double(&w, st->times.tail_s);
-    hap_jw_key(&w, "boundary_bytes");
-    hap_jw_double(&w, st->boundary_bytes);
-    hap_jw_key(&w, "in_flight");
-    hap_jw_int(&w, st->in_flight);
-    hap_jw_key(&w, "memory_bytes");
-    hap_jw_double(&w, st->memory_bytes);
-    hap_jw_end_object(&w);
+    hap_jw_begin_object_inline(w);
+    hap_jw_key(w, "group");
+    hap_jw_int(w, st->group);
+    hap_jw_key(w, "first_node");
+    hap_jw_str(w, g->nodes[st->first].name);
+    hap_jw_key(w, "last_node");
+    hap_jw_str(w, g->nodes[st->end - 1].name);
+    hap_jw_key(w, "nodes");
+    hap_jw_int(w, st->end - st->first);
+    hap_jw_key(w, "fwd_s");
+    hap_jw_double(w, st->times.fwd_s);
+    hap_jw_key(w, "bwd_s");
+    hap_jw_double(w, st->times.bwd_s);
+    hap_jw_key(w, "tail_s");
+    hap_jw_double(w, st->times.tail_s);
+    hap_jw_key(w, "boundary_bytes");
+    hap_jw_double(w, st->boundary_bytes);
+    hap_jw_key(w, "in_flight");
+    hap_jw_int(w, st->in_flight);
+    hap_jw_key(w, "memory_bytes");
+    hap_jw_double(w, st->memory_bytes);
+    hap_jw_end_object(w);
   }
-  hap_jw_end_array(&w);
-  hap_jw_end_object(&w);
-  fputc('\n', stdout);
+  hap_jw_end_array(w);
+}
+
+/* One estimate: {"model", "cluster", "strategy", "spec", "ok", ...} (its fields, or "error"). */
+static void write_json(hap_jw *w, const hap_sim_pipeline_args *a, const char *spec,
+                       const hap_graph *g, const hap_pipe_estimate *e, const hap_err *err) {
+  hap_jw_begin_object(w);
+  hap_jw_key(w, "model");
+  hap_jw_str(w, a->model);
+  hap_jw_key(w, "cluster");
+  hap_jw_str(w, a->cluster);
+  hap_jw_key(w, "strategy");
+  hap_jw_str(w, hap_strategy_name(a->strategy));
+  hap_jw_key(w, "spec");
+  hap_jw_str(w, spec);
+  hap_jw_key(w, "ok");
+  hap_jw_bool(w, e != NULL);
+  if (e != NULL)
+    write_estimate(w, g, e);
+  else {
+    hap_jw_key(w, "error");
+    hap_jw_str(w, err->msg);
+  }
+  hap_jw_end_object(w);
 }
 
 int hap_sim_pipeline(const char *prog, const hap_sim_pipeline_args *a) {
   hap_err err = {0};
-  hap_pipe_spec spec;
-  if (hap_pipe_spec_parse(a->spec, &spec, &err) != HAP_OK)
-    return hap_report_usage(prog, -1, "--%s", err.msg);
+  hap_pipe_spec *specs = calloc((size_t)a->n_specs, sizeof *specs);
+  hap_pipe_estimate **est = calloc((size_t)a->n_specs, sizeof(hap_pipe_estimate *));
+  hap_err *errs = calloc((size_t)a->n_specs, sizeof *errs);
+  if (specs == NULL || est == NULL || errs == NULL) {
+    free(specs);
+    free(est);
+    free(errs);
+    hap_err_set(&err, HAP_ENOMEM, "out of memory");
+    hap_report_err(prog, -1, &err);
+    return 1;
+  }
+  int rc = 0;
+  for (int i = 0; i < a->n_specs && rc == 0; i++) /* every spec is checked before any runs */
+    if (hap_pipe_spec_parse(a->specs[i], &specs[i], &err) != HAP_OK)
+      rc = hap_report_usage(prog, -1, "--%s", err.msg);
   hap_graph *g = NULL;
   hap_cluster *c = NULL;
-  hap_pipe_estimate *e = NULL;
-  hap_status st = hap_model_load(a->model, &g, &err);
-  if (st == HAP_OK)
+  hap_status st = rc == 0 ? hap_model_load(a->model, &g, &err) : HAP_OK;
+  if (rc == 0 && st == HAP_OK)
     st = hap_cluster_open(a->cluster, &c, &err);
+  if (rc == 0 && st != HAP_OK) {
+    hap_report_err(prog, -1, &err);
+    rc = 1;
+  }
   hap_synth_options o = {.strategy = a->strategy,
                          .memory_limit_bytes = a->memory_limit,
                          .rescore = hap_plan_sim_rescore,
                          .policy = a->policy};
-  if (st == HAP_OK)
-    st = hap_pipe_estimate_run(g, c, &spec, &o, &e, &err);
-  if (st == HAP_OK && a->format == HAP_FORMAT_JSON)
-    print_json(a, g, e);
-  else if (st == HAP_OK)
-    print_table(a, g, e);
-  else
-    hap_report_err(prog, -1, &err);
-  hap_pipe_estimate_destroy(e);
+  bool ran = rc == 0, single = a->n_specs == 1;
+  for (int i = 0; i < a->n_specs && ran; i++)
+    (void)hap_pipe_estimate_run(g, c, &specs[i], &o, &est[i], &errs[i]);
+  if (rc == 0 && a->format == HAP_FORMAT_JSON) {
+    hap_jw w;
+    hap_jw_init(&w, stdout, 2);
+    if (!single)
+      hap_jw_begin_array(&w);
+    for (int i = 0; i < a->n_specs; i++)
+      write_json(&w, a, a->specs[i], g, est[i], &errs[i]);
+    if (!single)
+      hap_jw_end_array(&w);
+    fputc('\n', stdout);
+  } else if (rc == 0 && single && est[0] != NULL) {
+    print_stages(a, g, est[0]);
+  } else if (rc == 0 && !single) {
+    print_rows(a, est, errs);
+  }
+  for (int i = 0; i < a->n_specs && ran; i++)
+    if (est[i] == NULL) { /* said on stderr, one line per failed pipeline */
+      hap_report(prog, -1, "--pipeline %s: %s", a->specs[i], errs[i].msg);
+      rc = 1;
+    }
+  for (int i = 0; i < a->n_specs; i++)
+    hap_pipe_estimate_destroy(est[i]);
+  free(specs);
+  free(est);
+  free(errs);
   hap_cluster_destroy(c);
   hap_graph_destroy(g);
-  return st == HAP_OK ? 0 : 1;
+  return rc;
 }

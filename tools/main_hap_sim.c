@@ -77,7 +77,8 @@ static void usage(FILE *f) {
       "                        order, each stage's program (--strategy, default hap)\n"
       "                        synthesised for one micro-batch and simulated, then the\n"
       "                        schedule over those stage times; prints every stage, the\n"
-      "                        iteration and the bubble (docs/design-pipeline.md)\n"
+      "                        iteration and the bubble (docs/design-pipeline.md); repeat\n"
+      "                        it to compare pipelines, one row each\n"
       "      --tasks           list every lowered task: dependencies, start and end on\n"
       "                        device 0 (before the summary)\n"
       "      --no-fold         simulate identical devices separately (slower, same result)\n"
@@ -621,9 +622,9 @@ static int run(const opts *o) {
   return rc;
 }
 
-/* --pipeline: one estimate (hap_sim_pipeline.h); what a pipeline cannot take is refused. */
-static int run_pipeline(const opts *o, const char *spec, const char *strategy, int n_sweeps,
-                        int batch_per_device) {
+/* --pipeline: the estimates (hap_sim_pipeline.h); what a pipeline cannot take is refused. */
+static int run_pipeline(const opts *o, const char *const *specs, int n_specs, const char *strategy,
+                        int n_sweeps, int batch_per_device) {
   if (o->plan != NULL || n_sweeps > 0 || batch_per_device > 0 || o->trace != NULL || o->tasks)
     return hap_report_usage(prog, -1,
                             "--pipeline takes a model, a cluster, --strategy, --policy, "
@@ -633,7 +634,8 @@ static int run_pipeline(const opts *o, const char *spec, const char *strategy, i
     return hap_report_usage(prog, -1, "--pipeline prints a table or json, not csv");
   hap_sim_pipeline_args a = {.model = o->model,
                              .cluster = o->cluster,
-                             .spec = spec,
+                             .specs = specs,
+                             .n_specs = n_specs,
                              .strategy = HAP_STRATEGY_HAP,
                              .policy = o->policy,
                              .memory_limit = o->memory_limit,
@@ -671,7 +673,9 @@ int main(int argc, char **argv) {
             .format = HAP_FORMAT_TABLE,
             .trace_devices = 64,
             .policy = hap_policy_default()};
-  const char *strategy = NULL, *pipeline = NULL;
+  const char *strategy = NULL;
+  const char *pipelines[HAP_SIM_MAX_PIPELINES];
+  int n_pipelines = 0;
   const char *sweeps[HAP_SWEEP_MAX_AXES + 1] = {0};
   int n_sweeps = 0, batch_per_device = 0; /* > 0: the batch is this x the devices */
   int c;
@@ -710,7 +714,11 @@ int main(int argc, char **argv) {
       o.policy_given = true;
       break;
     }
-    case OPT_PIPELINE: pipeline = optarg; break;
+    case OPT_PIPELINE:
+      if (n_pipelines == HAP_SIM_MAX_PIPELINES)
+        return hap_report_usage(prog, -1, "at most %d --pipeline options", HAP_SIM_MAX_PIPELINES);
+      pipelines[n_pipelines++] = optarg;
+      break;
     case OPT_NO_FOLD: o.no_fold = true; break;
     case OPT_TASKS: o.tasks = true; break;
     case 'b':
@@ -729,8 +737,8 @@ int main(int argc, char **argv) {
   bool bare = argc == 1;
   if (optind == argc - 1)
     o.model = argv[optind];
-  if (pipeline != NULL)
-    return run_pipeline(&o, pipeline, strategy, n_sweeps, batch_per_device);
+  if (n_pipelines > 0)
+    return run_pipeline(&o, pipelines, n_pipelines, strategy, n_sweeps, batch_per_device);
   if (strategy == NULL || strcmp(strategy, "all") == 0) {
     o.strategies = (1 << HAP_STRATEGY_COUNT) - 1;
   } else {

@@ -220,5 +220,25 @@ check pipeline-uneven-msg one_line_error "3 stages do not divide the 2 devices o
 expect pipeline-micro 1 "$bin" "$small" -c cpu-2 --pipeline stages=2,micro_batches=5
 check pipeline-micro-msg one_line_error "pipeline stage 0 (nodes 0..1, 'layers.0.linear' to 'layers.0.sigmoid')"
 
+# several --pipeline options: one row each; a failed one says why and the exit status is 1
+expect pipeline-rows 1 "$bin" "$pmlp" -c "$hosts4" -s dp-ev --pipeline stages=1 \
+  --pipeline stages=4,micro_batches=8 --pipeline stages=4,micro_batches=16,schedule=gpipe \
+  --pipeline stages=3
+check pipeline-rows-count [ "$(grep -cE '^stages=[14][, ].* (1f1b|gpipe) ' "$tmp/out")" -eq 3 ]
+check pipeline-rows-failed grep -q '^stages=3 .*failed: .*3 stages do not divide the 8 devices' "$tmp/out"
+check pipeline-rows-stderr one_line_error "--pipeline stages=3: pipeline: 3 stages do not divide"
+expect pipeline-rows-json 0 "$bin" "$pmlp" -c "$hosts4" -s dp-ev --pipeline stages=2,micro_batches=8 \
+  --pipeline stages=2,micro_batches=8,schedule=gpipe -f json
+check pipeline-rows-json-valid python3 - "$tmp/out" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert [r["schedule"] for r in rows] == ["1f1b", "gpipe"], rows
+assert all(r["ok"] and r["iteration_s"] > 0 for r in rows)
+# same stages and micro-batches: 1F1B holds fewer micro-batches in flight than GPipe
+assert rows[0]["virtual_stages"][0]["in_flight"] < rows[1]["virtual_stages"][0]["in_flight"]
+PY
+expect pipeline-rows-bad-spec 2 "$bin" "$small" -c cpu-2 --pipeline stages=2 --pipeline stages=x
+check pipeline-rows-bad-spec-msg one_line_error "--pipeline: stages wants an integer"
+
 echo "test_hap_sim: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
