@@ -341,12 +341,30 @@ Test(bundled, others) {
   hap_cluster_destroy(c);
 }
 
+/* The Megatron papers' machines (TRAINING.md): 8 GPUs a node, NVSwitch inside, 8 InfiniBand NICs a
+ * node modelled as one shared NIC of their sum (at 90 %). */
+Test(bundled, dgx_nodes) {
+  use_repo_datasets();
+  hap_cluster *c = load("dgx-a100:hosts=2");
+  cr_assert_eq(c->n_devices, 16);
+  int32_t a = dev(c, "dgx-0:0"), a2 = dev(c, "dgx-0:7"), b = dev(c, "dgx-1:0");
+  cr_assert_str_eq(c->devices[a].model, "A100-80GB");
+  cr_assert_eq(hap_cluster_link(c, a, a2).bandwidth_Bps, 2.4e11);
+  cr_assert_eq(hap_cluster_link(c, a, b).bandwidth_Bps, 1.8e11);
+  hap_cluster_destroy(c);
+  c = load("dgx-h100");
+  cr_assert_eq(c->n_devices, 64);
+  cr_assert_str_eq(c->devices[0].model, "H100-SXM");
+  cr_assert_eq(hap_cluster_link(c, dev(c, "dgx-0:0"), dev(c, "dgx-1:0")).bandwidth_Bps, 3.6e11);
+  hap_cluster_destroy(c);
+}
+
 Test(bundled, every_bundled_cluster_loads_and_round_trips) {
   use_repo_datasets();
   char names[512];
   hap_err err = {0};
   cr_assert_eq(hap_cluster_bundled_names(names, sizeof names, &err), HAP_OK, "%s", err.msg);
-  cr_assert_str_eq(names, "a100-h100, cpu-2, paper-hetero, paper-homo");
+  cr_assert_str_eq(names, "a100-h100, cpu-2, dgx-a100, dgx-h100, paper-hetero, paper-homo");
   char *save = NULL;
   for (char *tok = strtok_r(names, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
     hap_cluster *c = load(tok);
@@ -429,7 +447,7 @@ static const spec_case spec_cases[] = {
     {"paper-hetero:=4", HAP_EINVAL, "parameter '=4' is not of the form key=value"},
     {"paper-hetro", HAP_ENOTFOUND,
      "cluster spec 'paper-hetro': unknown cluster 'paper-hetro'; bundled clusters: a100-h100, "
-     "cpu-2, paper-hetero, paper-homo"},
+     "cpu-2, dgx-a100, dgx-h100, paper-hetero, paper-homo"},
     {"..:hosts=1", HAP_ENOTFOUND, "unknown cluster '..'"},
     {"", HAP_EINVAL, "empty cluster spec"},
     {"no/such/file.json:hosts=2", HAP_EIO, "no/such/file.json: cannot open"},
