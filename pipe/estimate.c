@@ -109,7 +109,6 @@ static hap_status run_stage(const hap_graph *g, const hap_cluster *gc, const hap
   hap_stage_graph *sg = NULL;
   hap_graph *micro = NULL;
   hap_lowered *lw = NULL;
-  hap_plan_sim *ps = NULL;
   HAP_TRY(hap_stage_graph_build(g, s->first, s->end, &sg, err));
   hap_status st = m > 1 ? hap_graph_split_batch(sg->graph, m, &micro, err) : HAP_OK;
   const hap_graph *run = micro ? micro : sg->graph;
@@ -120,11 +119,9 @@ static hap_status run_stage(const hap_graph *g, const hap_cluster *gc, const hap
     st = hap_synthesize(run, gc, &so, &s->plan, &stats, err);
   if (st == HAP_OK)
     st = hap_lower(s->plan, run, &lw, err);
-  hap_plan_sim_options po = {0};
   if (st == HAP_OK)
-    st = hap_plan_sim_run(lw, gc, &po, &ps, err);
+    st = hap_stage_times_run(lw, gc, NULL, &s->times, NULL, err);
   if (st == HAP_OK) {
-    hap_stage_times_of(ps, &s->times);
     for (int32_t i = 0; i < sg->n_out; i++)
       s->boundary_bytes +=
           (double)hap_tensor_bytes(&run->tensors[sg->stage_of[sg->boundary_out[i]]]);
@@ -135,7 +132,6 @@ static hap_status run_stage(const hap_graph *g, const hap_cluster *gc, const hap
       s->memory_bytes = total > s->memory_bytes ? total : s->memory_bytes;
     }
   }
-  hap_plan_sim_destroy(ps);
   hap_lowered_destroy(lw);
   hap_graph_destroy(micro);
   hap_stage_graph_destroy(sg);
@@ -258,6 +254,13 @@ hap_status hap_pipe_estimate_run(const hap_graph *g, const hap_cluster *c,
     st = group_cluster(c, ps->group, e->group_size, &gc, err);
     if (st == HAP_OK)
       st = run_stage(g, gc, o, m, s.chunks, ps, err);
+    if (st == HAP_OK) {
+      ps->memory_limit = o->memory_limit_bytes;
+      for (int32_t d = 0; d < gc->n_devices && !(o->memory_limit_bytes > 0); d++)
+        if (ps->memory_limit == 0 || gc->devices[d].memory_bytes < ps->memory_limit)
+          ps->memory_limit = gc->devices[d].memory_bytes;
+      ps->fits = ps->memory_bytes <= ps->memory_limit;
+    }
     hap_cluster_destroy(gc);
     if (st != HAP_OK)
       hap_err_prefix(err, "pipeline stage %d (nodes %d..%d, '%s' to '%s')", k, ps->first,

@@ -10,6 +10,7 @@
 #include "base/hash.h"
 #include "base/vec.h"
 #include "plan/replica.h"
+#include "simulate/stage_times.h"
 
 static hap_status oom(hap_err *err) {
   return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory");
@@ -460,6 +461,10 @@ hap_status hap_plan_sim_run(hap_lowered *lw, const hap_cluster *c, const hap_pla
   hap_device_classes(c, cls);
   if ((st = price(lw, c, cls, dur, err)) != HAP_OK)
     goto out;
+  for (int32_t t = 0; o != NULL && o->skip_grad_sync && t < lw->n_tasks; t++)
+    if (hap_task_is_grad_sync(lw, t))
+      for (int32_t d = 0; d < lw->n_devices; d++)
+        dur[(size_t)t * (size_t)lw->n_devices + (size_t)d] = 0;
   bool no_fold = o != NULL && o->no_fold, folded_ok = false;
   for (int attempt = 0; attempt < 2 && !folded_ok; attempt++) {
     if (attempt > 0) { /* sub-group collectives split a folded device: every device alone */

@@ -10,6 +10,30 @@ bool hap_task_is_grad_sync(const hap_lowered *lw, int32_t t) {
   return k->step >= 0 && lw->plan->steps[k->step].kind == HAP_STEP_SOURCE;
 }
 
+hap_status hap_stage_times_run(hap_lowered *lw, const hap_cluster *c, const hap_plan_sim_options *o,
+                               hap_stage_times *out, double *iteration_s, hap_err *err) {
+  hap_plan_sim_options full = o != NULL ? *o : (hap_plan_sim_options){0};
+  hap_plan_sim_options micro = full;
+  full.skip_grad_sync = false;
+  micro.skip_grad_sync = true;
+  hap_plan_sim *a = NULL, *b = NULL;
+  hap_status st = hap_plan_sim_run(lw, c, &full, &a, err);
+  if (st == HAP_OK)
+    st = hap_plan_sim_run(lw, c, &micro, &b, err);
+  if (st == HAP_OK) {
+    hap_stage_times_of(b, out);
+    double total = a->iteration_s > b->iteration_s ? a->iteration_s : b->iteration_s;
+    out->tail_s = total - out->fwd_s - out->bwd_s;
+    if (out->tail_s < 0)
+      out->tail_s = 0;
+    if (iteration_s != NULL)
+      *iteration_s = out->fwd_s + out->bwd_s + out->tail_s;
+  }
+  hap_plan_sim_destroy(a);
+  hap_plan_sim_destroy(b);
+  return st;
+}
+
 void hap_stage_times_of(const hap_plan_sim *ps, hap_stage_times *out) {
   const hap_lowered *lw = ps->lw;
   double fwd_end = 0, bwd_end = 0;

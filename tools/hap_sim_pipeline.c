@@ -49,6 +49,22 @@ static void print_stages(const hap_sim_pipeline_args *a, const hap_graph *g,
     printf(" %.3f", r->bubble[gi]);
   printf(" (mean %.3f; identical stages with free transfers: %.3f)\n", r->mean_bubble,
          ideal_bubble(s));
+  int32_t over = 0, worst = 0;
+  for (int32_t k = 0; k < e->n_stages; k++) {
+    const hap_pipe_stage *st = &e->stages[k];
+    over += !st->fits;
+    if (st->memory_bytes / st->memory_limit >
+        e->stages[worst].memory_bytes / e->stages[worst].memory_limit)
+      worst = k;
+  }
+  const hap_pipe_stage *w = &e->stages[worst];
+  char what[64];
+  if (over)
+    snprintf(what, sizeof what, "%d of %d stages do not fit", over, e->n_stages);
+  else
+    snprintf(what, sizeof what, "every stage fits");
+  printf("memory      %s (fullest: stage %d, %.3f GiB of %.3f GiB, %d micro-batches in flight)\n",
+         what, worst, w->memory_bytes / 1073741824.0, w->memory_limit / 1073741824.0, w->in_flight);
   printf("synthesis   %.3f s for %d stage programs\n", e->synth_seconds, e->n_stages);
 }
 
@@ -131,6 +147,10 @@ static void write_estimate(hap_jw *w, const hap_graph *g, const hap_pipe_estimat
     hap_jw_int(w, st->in_flight);
     hap_jw_key(w, "memory_bytes");
     hap_jw_double(w, st->memory_bytes);
+    hap_jw_key(w, "memory_limit_bytes");
+    hap_jw_double(w, st->memory_limit);
+    hap_jw_key(w, "fits");
+    hap_jw_bool(w, st->fits);
     hap_jw_end_object(w);
   }
   hap_jw_end_array(w);

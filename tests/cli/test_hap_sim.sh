@@ -187,6 +187,7 @@ expect pipeline 0 "$bin" "$pmlp" -c "$hosts4" --pipeline stages=4,micro_batches=
 check pipeline-stages [ "$(grep -cE '^[0-3] +[0-3] +[0-9]+\.\.[0-9]+ ' "$tmp/out")" -eq 4 ]
 check pipeline-header grep -q '4 stages x 1 chunk, 1f1b, 8 micro-batches, 2 devices per group' "$tmp/out"
 check pipeline-bubble grep -q '^bubble      per group' "$tmp/out"
+check pipeline-memory grep -q '^memory      every stage fits (fullest: stage 0, .* of 16.000 GiB, 4 micro-batches in flight)' "$tmp/out"
 expect pipeline-json 0 "$bin" "$pmlp" -c "$hosts4" --pipeline stages=4,schedule=gpipe,micro_batches=8 -f json
 check pipeline-json-valid python3 - "$tmp/out" <<'PY'
 import json, sys
@@ -194,6 +195,7 @@ d = json.load(open(sys.argv[1]))
 assert d["schedule"] == "gpipe" and d["stages"] == 4 and d["micro_batches"] == 8, d
 st = d["virtual_stages"]
 assert len(st) == 4 and all(s["in_flight"] == 8 for s in st), st
+assert all(s["fits"] == (s["memory_bytes"] <= s["memory_limit_bytes"]) for s in st), st
 slowest = max(s["fwd_s"] + s["bwd_s"] for s in st)
 assert d["iteration_s"] >= 8 * slowest, (d["iteration_s"], slowest)
 assert 0 < d["mean_bubble"] < 1 and len(d["bubble"]) == 4

@@ -43,6 +43,8 @@ Test(pipe_estimate, four_stages_of_an_mlp_on_four_hosts) {
     cr_expect_eq(s->boundary_bytes > 0, k < 3);
     cr_assert_not_null(s->plan);
     cr_expect_eq(s->plan->n_devices, 2);
+    cr_expect_eq(s->memory_limit, 16.0 * 1073741824.0, "V100-16GB");
+    cr_expect(s->fits);
   }
   /* the first stage keeps the most micro-batches in flight */
   cr_expect_gt(e->stages[0].memory_bytes, e->stages[3].memory_bytes);

@@ -42,6 +42,8 @@ typedef struct hap_pipe_stage {
   double memory_bytes;   /* its fullest device: the program's memory with in_flight / v
                             micro-batches of activations (0 when the plan records no breakdown),
                             bytes */
+  double memory_limit;   /* its group's smallest device memory, or the synthesis limit, bytes */
+  bool fits;             /* memory_bytes <= memory_limit */
   hap_plan *plan;        /* its program (owned) */
 } hap_pipe_stage;
 

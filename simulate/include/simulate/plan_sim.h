@@ -24,6 +24,9 @@ typedef struct hap_plan_sim_options {
   /* Communication does not overlap computation: collectives run on the compute stream, as on a
    * backend whose collectives block the thread that runs the kernels (cpu + mpi). */
   bool serial;
+  /* Price gradient synchronisation (stage_times.h: hap_task_is_grad_sync) at 0 s: one
+   * micro-batch of a pipeline stage, whose gradients are synchronised once per iteration. */
+  bool skip_grad_sync;
 } hap_plan_sim_options;
 
 /* One device over the iteration, s. */

@@ -19,9 +19,17 @@ typedef struct hap_stage_times {
  * source, or a 2-D plan's replica all-reduce): run once per iteration, not per micro-batch? */
 bool hap_task_is_grad_sync(const hap_lowered *lw, int32_t t);
 
-/* The times of a simulated stage program. fwd_s + bwd_s + tail_s is its iteration time. Where
- * gradient synchronisation overlaps the backward (or, serial, runs between backward tasks) it is
- * counted in bwd_s: an upper bound per micro-batch. */
+/* The times read from one simulated run of a stage program; fwd_s + bwd_s + tail_s is its
+ * iteration time. Gradient synchronisation that delays a backward task (queued before it on the
+ * communication stream, or serial) is counted in bwd_s. */
 void hap_stage_times_of(const hap_plan_sim *ps, hap_stage_times *out);
+
+/* A stage program's times for a pipeline: forward and backward from a run with the gradient
+ * synchronisation priced at 0 s (hap_plan_sim_options.skip_grad_sync; a pipeline synchronises
+ * once per iteration, not per micro-batch), the tail the rest of the full run's iteration (its
+ * synchronisation and updates). `o` (may be NULL) for both runs; errors as hap_plan_sim_run.
+ * *iteration_s (may be NULL) gets the full run's iteration time = fwd_s + bwd_s + tail_s. */
+hap_status hap_stage_times_run(hap_lowered *lw, const hap_cluster *c, const hap_plan_sim_options *o,
+                               hap_stage_times *out, double *iteration_s, hap_err *err);
 
 #endif
