@@ -138,23 +138,47 @@ static hap_status run_stage(const hap_graph *g, const hap_cluster *gc, const hap
   return st;
 }
 
-/* The slowest link from a device of one group to one of the next (every pair of groups). */
+/* What group a sends to group b at once: device i of a to device i of b, all in parallel (each
+ * holds its shard of the boundary), the pairs that leave a host sharing its NIC. */
+static hap_pipe_link group_link(const hap_cluster *c, int32_t a, int32_t b, int32_t size,
+                                double *per_host) {
+  hap_pipe_link l = {0, 0};
+  for (int32_t h = 0; h < c->n_hosts; h++)
+    per_host[h] = 0;
+  for (int32_t i = 0; i < size; i++) {
+    int32_t from = a * size + i, to = b * size + i;
+    hap_link one = hap_cluster_link(c, from, to);
+    int32_t h = c->devices[from].host;
+    if (h != c->devices[to].host)
+      per_host[h] += one.bandwidth_Bps; /* capped by the NIC below */
+    else
+      l.bandwidth_Bps += one.bandwidth_Bps;
+    l.latency_s = one.latency_s > l.latency_s ? one.latency_s : l.latency_s;
+  }
+  for (int32_t h = 0; h < c->n_hosts; h++)
+    l.bandwidth_Bps +=
+        per_host[h] < c->hosts[h].nic.bandwidth_Bps ? per_host[h] : c->hosts[h].nic.bandwidth_Bps;
+  return l;
+}
+
+/* The slowest of the links from one group to the next (every pair of consecutive groups, both
+ * ways: interleaving sends from the last group to the first). */
 static hap_pipe_link slowest_link(const hap_cluster *c, int32_t groups, int32_t size) {
   hap_pipe_link worst = {0, INFINITY};
-  for (int32_t a = 0; a < groups; a++) {
-    int32_t b = (a + 1) % groups;
-    if (a == b)
-      continue;
-    for (int32_t i = 0; i < size; i++) {
-      hap_link l = hap_cluster_link(c, a * size + i, b * size + i);
-      if (l.bandwidth_Bps < worst.bandwidth_Bps)
-        worst.bandwidth_Bps = l.bandwidth_Bps;
-      if (l.latency_s > worst.latency_s)
-        worst.latency_s = l.latency_s;
+  double *per_host = malloc((size_t)c->n_hosts * sizeof *per_host);
+  for (int32_t a = 0; a < groups && per_host != NULL; a++)
+    for (int dir = 0; dir < 2; dir++) {
+      int32_t b = dir == 0 ? (a + 1) % groups : (a + groups - 1) % groups;
+      if (a == b)
+        continue;
+      hap_pipe_link l = group_link(c, a, b, size, per_host);
+      worst.bandwidth_Bps =
+          l.bandwidth_Bps < worst.bandwidth_Bps ? l.bandwidth_Bps : worst.bandwidth_Bps;
+      worst.latency_s = l.latency_s > worst.latency_s ? l.latency_s : worst.latency_s;
     }
-  }
-  if (!isfinite(worst.bandwidth_Bps))
-    worst.bandwidth_Bps = 1e30; /* one group: boundaries stay on the device */
+  free(per_host);
+  if (!isfinite(worst.bandwidth_Bps) || !(worst.bandwidth_Bps > 0))
+    worst.bandwidth_Bps = 1e30; /* one group (or no memory to tell): boundaries stay put */
   return worst;
 }
 

@@ -26,7 +26,8 @@ static void print_stages(const hap_sim_pipeline_args *a, const hap_graph *g,
          a->model, a->cluster, s->stages, s->chunks, s->chunks > 1 ? "s" : "",
          hap_pipe_schedule_name(s->schedule), s->micro_batches, e->group_size,
          hap_strategy_name(a->strategy));
-  printf("links       between groups: %.3f GB/s, %.2f us (the slowest pair)\n\n",
+  printf("links       between groups: %.3f GB/s, %.2f us (the slowest pair of groups, every device "
+         "sending)\n\n",
          e->link.bandwidth_Bps / 1e9, e->link.latency_s * 1e6);
   printf("%-5s %-5s %-11s %-44s %9s %9s %9s %10s %9s %11s\n", "stage", "group", "nodes",
          "first .. last node", "fwd ms", "bwd ms", "tail ms", "sends MiB", "in flight",

@@ -62,6 +62,18 @@ Test(pipe_estimate, four_stages_of_an_mlp_on_four_hosts) {
   hap_pipe_estimate_destroy(e);
 }
 
+/* Two groups of two hosts each: both hosts' NICs carry a boundary at once (device i to device i).
+ */
+Test(pipe_estimate, a_group_sends_through_all_its_hosts_nics) {
+  hap_pipe_estimate *e = estimate("stages=2,micro_batches=4", MLP, HOSTS4, HAP_STRATEGY_DP_EV);
+  hap_cluster *c = bundled(HOSTS4);
+  double nic = c->hosts[0].nic.bandwidth_Bps;
+  cr_expect_lt(fabs(e->link.bandwidth_Bps - 2 * nic), 1e-6 * nic, "%g B/s, NIC %g B/s",
+               e->link.bandwidth_Bps, nic);
+  hap_cluster_destroy(c);
+  hap_pipe_estimate_destroy(e);
+}
+
 Test(pipe_estimate, more_micro_batches_shrink_the_bubble_and_gpipe_holds_them_all) {
   hap_pipe_estimate *a = estimate("stages=4,micro_batches=4", MLP, HOSTS4, HAP_STRATEGY_DP_EV);
   hap_pipe_estimate *b = estimate("stages=4,micro_batches=16", MLP, HOSTS4, HAP_STRATEGY_DP_EV);

@@ -1,14 +1,16 @@
 /* estimate.h — what a pipeline would do, at stage granularity (docs/design-pipeline.md): the
- * graph's node order cut into p*v ranges whose largest cost is smallest (hap_stage_cuts_costed:
- * training FLOPs at the slowest group's rate plus the boundary sent on and its gradient over the
- * slowest link between groups), virtual stage k on device group k % p (p groups of consecutive,
- * equally many devices), each stage's program synthesised for one micro-batch of its stage graph on
- * its group's cluster and simulated (stage_times.h), and one iteration of the schedule simulated
- * from those times (pipeline_sim.h), the boundaries crossing the slowest link between consecutive
- * groups. Memory per stage: its program's, with the activations of as many micro-batches as the
- * order keeps in flight. Not yet: per-device lowering, NIC sharing with the stages' own
- * collectives, unequal groups (docs/design-pipeline.md). Ownership: hap_pipe_estimate_run returns
- * an owned estimate freed with hap_pipe_estimate_destroy. */
+ * graph's node order cut into p*v ranges (hap_stage_cuts_costed: a range costs its training FLOPs
+ * at the slowest group's rate or its boundary sent on and its gradient back over the slowest
+ * group-to-group link, whichever is longer), virtual stage k on device group k % p (p groups of
+ * consecutive, equally many devices), each stage's program synthesised for one micro-batch of its
+ * stage graph on its group's cluster and simulated (stage_times.h), and one iteration of the
+ * schedule simulated from those times (pipeline_sim.h). A group sends a boundary with all its
+ * devices at once, device i to device i of the next group, those leaving a host sharing its NIC;
+ * the slowest such group-to-group link carries every boundary. Memory per stage: its program's,
+ * with the activations of as many micro-batches as the order keeps in flight. Not yet: per-device
+ * lowering, NIC sharing with the stages' own collectives, unequal groups
+ * (docs/design-pipeline.md). Ownership: hap_pipe_estimate_run returns an owned estimate freed with
+ * hap_pipe_estimate_destroy. */
 #ifndef HAP_PIPE_ESTIMATE_H
 #define HAP_PIPE_ESTIMATE_H
 
@@ -52,7 +54,7 @@ typedef struct hap_pipe_estimate {
   int32_t n_stages;       /* p * v */
   int32_t group_size;     /* devices per group */
   hap_pipe_stage *stages; /* [n_stages], model order */
-  hap_pipe_link link;     /* between consecutive groups */
+  hap_pipe_link link;     /* the slowest group-to-group link (all of a group's devices sending) */
   hap_pipe_sim *sim;      /* the schedule's iteration (pipeline_sim.h) */
   double synth_seconds;   /* wall time of the stages' synthesis, s */
 } hap_pipe_estimate;
