@@ -3,7 +3,8 @@
 #   1. the quick profile finishes in under 60 s, `hap-profile show` prints its tables (it loads
 #      into the cluster model), h5py reads it (check_measured_profile.py), no temporary is left;
 #   2. the no-command form `hap-profile --backend cpu ...` measures too;
-#   3. --emulate-speed 1,0.5: rank 1's sustained GEMM FLOP/s is half of rank 0's within 10 %;
+#   3. --emulate-speed 1,0.5: rank 1's sustained GEMM FLOP/s is half of rank 0's within 10 %
+#      (best of three attempts: the host is shared);
 #   4. errors that need MPI: one speed for two ranks (exit 2), an unwritable output (exit 1, no
 #      file, before anything is measured).
 # Usage: test_measure.sh HAP_PROFILE MPIEXEC CHECK_MEASURED_PROFILE_PY
@@ -35,15 +36,27 @@ if [ -z "$(find "$tmp" -name '*.tmp.*')" ]; then ok; else bad "temporary files l
 if run2 "$bin" --backend cpu --quick --only comm --quiet -o "$tmp/q.h5" && [ -s "$tmp/q.h5" ] &&
   ! grep -q '^hap-profile' "$tmp/err"; then ok; else bad "no-command form with --only comm --quiet"; fi
 
-if run2 "$bin" measure --backend cpu --quick --only compute --emulate-speed 1,0.5 -o "$tmp/e.h5"; then
-  ok
-else
+# Both ranks time their GEMMs at once on a shared host, so a neighbour's burst can slow one rank's
+# native speed by 10 % (CI saw 0.447). Up to three attempts: broken padding (ratio 1 or 0.25)
+# fails all of them.
+rc=1
+for attempt in 1 2 3; do
+  if ! run2 "$bin" measure --backend cpu --quick --only compute --emulate-speed 1,0.5 -o "$tmp/e.h5"; then
+    rc=2
+    break
+  fi
+  /usr/bin/python3 "$check_py" "$tmp/e.h5" 2 --speed-ratio 0.5 >"$tmp/err" 2>&1
+  rc=$?
+  echo "attempt $attempt: $(head -1 "$tmp/err")"
+  [ "$rc" -eq 0 ] && break
+done
+if [ "$rc" -eq 2 ]; then
   bad "emulated profile"
+elif [ "$rc" -eq 0 ]; then ok; else bad "emulated speed ratio (exit $rc)"; fi
+# the checker itself fails a ratio the profile does not show (no padding would read as 1)
+if ! /usr/bin/python3 "$check_py" "$tmp/e.h5" 2 --speed-ratio 1 >"$tmp/err" 2>&1; then ok; else
+  bad "speed check passed ratio 1 on a 1,0.5 profile"
 fi
-/usr/bin/python3 "$check_py" "$tmp/e.h5" 2 --speed-ratio 0.5 >"$tmp/err" 2>&1
-rc=$?
-cat "$tmp/err"
-if [ "$rc" -eq 0 ]; then ok; else bad "emulated speed ratio (exit $rc)"; fi
 
 run2 "$bin" measure --backend cpu --quick --emulate-speed 1 -o "$tmp/x.h5"
 rc=$?
