@@ -9,6 +9,8 @@
 
 #include "base/cli.h"
 #include "base/spec.h"
+#include "cluster/cluster_io.h"
+#include "model/graph_io.h"
 #include "model/stage.h"
 #include "plan/lower.h"
 #include "plan/replica.h"
@@ -75,9 +77,8 @@ hap_status hap_pipe_spec_parse(const char *text, hap_pipe_spec *out, hap_err *er
 void hap_pipe_estimate_destroy(hap_pipe_estimate *e) {
   if (e == NULL)
     return;
-  for (int32_t k = 0; k < e->n_stages && e->stages; k++)
-    hap_plan_destroy(e->stages[k].plan);
   free(e->stages);
+  hap_pipeline_destroy(e->pipeline);
   hap_pipe_sim_destroy(e->sim);
   free(e);
 }
@@ -88,52 +89,54 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* The cluster of group `group` (group_size consecutive devices). */
-static hap_status group_cluster(const hap_cluster *c, int32_t group, int32_t size,
-                                hap_cluster **out, hap_err *err) {
-  int32_t *devices = malloc((size_t)size * sizeof *devices);
-  if (devices == NULL)
-    return hap_err_set(err, HAP_ENOMEM, "pipeline: out of memory");
-  for (int32_t i = 0; i < size; i++)
-    devices[i] = group * size + i;
-  char name[256];
-  snprintf(name, sizeof name, "%s[group %d]", c->name, group);
-  hap_status st = hap_cluster_of_devices(c, devices, size, name, out, err);
-  free(devices);
-  return st;
-}
-
-/* Stage s: its graph, one micro-batch of it, its program, its simulated times and memory. */
-static hap_status run_stage(const hap_graph *g, const hap_cluster *gc, const hap_synth_options *o,
-                            int32_t m, int32_t chunks, hap_pipe_stage *s, hap_err *err) {
+/* Stage k of e->pipeline: its program synthesised for its stage graph on its group (the policy's
+ * micro-batches m: the program of one micro-batch), its simulated times per micro-batch and its
+ * memory with the order's in-flight activations. */
+static hap_status run_stage(const hap_graph *g, const hap_cluster *c, const hap_synth_options *o,
+                            hap_pipe_estimate *e, int32_t k, hap_err *err) {
+  hap_pipeline_stage *ks = &e->pipeline->stages[k];
+  hap_pipe_stage *s = &e->stages[k];
+  int32_t m = e->spec.micro_batches;
   hap_stage_graph *sg = NULL;
+  hap_cluster *gc = NULL;
   hap_graph *micro = NULL;
   hap_lowered *lw = NULL;
-  HAP_TRY(hap_stage_graph_build(g, s->first, s->end, &sg, err));
-  hap_status st = m > 1 ? hap_graph_split_batch(sg->graph, m, &micro, err) : HAP_OK;
-  const hap_graph *run = micro ? micro : sg->graph;
+  HAP_TRY(hap_pipeline_stage_context(e->pipeline, k, g, c, &sg, &gc, err));
+  const hap_graph *whole = sg ? sg->graph : g;
+  const hap_cluster *group = gc ? gc : c;
   hap_synth_options so = *o;
-  so.policy.micro_batches = 1;
+  so.policy.micro_batches = m;
   hap_synth_stats stats;
-  if (st == HAP_OK)
-    st = hap_synthesize(run, gc, &so, &s->plan, &stats, err);
-  if (st == HAP_OK)
-    st = hap_lower(s->plan, run, &lw, err);
-  if (st == HAP_OK)
-    st = hap_stage_times_run(lw, gc, NULL, &s->times, NULL, err);
+  hap_status st = hap_synthesize(whole, group, &so, &ks->plan, &stats, err);
+  s->plan = ks->plan;
+  /* The times of one micro-batch: the same steps lowered on one micro-batch's graph, the policy
+   * run once (a pipeline runs each micro-batch as its own op). */
+  if (st == HAP_OK && m > 1)
+    st = hap_graph_split_batch(whole, m, &micro, err);
   if (st == HAP_OK) {
-    for (int32_t i = 0; i < sg->n_out; i++)
-      s->boundary_bytes +=
-          (double)hap_tensor_bytes(&run->tensors[sg->stage_of[sg->boundary_out[i]]]);
-    for (int32_t d = 0; d < s->plan->n_devices && s->plan->memory_recorded; d++) {
-      hap_memory_breakdown mb = s->plan->device_memory[d];
-      mb.activations *= (double)s->in_flight / chunks; /* the group's count is over its chunks */
-      double total = hap_memory_total(&mb);
-      s->memory_bytes = total > s->memory_bytes ? total : s->memory_bytes;
-    }
+    ks->plan->policy.micro_batches = 1;
+    st = hap_lower(ks->plan, micro ? micro : whole, &lw, err);
+    if (st == HAP_OK)
+      st = hap_stage_times_run(lw, group, NULL, &s->times, NULL, err);
+    hap_lowered_destroy(lw);
+    ks->plan->policy.micro_batches = m;
   }
-  hap_lowered_destroy(lw);
+  const hap_graph *run = micro ? micro : whole;
+  for (int32_t i = 0; st == HAP_OK && sg != NULL && i < sg->n_out; i++)
+    s->boundary_bytes += (double)hap_tensor_bytes(&run->tensors[sg->stage_of[sg->boundary_out[i]]]);
+  for (int32_t d = 0; st == HAP_OK && d < ks->plan->n_devices && ks->plan->memory_recorded; d++) {
+    hap_memory_breakdown mb = ks->plan->device_memory[d];
+    mb.activations *= (double)s->in_flight / e->spec.chunks; /* the group's count is over chunks */
+    double total = hap_memory_total(&mb);
+    s->memory_bytes = total > s->memory_bytes ? total : s->memory_bytes;
+  }
+  s->memory_limit = o->memory_limit_bytes;
+  for (int32_t d = 0; st == HAP_OK && d < group->n_devices && !(o->memory_limit_bytes > 0); d++)
+    if (s->memory_limit == 0 || group->devices[d].memory_bytes < s->memory_limit)
+      s->memory_limit = group->devices[d].memory_bytes;
+  s->fits = s->memory_bytes <= s->memory_limit;
   hap_graph_destroy(micro);
+  hap_cluster_destroy(gc);
   hap_stage_graph_destroy(sg);
   return st;
 }
@@ -267,25 +270,37 @@ hap_status hap_pipe_estimate_run(const hap_graph *g, const hap_cluster *c,
     st = hap_stage_cuts_costed(g, n, slowest_group_flops(c, s.stages, e->group_size, &o->policy),
                                e->link.bandwidth_Bps, cuts, err);
   }
+  if (st == HAP_OK) {
+    int32_t *sizes = malloc((size_t)s.stages * sizeof *sizes);
+    for (int32_t gi = 0; sizes != NULL && gi < s.stages; gi++)
+      sizes[gi] = e->group_size;
+    uint64_t gd = 0, cd = 0;
+    st = sizes ? hap_graph_digest(g, &gd, err) : hap_err_set(err, HAP_ENOMEM, "out of memory");
+    if (st == HAP_OK)
+      st = hap_cluster_digest(c, &cd, err);
+    if (st == HAP_OK) {
+      e->pipeline = hap_pipeline_create(hap_strategy_name(o->strategy), g->name, gd, c->name, cd,
+                                        c->n_devices, s.schedule, s.chunks, s.stages, sizes);
+      if (e->pipeline == NULL)
+        st = hap_err_set(err, HAP_ENOMEM, "pipeline: out of memory");
+    }
+    free(sizes);
+  }
   double t0 = now_s();
   for (int32_t k = 0; k < n && st == HAP_OK; k++) {
     hap_pipe_stage *ps = &e->stages[k];
-    ps->first = cuts[k];
-    ps->end = cuts[k + 1];
+    ps->first = e->pipeline->stages[k].first = cuts[k];
+    ps->end = e->pipeline->stages[k].end = cuts[k + 1];
     ps->group = k % s.stages;
     ps->in_flight = hap_pipe_order_in_flight(order, ps->group);
-    hap_cluster *gc = NULL;
-    st = group_cluster(c, ps->group, e->group_size, &gc, err);
-    if (st == HAP_OK)
-      st = run_stage(g, gc, o, m, s.chunks, ps, err);
-    if (st == HAP_OK) {
-      ps->memory_limit = o->memory_limit_bytes;
-      for (int32_t d = 0; d < gc->n_devices && !(o->memory_limit_bytes > 0); d++)
-        if (ps->memory_limit == 0 || gc->devices[d].memory_bytes < ps->memory_limit)
-          ps->memory_limit = gc->devices[d].memory_bytes;
-      ps->fits = ps->memory_bytes <= ps->memory_limit;
-    }
-    hap_cluster_destroy(gc);
+  }
+  if (st == HAP_OK) {
+    e->pipeline->policy = o->policy;
+    e->pipeline->policy.micro_batches = m;
+  }
+  for (int32_t k = 0; k < n && st == HAP_OK; k++) {
+    hap_pipe_stage *ps = &e->stages[k];
+    st = run_stage(g, c, o, e, k, err);
     if (st != HAP_OK)
       hap_err_prefix(err, "pipeline stage %d (nodes %d..%d, '%s' to '%s')", k, ps->first,
                      ps->end - 1, g->nodes[ps->first].name, g->nodes[ps->end - 1].name);
@@ -294,6 +309,8 @@ hap_status hap_pipe_estimate_run(const hap_graph *g, const hap_cluster *c,
     e->synth_seconds = now_s() - t0;
   if (st == HAP_OK)
     st = simulate_order(e, order, err);
+  if (st == HAP_OK)
+    e->pipeline->predicted_iteration_s = e->sim->makespan_s;
   hap_pipe_order_destroy(order);
   free(cuts);
   if (st != HAP_OK) {

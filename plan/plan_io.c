@@ -52,6 +52,7 @@
 #include "cluster/cluster_io.h"
 #include "model/graph_io.h"
 #include "plan/replica.h"
+#include "plan_io_internal.h"
 
 /* Variant flag names, by bit (sharding.h HAP_VARIANT_*). */
 static const char *const flag_names[] = {"bias_once", "global_count", "global_mask", "local_rows"};
@@ -164,14 +165,14 @@ static hap_status read_header(reader *r, const json_t *root) {
 }
 
 /* Exactly 16 hex digits. */
-static hap_status read_digest(reader *r, const json_t *obj, const char *path, uint64_t *out) {
+static hap_status read_digest(hap_jr *jr, const json_t *obj, const char *path, uint64_t *out) {
   json_t *m;
   const char *s;
   hap_jpath p;
   hap_jquote b;
-  HAP_TRY(hap_jr_member(&r->jr, obj, path, "digest", true, "a digest of 16 hex digits", &m));
-  HAP_TRY(hap_jr_want_str(&r->jr, m, hap_jpath_key(p, path, "digest"), "a digest of 16 hex digits",
-                          &s));
+  HAP_TRY(hap_jr_member(jr, obj, path, "digest", true, "a digest of 16 hex digits", &m));
+  HAP_TRY(
+      hap_jr_want_str(jr, m, hap_jpath_key(p, path, "digest"), "a digest of 16 hex digits", &s));
   uint64_t d = 0;
   size_t n = 0;
   for (; n < 17 && s[n]; n++) {
@@ -185,7 +186,7 @@ static hap_status read_digest(reader *r, const json_t *obj, const char *path, ui
     d = d << 4 | (uint64_t)x;
   }
   if (n != 16 || s[n] != '\0')
-    return hap_jr_fail(&r->jr, HAP_EPARSE, p,
+    return hap_jr_fail(jr, HAP_EPARSE, p,
                        "is \"%s\", expected 16 hex digits such as \"0123456789abcdef\"",
                        hap_json_quote(s, b));
   *out = d;
@@ -193,7 +194,7 @@ static hap_status read_digest(reader *r, const json_t *obj, const char *path, ui
 }
 
 /* {"name", "digest"} at `path`; the digest must be `have` (of the object named `have_name`). */
-static hap_status read_ref(reader *r, const json_t *root, const char *path, const char *what,
+static hap_status read_ref(hap_jr *jr, const json_t *root, const char *path, const char *what,
                            const char *have_name, uint64_t have, const char **name,
                            uint64_t *digest) {
   json_t *obj, *m;
@@ -201,42 +202,64 @@ static hap_status read_ref(reader *r, const json_t *root, const char *path, cons
   hap_jquote b;
   char want[96];
   snprintf(want, sizeof want, "the %s the plan was made for {\"name\", \"digest\", ...}", what);
-  HAP_TRY(hap_jr_member(&r->jr, root, "", path, true, want, &obj));
-  HAP_TRY(hap_jr_want_type(&r->jr, obj, JSON_OBJECT, path, want));
-  HAP_TRY(hap_jr_member(&r->jr, obj, path, "name", true, "a name", &m));
-  HAP_TRY(hap_jr_want_name(&r->jr, m, hap_jpath_key(p, path, "name"), name));
-  HAP_TRY(read_digest(r, obj, path, digest));
+  HAP_TRY(hap_jr_member(jr, root, "", path, true, want, &obj));
+  HAP_TRY(hap_jr_want_type(jr, obj, JSON_OBJECT, path, want));
+  HAP_TRY(hap_jr_member(jr, obj, path, "name", true, "a name", &m));
+  HAP_TRY(hap_jr_want_name(jr, m, hap_jpath_key(p, path, "name"), name));
+  HAP_TRY(read_digest(jr, obj, path, digest));
   if (*digest != have || strcmp(*name, have_name) != 0)
     return hap_jr_fail(
-        &r->jr, HAP_EINVAL, path,
+        jr, HAP_EINVAL, path,
         "made for %s '%s' digest %016llx, this %s '%s' has digest %016llx; re-run hap-synth", what,
         hap_json_quote(*name, b), (unsigned long long)*digest, what, have_name,
         (unsigned long long)have);
   return HAP_OK;
 }
 
-static hap_status read_devices(reader *r, const json_t *root) {
+static hap_status read_devices(hap_jr *jr, const json_t *root, const hap_cluster *c) {
   json_t *obj = json_object_get(root, "cluster"), *arr;
-  const hap_cluster *c = r->c;
-  HAP_TRY(hap_jr_member(&r->jr, obj, "cluster", "devices", true, "the device names in rank order",
-                        &arr));
-  HAP_TRY(hap_jr_want_type(&r->jr, arr, JSON_ARRAY, "cluster.devices", "an array of device names"));
+  HAP_TRY(
+      hap_jr_member(jr, obj, "cluster", "devices", true, "the device names in rank order", &arr));
+  HAP_TRY(hap_jr_want_type(jr, arr, JSON_ARRAY, "cluster.devices", "an array of device names"));
   if (json_array_size(arr) != (size_t)c->n_devices)
-    return hap_jr_fail(&r->jr, HAP_EPARSE, "cluster.devices",
+    return hap_jr_fail(jr, HAP_EPARSE, "cluster.devices",
                        "has %zu entries, expected %d (the devices of cluster '%s')",
                        json_array_size(arr), c->n_devices, c->name);
   for (int32_t i = 0; i < c->n_devices; i++) {
     hap_jpath p;
     hap_jquote b;
     const char *s;
-    HAP_TRY(hap_jr_want_name(&r->jr, json_array_get(arr, (size_t)i),
+    HAP_TRY(hap_jr_want_name(jr, json_array_get(arr, (size_t)i),
                              hap_jpath_index(p, "cluster.devices", (size_t)i), &s));
     if (strcmp(s, c->devices[i].name) != 0)
-      return hap_jr_fail(&r->jr, HAP_EPARSE, p,
-                         "is '%s', expected '%s' (device %d of cluster '%s')", hap_json_quote(s, b),
-                         c->devices[i].name, i, c->name);
+      return hap_jr_fail(jr, HAP_EPARSE, p, "is '%s', expected '%s' (device %d of cluster '%s')",
+                         hap_json_quote(s, b), c->devices[i].name, i, c->name);
   }
   return HAP_OK;
+}
+
+hap_status hap_plan_read_refs(hap_jr *jr, const json_t *root, const hap_graph *g,
+                              const hap_cluster *c, hap_plan_refs *out) {
+  json_t *m;
+  uint64_t have_g, have_c;
+  HAP_TRY(hap_jr_member(jr, root, "", "strategy", true, "the strategy that made the plan", &m));
+  HAP_TRY(hap_jr_want_name(jr, m, "strategy", &out->strategy));
+  hap_err e = {0};
+  hap_status st = hap_graph_digest(g, &have_g, &e);
+  if (st == HAP_OK)
+    st = hap_cluster_digest(c, &have_c, &e);
+  if (st != HAP_OK)
+    return hap_err_set(jr->err, st, "%s: %s", jr->label, e.msg);
+  HAP_TRY(
+      read_ref(jr, root, "graph", "graph", g->name, have_g, &out->graph_name, &out->graph_digest));
+  HAP_TRY(read_ref(jr, root, "cluster", "cluster", c->name, have_c, &out->cluster_name,
+                   &out->cluster_digest));
+  static const char *const gkeys[] = {"name", "digest", NULL};
+  static const char *const ckeys[] = {"name", "digest", "devices", NULL};
+  HAP_TRY(hap_jr_check_keys(jr, json_object_get(root, "graph"), "graph", gkeys, "name, digest"));
+  HAP_TRY(hap_jr_check_keys(jr, json_object_get(root, "cluster"), "cluster", ckeys,
+                            "name, digest, devices"));
+  return read_devices(jr, root, c);
 }
 
 /* "replicas" (optional): the plan's groups, and one replica's graph for the steps' shapes. */
@@ -316,27 +339,10 @@ static hap_status step_graph(reader *r) {
 /* Header, strategy, graph and cluster; then the plan is created. */
 static hap_status read_top(reader *r, const json_t *root) {
   HAP_TRY(read_header(r, root));
-  json_t *m;
-  const char *strategy, *gname, *cname;
-  uint64_t gd, cd, have_g, have_c;
-  HAP_TRY(hap_jr_member(&r->jr, root, "", "strategy", true, "the strategy that made the plan", &m));
-  HAP_TRY(hap_jr_want_name(&r->jr, m, "strategy", &strategy));
-  hap_err e = {0};
-  hap_status st = hap_graph_digest(r->g, &have_g, &e);
-  if (st == HAP_OK)
-    st = hap_cluster_digest(r->c, &have_c, &e);
-  if (st != HAP_OK)
-    return hap_err_set(r->jr.err, st, "%s: %s", r->jr.label, e.msg);
-  HAP_TRY(read_ref(r, root, "graph", "graph", r->g->name, have_g, &gname, &gd));
-  HAP_TRY(read_ref(r, root, "cluster", "cluster", r->c->name, have_c, &cname, &cd));
-  static const char *const gkeys[] = {"name", "digest", NULL};
-  static const char *const ckeys[] = {"name", "digest", "devices", NULL};
-  HAP_TRY(
-      hap_jr_check_keys(&r->jr, json_object_get(root, "graph"), "graph", gkeys, "name, digest"));
-  HAP_TRY(hap_jr_check_keys(&r->jr, json_object_get(root, "cluster"), "cluster", ckeys,
-                            "name, digest, devices"));
-  HAP_TRY(read_devices(r, root));
-  r->p = hap_plan_create(strategy, gname, gd, cname, cd, r->c->n_devices, r->g->n_segments);
+  hap_plan_refs refs;
+  HAP_TRY(hap_plan_read_refs(&r->jr, root, r->g, r->c, &refs));
+  r->p = hap_plan_create(refs.strategy, refs.graph_name, refs.graph_digest, refs.cluster_name,
+                         refs.cluster_digest, r->c->n_devices, r->g->n_segments);
   r->lengths = calloc((size_t)r->g->n_segments, sizeof(json_t *));
   if (r->p == NULL || r->lengths == NULL)
     return hap_err_set(r->jr.err, HAP_ENOMEM, "%s: out of memory", r->jr.label);
@@ -860,15 +866,28 @@ static hap_status read_plan(reader *r, const json_t *root) {
   return check_lengths(r);
 }
 
-hap_status hap_plan_from_json(const char *json, size_t len, const char *label, const hap_graph *g,
-                              const hap_cluster *c, hap_plan **out, hap_err *err) {
+int hap_plan_version_major(const json_t *root) {
+  const char *v = json_string_value(json_object_get(root, "version"));
+  if (v == NULL)
+    return 0;
+  char *end = NULL;
+  long major = strtol(v, &end, 10);
+  return end != v && *end == '.' && major > 0 && major < 1000 ? (int)major : 0;
+}
+
+hap_status hap_plan_from_object(const json_t *root, const char *label, const hap_graph *g,
+                                const hap_cluster *c, hap_plan **out, hap_err *err) {
   *out = NULL;
   reader r = {
       .jr = {.label = label ? label : "<json>", .err = err, .strict = true}, .g = g, .c = c};
-  json_t *root;
-  HAP_TRY(hap_jr_load(&r.jr, json, len, HAP_PLAN_FORMAT, &root));
-  hap_status st = read_plan(&r, root);
-  json_decref(root);
+  hap_status st;
+  if (hap_plan_version_major(root) == HAP_PIPELINE_VERSION_MAJOR)
+    st = hap_jr_fail(&r.jr, HAP_EINVAL, "version",
+                     "a pipelined plan (format %d.x: \"stages\"), expected a one-stage plan "
+                     "(format 1.x) here",
+                     HAP_PIPELINE_VERSION_MAJOR);
+  else
+    st = read_plan(&r, root);
   free(r.lengths);
   hap_graph_destroy(r.split);
   if (st != HAP_OK) {
@@ -878,6 +897,17 @@ hap_status hap_plan_from_json(const char *json, size_t len, const char *label, c
   }
   *out = r.p;
   return HAP_OK;
+}
+
+hap_status hap_plan_from_json(const char *json, size_t len, const char *label, const hap_graph *g,
+                              const hap_cluster *c, hap_plan **out, hap_err *err) {
+  *out = NULL;
+  hap_jr jr = {.label = label ? label : "<json>", .err = err, .strict = true};
+  json_t *root;
+  HAP_TRY(hap_jr_load(&jr, json, len, HAP_PLAN_FORMAT, &root));
+  hap_status st = hap_plan_from_object(root, jr.label, g, c, out, err);
+  json_decref(root);
+  return st;
 }
 
 hap_status hap_plan_read_file(const char *path, const hap_graph *g, const hap_cluster *c,
@@ -984,21 +1014,23 @@ static void write_step(hap_jw *w, const hap_graph *g, const hap_step *s) {
   hap_jw_end_object(w);
 }
 
-static void write_header(hap_jw *w, const hap_plan *p, const hap_graph *g, const hap_cluster *c) {
+void hap_plan_write_refs(hap_jw *w, int major, int minor, const char *strategy,
+                         uint64_t graph_digest, uint64_t cluster_digest, const hap_graph *g,
+                         const hap_cluster *c) {
   char version[32], digest[24];
-  snprintf(version, sizeof version, "%d.%d", HAP_PLAN_VERSION_MAJOR, HAP_PLAN_VERSION_MINOR);
+  snprintf(version, sizeof version, "%d.%d", major, minor);
   hap_jw_key(w, "format");
   hap_jw_str(w, HAP_PLAN_FORMAT);
   hap_jw_key(w, "version");
   hap_jw_str(w, version);
   hap_jw_key(w, "strategy");
-  hap_jw_str(w, p->strategy);
+  hap_jw_str(w, strategy);
   hap_jw_key(w, "graph");
   hap_jw_begin_object_inline(w);
   hap_jw_key(w, "name");
   hap_jw_str(w, g->name);
   hap_jw_key(w, "digest");
-  snprintf(digest, sizeof digest, "%016llx", (unsigned long long)p->graph_digest);
+  snprintf(digest, sizeof digest, "%016llx", (unsigned long long)graph_digest);
   hap_jw_str(w, digest);
   hap_jw_end_object(w);
   hap_jw_key(w, "cluster");
@@ -1006,7 +1038,7 @@ static void write_header(hap_jw *w, const hap_plan *p, const hap_graph *g, const
   hap_jw_key(w, "name");
   hap_jw_str(w, c->name);
   hap_jw_key(w, "digest");
-  snprintf(digest, sizeof digest, "%016llx", (unsigned long long)p->cluster_digest);
+  snprintf(digest, sizeof digest, "%016llx", (unsigned long long)cluster_digest);
   hap_jw_str(w, digest);
   hap_jw_key(w, "devices");
   hap_jw_begin_array_inline(w);
@@ -1118,8 +1150,8 @@ static hap_status check_strategy(const hap_plan *p, hap_err *err) {
   return HAP_OK;
 }
 
-hap_status hap_plan_write(const hap_plan *p, const hap_graph *g, const hap_cluster *c, FILE *f,
-                          hap_err *err) {
+hap_status hap_plan_write_object(hap_jw *w, const hap_plan *p, const hap_graph *g,
+                                 const hap_cluster *c, hap_err *err) {
   HAP_TRY(check_strategy(p, err));
   HAP_TRY(hap_plan_validate(p, g, c, err));
   lkey *keys;
@@ -1132,29 +1164,36 @@ hap_status hap_plan_write(const hap_plan *p, const hap_graph *g, const hap_clust
     hap_graph_destroy(split);
     return st;
   }
-  hap_jw w;
-  hap_jw_init(&w, f, 2);
-  hap_jw_begin_object(&w);
-  write_header(&w, p, g, c);
+  hap_jw_begin_object(w);
+  hap_plan_write_refs(w, HAP_PLAN_VERSION_MAJOR, HAP_PLAN_VERSION_MINOR, p->strategy,
+                      p->graph_digest, p->cluster_digest, g, c);
   if (p->replicas > 1) {
-    hap_jw_key(&w, "replicas");
-    hap_jw_int(&w, p->replicas);
+    hap_jw_key(w, "replicas");
+    hap_jw_int(w, p->replicas);
   }
-  write_policy(&w, p);
-  st = write_segments(&w, p, keys, n_keys, err);
+  write_policy(w, p);
+  st = write_segments(w, p, keys, n_keys, err);
   free(keys);
   if (st != HAP_OK) {
     hap_graph_destroy(split);
     return st;
   }
-  hap_jw_key(&w, "steps");
-  hap_jw_begin_array(&w);
+  hap_jw_key(w, "steps");
+  hap_jw_begin_array(w);
   for (int32_t k = 0; k < p->n_steps; k++)
-    write_step(&w, lg, &p->steps[k]);
+    write_step(w, lg, &p->steps[k]);
   hap_graph_destroy(split);
-  hap_jw_end_array(&w);
-  write_predicted(&w, p);
-  hap_jw_end_object(&w);
+  hap_jw_end_array(w);
+  write_predicted(w, p);
+  hap_jw_end_object(w);
+  return HAP_OK;
+}
+
+hap_status hap_plan_write(const hap_plan *p, const hap_graph *g, const hap_cluster *c, FILE *f,
+                          hap_err *err) {
+  hap_jw w;
+  hap_jw_init(&w, f, 2);
+  HAP_TRY(hap_plan_write_object(&w, p, g, c, err));
   if (!hap_jw_finish(&w))
     return hap_err_set(err, HAP_EIO, "cannot write the plan for graph '%s': write failed", g->name);
   return HAP_OK;

@@ -11,9 +11,9 @@
 #include "base/cli.h"
 #include "base/json_write.h"
 #include "hap_config.h"
-#include "hap_sim_pipeline.h"
 #include "harness/format.h"
 #include "harness/report.h"
+#include "pipeline_report.h"
 #include "plan/plan_io.h"
 #include "simulate/plan_sim.h"
 #include "simulate/sweep.h"
@@ -622,7 +622,7 @@ static int run(const opts *o) {
   return rc;
 }
 
-/* --pipeline: the estimates (hap_sim_pipeline.h); what a pipeline cannot take is refused. */
+/* --pipeline: the estimates (pipeline_report.h); what a pipeline cannot take is refused. */
 static int run_pipeline(const opts *o, const char *const *specs, int n_specs, const char *strategy,
                         int n_sweeps, int batch_per_device) {
   if (o->plan != NULL || n_sweeps > 0 || batch_per_device > 0 || o->trace != NULL || o->tasks)
@@ -632,20 +632,20 @@ static int run_pipeline(const opts *o, const char *const *specs, int n_specs, co
                             "--batch-per-device, --trace or --tasks)");
   if (o->format == HAP_FORMAT_CSV)
     return hap_report_usage(prog, -1, "--pipeline prints a table or json, not csv");
-  hap_sim_pipeline_args a = {.model = o->model,
-                             .cluster = o->cluster,
-                             .specs = specs,
-                             .n_specs = n_specs,
-                             .strategy = HAP_STRATEGY_HAP,
-                             .policy = o->policy,
-                             .memory_limit = o->memory_limit,
-                             .format = o->format};
+  hap_pipeline_report_args a = {.model = o->model,
+                                .cluster = o->cluster,
+                                .specs = specs,
+                                .n_specs = n_specs,
+                                .strategy = HAP_STRATEGY_HAP,
+                                .policy = o->policy,
+                                .memory_limit = o->memory_limit,
+                                .format = o->format};
   if (strategy != NULL && hap_strategy_parse(strategy, &a.strategy) != HAP_OK)
     return hap_report_usage(prog, -1,
                             "--pipeline: strategy '%s', expected hap, dp-ev, dp-cp or megatron-tp "
                             "(one: every stage's program)",
                             strategy);
-  return hap_sim_pipeline(prog, &a);
+  return hap_pipeline_report(prog, &a);
 }
 
 int main(int argc, char **argv) {
@@ -674,7 +674,7 @@ int main(int argc, char **argv) {
             .trace_devices = 64,
             .policy = hap_policy_default()};
   const char *strategy = NULL;
-  const char *pipelines[HAP_SIM_MAX_PIPELINES];
+  const char *pipelines[HAP_PIPELINE_REPORT_MAX];
   int n_pipelines = 0;
   const char *sweeps[HAP_SWEEP_MAX_AXES + 1] = {0};
   int n_sweeps = 0, batch_per_device = 0; /* > 0: the batch is this x the devices */
@@ -715,8 +715,8 @@ int main(int argc, char **argv) {
       break;
     }
     case OPT_PIPELINE:
-      if (n_pipelines == HAP_SIM_MAX_PIPELINES)
-        return hap_report_usage(prog, -1, "at most %d --pipeline options", HAP_SIM_MAX_PIPELINES);
+      if (n_pipelines == HAP_PIPELINE_REPORT_MAX)
+        return hap_report_usage(prog, -1, "at most %d --pipeline options", HAP_PIPELINE_REPORT_MAX);
       pipelines[n_pipelines++] = optarg;
       break;
     case OPT_NO_FOLD: o.no_fold = true; break;

@@ -11,6 +11,7 @@
 #include "harness/interrupt.h"
 #include "harness/report.h"
 #include "model/zoo.h"
+#include "pipeline_report.h"
 #include "plan/plan_io.h"
 #include "simulate/plan_sim.h"
 #include "store/cluster_open.h"
@@ -53,6 +54,11 @@ static void usage(FILE *f) {
           "                        the fields given are forced, the others may be steered.\n"
           "                        With --policy (or a steered policy) the summary names the\n"
           "                        policy and breaks memory down per device class\n"
+          "      --pipeline SPEC   cut MODEL into pipeline stages instead: stages=P[,schedule=\n"
+          "                        gpipe|1f1b|interleaved][,chunks=V][,micro_batches=M]; P equal\n"
+          "                        groups of consecutive devices, each stage's program by\n"
+          "                        --strategy; prints the stages and -o writes the pipelined\n"
+          "                        plan (hap-plan 2.0, docs/formats.md)\n"
           "  -q, --quiet           no summary (errors only)\n"
           "  -h, --help            this help\n"
           "  -V, --version         print the version\n"
@@ -63,6 +69,7 @@ static void usage(FILE *f) {
 
 typedef struct opts {
   const char *model, *cluster, *output;
+  const char *pipeline; /* --pipeline SPEC, or NULL */
   hap_strategy strategy;
   hap_format format;
   bool explain, compare, quiet, no_rescore;
@@ -404,8 +411,28 @@ out:
   return rc;
 }
 
+/* --pipeline: the stages' programs and the schedule's iteration (pipeline_report.h). */
+static int run_pipeline(const opts *o) {
+  if (o->compare || o->explain || o->max_rounds > 0)
+    return hap_report_usage(prog, -1,
+                            "--pipeline takes --strategy, --policy, --memory-limit, --format, -o "
+                            "and --quiet (not --compare, --explain or --max-rounds)");
+  const char *specs[1] = {o->pipeline};
+  hap_pipeline_report_args a = {.model = o->model,
+                                .cluster = o->cluster,
+                                .specs = specs,
+                                .n_specs = 1,
+                                .strategy = o->strategy,
+                                .policy = o->policy,
+                                .memory_limit = o->memory_limit,
+                                .format = o->format,
+                                .output = o->output,
+                                .quiet = o->quiet};
+  return hap_pipeline_report(prog, &a);
+}
+
 int main(int argc, char **argv) {
-  enum { OPT_COMPARE = 256, OPT_NO_RESCORE, OPT_POLICY };
+  enum { OPT_COMPARE = 256, OPT_NO_RESCORE, OPT_POLICY, OPT_PIPELINE };
   static const struct option long_opts[] = {{"cluster", required_argument, NULL, 'c'},
                                             {"strategy", required_argument, NULL, 's'},
                                             {"output", required_argument, NULL, 'o'},
@@ -416,6 +443,7 @@ int main(int argc, char **argv) {
                                             {"max-rounds", required_argument, NULL, 'r'},
                                             {"memory-limit", required_argument, NULL, 'm'},
                                             {"policy", required_argument, NULL, OPT_POLICY},
+                                            {"pipeline", required_argument, NULL, OPT_PIPELINE},
                                             {"quiet", no_argument, NULL, 'q'},
                                             {"help", no_argument, NULL, 'h'},
                                             {"version", no_argument, NULL, 'V'},
@@ -459,6 +487,7 @@ int main(int argc, char **argv) {
       o.policy_given = true;
       break;
     }
+    case OPT_PIPELINE: o.pipeline = optarg; break;
     case 'q': o.quiet = true; break;
     case 'h': usage(stdout); return 0;
     case 'V': printf("hap-synth %s\n", HAP_VERSION); return 0;
@@ -471,5 +500,7 @@ int main(int argc, char **argv) {
   o.model = argv[optind];
   if (o.cluster == NULL)
     return hap_report_usage(prog, -1, "missing --cluster SPEC (e.g. --cluster paper-hetero)");
+  if (o.pipeline != NULL)
+    return run_pipeline(&o);
   return run(&o);
 }

@@ -242,5 +242,29 @@ PY
 expect pipeline-rows-bad-spec 2 "$bin" "$small" -c cpu-2 --pipeline stages=2 --pipeline stages=x
 check pipeline-rows-bad-spec-msg one_line_error "--pipeline: stages wants an integer"
 
+# hap-synth --pipeline writes the pipelined plan (hap-plan 2.0); a plan reader that takes one-stage
+# plans names what it got; usage and write errors leave no file
+expect synth-pipeline 0 "$synth" "$pmlp" -c "$hosts4" --pipeline stages=2,micro_batches=4 -o "$tmp/pp.json"
+check synth-pipeline-table grep -q '2 stages x 1 chunk, 1f1b, 4 micro-batches' "$tmp/out"
+check synth-pipeline-file python3 - "$tmp/pp.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["version"] == "2.0" and p["pipeline"]["groups"] == [[0, 1, 2, 3], [4, 5, 6, 7]], p["pipeline"]
+assert [s["group"] for s in p["stages"]] == [0, 1]
+assert p["stages"][0]["nodes"][0] == 0 and p["stages"][0]["nodes"][1] == p["stages"][1]["nodes"][0]
+assert all(s["plan"]["policy"]["micro_batches"] == 4 for s in p["stages"])
+assert p["predicted"]["iteration_s"] > 0
+PY
+expect synth-pipeline-stdout 0 "$synth" "$pmlp" -c "$hosts4" --pipeline stages=2 -o -
+check synth-pipeline-stdout-plan grep -q '"version": "2.0"' "$tmp/out"
+expect sim-pipelined-plan 1 "$bin" --plan "$tmp/pp.json" "$pmlp" -c "$hosts4"
+check sim-pipelined-plan-msg one_line_error "pp.json: version: a pipelined plan (format 2.x"
+expect synth-pipeline-compare 2 "$synth" "$pmlp" -c "$hosts4" --pipeline stages=2 --compare
+says synth-pipeline-compare-msg "--pipeline takes --strategy, --policy"
+expect synth-pipeline-bad 2 "$synth" "$pmlp" -c "$hosts4" --pipeline stages=2,chunks=x -o "$tmp/bad.json"
+check synth-pipeline-bad-nofile [ ! -e "$tmp/bad.json" ]
+expect synth-pipeline-fails 1 "$synth" "$pmlp" -c "$hosts4" --pipeline stages=3 -o "$tmp/bad.json"
+check synth-pipeline-fails-nofile [ ! -e "$tmp/bad.json" ]
+
 echo "test_hap_sim: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

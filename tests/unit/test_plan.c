@@ -1141,9 +1141,13 @@ Test(plan, read_flow_errors_name_the_step) {
 
 Test(plan, read_header_errors) {
   fixture f = make(MLP, dp_plan);
-  mutate_unreadable(&f, "\"version\": \"1.0\"", "\"version\": \"2.0\"", HAP_EVERSION,
+  mutate_unreadable(&f, "\"version\": \"1.0\"", "\"version\": \"3.0\"", HAP_EVERSION,
                     TEXTS("plan.json: version: the file was written by a newer hap (format version "
-                          "2.0); this build reads 1.x"));
+                          "3.0); this build reads 1.x"));
+  mutate_unreadable(
+      &f, "\"version\": \"1.0\"", "\"version\": \"2.0\"", HAP_EINVAL,
+      TEXTS("plan.json: version: a pipelined plan (format 2.x: \"stages\"), expected a "
+            "one-stage plan (format 1.x) here"));
   mutate_unreadable(&f, "\"version\": \"1.0\"", "\"version\": \"0.9\"", HAP_EPARSE,
                     TEXTS("plan.json: version: format version 0.9 does not exist"));
   mutate_unreadable(&f, "\"format\": \"hap-plan\"", "\"format\": \"hap-graph\"", HAP_EPARSE,

@@ -9,13 +9,15 @@
  * the slowest such group-to-group link carries every boundary. Memory per stage: its program's,
  * with the activations of as many micro-batches as the order keeps in flight. Not yet: per-device
  * lowering, NIC sharing with the stages' own collectives, unequal groups
- * (docs/design-pipeline.md). Ownership: hap_pipe_estimate_run returns an owned estimate freed with
- * hap_pipe_estimate_destroy. */
+ * (docs/design-pipeline.md). The result carries the pipelined plan (plan/pipeline.h) it priced.
+ * Ownership: hap_pipe_estimate_run returns an owned estimate freed with hap_pipe_estimate_destroy.
+ */
 #ifndef HAP_PIPE_ESTIMATE_H
 #define HAP_PIPE_ESTIMATE_H
 
 #include <stdint.h>
 
+#include "plan/pipeline.h"
 #include "plan/schedule.h"
 #include "simulate/pipeline_sim.h"
 #include "simulate/stage_times.h"
@@ -46,7 +48,7 @@ typedef struct hap_pipe_stage {
                             bytes */
   double memory_limit;   /* its group's smallest device memory, or the synthesis limit, bytes */
   bool fits;             /* memory_bytes <= memory_limit */
-  hap_plan *plan;        /* its program (owned) */
+  const hap_plan *plan;  /* its program: the pipeline's stage plan (borrowed from it) */
 } hap_pipe_stage;
 
 typedef struct hap_pipe_estimate {
@@ -54,6 +56,9 @@ typedef struct hap_pipe_estimate {
   int32_t n_stages;       /* p * v */
   int32_t group_size;     /* devices per group */
   hap_pipe_stage *stages; /* [n_stages], model order */
+  hap_pipeline *pipeline; /* the pipelined plan (owned): groups, ranges, the stages' programs
+                             (for the whole batch, the policy's micro-batches m) and the
+                             simulated iteration; hap_pipeline_write_file saves it */
   hap_pipe_link link;     /* the slowest group-to-group link (all of a group's devices sending) */
   hap_pipe_sim *sim;      /* the schedule's iteration (pipeline_sim.h) */
   double synth_seconds;   /* wall time of the stages' synthesis, s */

@@ -22,6 +22,9 @@
 #define HAP_PLAN_FORMAT        "hap-plan"
 #define HAP_PLAN_VERSION_MAJOR 1
 #define HAP_PLAN_VERSION_MINOR 0
+/* A pipelined plan (plan/pipeline_io.h) is a hap-plan of this major. */
+#define HAP_PIPELINE_VERSION_MAJOR 2
+#define HAP_PIPELINE_VERSION_MINOR 0
 
 /* Write `p` (it must pass hap_plan_validate against g and c) as JSON to `f`. */
 hap_status hap_plan_write(const hap_plan *p, const hap_graph *g, const hap_cluster *c, FILE *f,

@@ -1,13 +1,15 @@
-/* hap_sim_pipeline.c — hap-sim --pipeline (hap_sim_pipeline.h). */
-#include "hap_sim_pipeline.h"
+/* pipeline_report.c — hap-sim and hap-synth --pipeline (pipeline_report.h). */
+#include "pipeline_report.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/json_write.h"
 #include "harness/report.h"
 #include "model/zoo.h"
 #include "pipe/estimate.h"
+#include "plan/pipeline_io.h"
 #include "simulate/plan_sim.h"
 #include "store/cluster_open.h"
 
@@ -18,7 +20,7 @@ static double ideal_bubble(const hap_pipe_spec *s) {
   return idle / (1 + idle);
 }
 
-static void print_stages(const hap_sim_pipeline_args *a, const hap_graph *g,
+static void print_stages(const hap_pipeline_report_args *a, const hap_graph *g,
                          const hap_pipe_estimate *e) {
   const hap_pipe_spec *s = &e->spec;
   printf("pipeline    %s on %s: %d stages x %d chunk%s, %s, %d micro-batches, %d devices per "
@@ -77,7 +79,7 @@ static double peak_memory(const hap_pipe_estimate *e) {
 }
 
 /* Several pipelines: one row each (a failed one says why). */
-static void print_rows(const hap_sim_pipeline_args *a, hap_pipe_estimate *const *est,
+static void print_rows(const hap_pipeline_report_args *a, hap_pipe_estimate *const *est,
                        const hap_err *errs) {
   printf("pipelines   %s on %s, %s programs\n\n", a->model, a->cluster,
          hap_strategy_name(a->strategy));
@@ -158,7 +160,7 @@ static void write_estimate(hap_jw *w, const hap_graph *g, const hap_pipe_estimat
 }
 
 /* One estimate: {"model", "cluster", "strategy", "spec", "ok", ...} (its fields, or "error"). */
-static void write_json(hap_jw *w, const hap_sim_pipeline_args *a, const char *spec,
+static void write_json(hap_jw *w, const hap_pipeline_report_args *a, const char *spec,
                        const hap_graph *g, const hap_pipe_estimate *e, const hap_err *err) {
   hap_jw_begin_object(w);
   hap_jw_key(w, "model");
@@ -180,7 +182,7 @@ static void write_json(hap_jw *w, const hap_sim_pipeline_args *a, const char *sp
   hap_jw_end_object(w);
 }
 
-int hap_sim_pipeline(const char *prog, const hap_sim_pipeline_args *a) {
+int hap_pipeline_report(const char *prog, const hap_pipeline_report_args *a) {
   hap_err err = {0};
   hap_pipe_spec *specs = calloc((size_t)a->n_specs, sizeof *specs);
   hap_pipe_estimate **est = calloc((size_t)a->n_specs, sizeof(hap_pipe_estimate *));
@@ -213,7 +215,13 @@ int hap_sim_pipeline(const char *prog, const hap_sim_pipeline_args *a) {
   bool ran = rc == 0, single = a->n_specs == 1;
   for (int i = 0; i < a->n_specs && ran; i++)
     (void)hap_pipe_estimate_run(g, c, &specs[i], &o, &est[i], &errs[i]);
-  if (rc == 0 && a->format == HAP_FORMAT_JSON) {
+  if (rc == 0 && single && est[0] != NULL && a->output != NULL &&
+      hap_pipeline_write_file(est[0]->pipeline, g, c, a->output, &err) != HAP_OK) {
+    hap_report_err(prog, -1, &err);
+    rc = 1;
+  }
+  bool report = rc == 0 && !a->quiet && !(a->output != NULL && strcmp(a->output, "-") == 0);
+  if (report && a->format == HAP_FORMAT_JSON) {
     hap_jw w;
     hap_jw_init(&w, stdout, 2);
     if (!single)
@@ -223,9 +231,9 @@ int hap_sim_pipeline(const char *prog, const hap_sim_pipeline_args *a) {
     if (!single)
       hap_jw_end_array(&w);
     fputc('\n', stdout);
-  } else if (rc == 0 && single && est[0] != NULL) {
+  } else if (report && single && est[0] != NULL) {
     print_stages(a, g, est[0]);
-  } else if (rc == 0 && !single) {
+  } else if (report && !single) {
     print_rows(a, est, errs);
   }
   for (int i = 0; i < a->n_specs && ran; i++)
