@@ -460,6 +460,15 @@ static hap_status backward_step(builder *b, int32_t k) {
   return HAP_OK;
 }
 
+bool hap_lowered_is_grad_sync(const hap_lowered *lw, int32_t t) {
+  const hap_task *k = &lw->tasks[t];
+  if (k->kind != HAP_TASK_COLLECTIVE || k->phase != HAP_PHASE_BWD)
+    return false;
+  if (k->span == HAP_SPAN_REPLICAS)
+    return true;
+  return k->step >= 0 && lw->plan->steps[k->step].kind == HAP_STEP_SOURCE;
+}
+
 /* One update per node that first uses a trainable parameter, last layers first. */
 static hap_status updates(builder *b) {
   const hap_graph *g = b->g;

@@ -154,6 +154,34 @@ hap_status hap_plan_set_replicas(hap_plan *p, int32_t replicas, hap_err *err) {
   return HAP_OK;
 }
 
+hap_plan *hap_plan_copy(const hap_plan *p) {
+  hap_plan *q = hap_plan_create(p->strategy, p->graph_name, p->graph_digest, p->cluster_name,
+                                p->cluster_digest, p->n_devices, p->n_segments);
+  if (q == NULL || hap_plan_set_replicas(q, p->replicas, NULL) != HAP_OK) {
+    hap_plan_destroy(q);
+    return NULL;
+  }
+  size_t nd = (size_t)p->n_devices;
+  memcpy(q->ratios, p->ratios, (size_t)p->n_segments * (size_t)p->group_size * sizeof *q->ratios);
+  if (p->n_steps > 0) {
+    q->steps = malloc((size_t)p->n_steps * sizeof *q->steps);
+    if (q->steps == NULL) {
+      hap_plan_destroy(q);
+      return NULL;
+    }
+    memcpy(q->steps, p->steps, (size_t)p->n_steps * sizeof *q->steps);
+    q->n_steps = q->cap_steps = p->n_steps;
+  }
+  q->predicted_iteration_s = p->predicted_iteration_s;
+  memcpy(q->device_memory_bytes, p->device_memory_bytes, nd * sizeof *q->device_memory_bytes);
+  memcpy(q->device_compute_s, p->device_compute_s, nd * sizeof *q->device_compute_s);
+  memcpy(q->device_comm_s, p->device_comm_s, nd * sizeof *q->device_comm_s);
+  memcpy(q->device_memory, p->device_memory, nd * sizeof *q->device_memory);
+  q->policy = p->policy;
+  q->memory_recorded = p->memory_recorded;
+  return q;
+}
+
 void hap_plan_destroy(hap_plan *p) {
   if (p == NULL)
     return;

@@ -247,6 +247,19 @@ out:
   return st;
 }
 
+hap_status hap_plan_sim_price(hap_lowered *lw, const hap_cluster *c, double *dur, hap_err *err) {
+  if (c->n_devices != lw->n_devices)
+    return hap_err_set(err, HAP_EINVAL, "simulator: the plan has %d devices, the cluster %d",
+                       lw->n_devices, c->n_devices);
+  int32_t *cls = malloc((size_t)lw->n_devices * sizeof *cls);
+  if (cls == NULL)
+    return oom(err);
+  hap_device_classes(c, cls);
+  hap_status st = price(lw, c, cls, dur, err);
+  free(cls);
+  return st;
+}
+
 /* Fold devices with identical duration columns into groups (exact: see plan_sim.h). */
 static hap_status fold(hap_plan_sim *ps, const double *dur, bool no_fold, hap_err *err) {
   int32_t n = ps->n_devices, nt = ps->n_tasks;

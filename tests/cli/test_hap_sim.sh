@@ -257,8 +257,11 @@ assert p["predicted"]["iteration_s"] > 0
 PY
 expect synth-pipeline-stdout 0 "$synth" "$pmlp" -c "$hosts4" --pipeline stages=2 -o -
 check synth-pipeline-stdout-plan grep -q '"version": "2.0"' "$tmp/out"
-expect sim-pipelined-plan 1 "$bin" --plan "$tmp/pp.json" "$pmlp" -c "$hosts4"
-check sim-pipelined-plan-msg one_line_error "pp.json: version: a pipelined plan (format 2.x"
+expect sim-pipelined-plan 0 "$bin" --plan "$tmp/pp.json" "$pmlp" -c "$hosts4"
+check sim-pipelined-plan-stages grep -q '^pipeline    2 stages on 2 groups, 1f1b, 4 micro-batches; every device simulated' "$tmp/out"
+check sim-pipelined-plan-bubble grep -q '^bubble      per group 0\.[0-9]* 0\.[0-9]* (mean' "$tmp/out"
+expect sim-pipelined-plan-trace 1 "$bin" --plan "$tmp/pp.json" "$pmlp" -c "$hosts4" --trace "$tmp/t.json"
+check sim-pipelined-plan-trace-msg one_line_error "a pipelined plan: --trace, --tasks and --no-fold are not available"
 expect synth-pipeline-compare 2 "$synth" "$pmlp" -c "$hosts4" --pipeline stages=2 --compare
 says synth-pipeline-compare-msg "--pipeline takes --strategy, --policy"
 expect synth-pipeline-bad 2 "$synth" "$pmlp" -c "$hosts4" --pipeline stages=2,chunks=x -o "$tmp/bad.json"

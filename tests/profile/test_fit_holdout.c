@@ -8,8 +8,10 @@
  * Passes (exit 0) when what does not depend on timing holds — every fit well-formed (pieces
  * ordered, alpha >= 0 and 0 < beta < inf: hap_ab_fit_check; the one-piece links too), B measured
  * at every held-out size of every sweep of A with finite positive p50s, every error finite — and
- * the pooled median is at most --max-median (default 0.10). ctest gives a bound loose enough for
- * a loaded 2-core machine; the accuracy gates (15 % / 10 %) are reports/bench-fit-holdout.sh's.
+ * the pooled median is at most --max-median (default 0.10). Exit 1 when a deterministic check
+ * fails, 3 when only the median bound does (ctest measures again: tests/profile/retry_timing.sh).
+ * ctest gives a bound loose enough for a loaded 2-core machine; the accuracy gates (15 % / 10 %)
+ * are reports/bench-fit-holdout.sh's.
  * Usage: test_fit_holdout [--max-median F] [--reps N] [--iters N] [--max-bytes B] [--step K]
  * (fit sizes 8 B x K^i, default K = 4). */
 #include <math.h>
@@ -194,7 +196,7 @@ int main(int argc, char **argv) {
       printf("p2p one-piece links (not gated): median %.1f%%, p95 %.1f%% over %d points\n",
              100 * quantile_of(links, n_links, 0.5), 100 * quantile_of(links, n_links, 0.95),
              n_links);
-    rc = problems > 0 || !(pooled <= max_median);
+    rc = problems > 0 ? 1 : !(pooled <= max_median) ? 3 : 0;
     printf("%s: piecewise fits over all %d held-out points: median error %.1f%% (limit %.0f%%), "
            "p95 %.1f%%; %d deterministic check(s) failed\n",
            rc ? "FAIL" : "PASS", n_pool, 100 * pooled, 100 * max_median, 100 * p95, problems);

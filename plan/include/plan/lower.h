@@ -103,6 +103,11 @@ typedef struct hap_lowered {
   struct hap_lower_private *priv; /* names and the shard-length cache */
 } hap_lowered;
 
+/* Is task t a gradient synchronisation (a parameter's gradient all-reduce or reduce-scatter at its
+ * source, or a 2-D plan's replica all-reduce)? With micro-batches, the reduce-scatter of a ZeRO
+ * parameter runs once per micro-batch (its `repeats`), the others once per iteration. */
+bool hap_lowered_is_grad_sync(const hap_lowered *lw, int32_t t);
+
 /* Lower a plan validated against `g` (hap_plan_validate). Errors: HAP_ENOMEM, or HAP_EINVAL for
  * a plan that does not follow its own property flow. */
 hap_status hap_lower(const hap_plan *p, const hap_graph *g, hap_lowered **out, hap_err *err);

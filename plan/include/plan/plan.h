@@ -117,6 +117,9 @@ hap_plan *hap_plan_create(const char *strategy, const char *graph_name, uint64_t
                           const char *cluster_name, uint64_t cluster_digest, int32_t n_devices,
                           int32_t n_segments);
 void hap_plan_destroy(hap_plan *p);
+/* A deep copy (owned by the caller); NULL on allocation failure. A step's variant.name points
+ * into the op table, shared. */
+hap_plan *hap_plan_copy(const hap_plan *p);
 /* Make the plan 2-D: `replicas` groups (>= 1, dividing n_devices); the ratios become
  * [n_segments][n_devices / replicas], even. HAP_EINVAL or HAP_ENOMEM otherwise. */
 hap_status hap_plan_set_replicas(hap_plan *p, int32_t replicas, hap_err *err);

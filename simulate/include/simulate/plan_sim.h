@@ -65,6 +65,10 @@ hap_status hap_plan_sim_run(hap_lowered *lw, const hap_cluster *c, const hap_pla
                             hap_plan_sim **out, hap_err *err);
 void hap_plan_sim_destroy(hap_plan_sim *ps);
 
+/* Every task's duration on every device as hap_plan_sim_run prices it: dur[t * n_devices + d]
+ * (n_tasks * n_devices entries), s. Errors as hap_plan_sim_run's pricing. */
+hap_status hap_plan_sim_price(hap_lowered *lw, const hap_cluster *c, double *dur, hap_err *err);
+
 /* The duration of lowered task t on device d, s (the engine's input). */
 double hap_plan_sim_duration(const hap_plan_sim *ps, int32_t t, int32_t d);
 

@@ -1,0 +1,91 @@
+/* pipeline_lower.h — a pipelined plan lowered for the simulator and the executor
+ * (docs/design-pipeline.md): each stage's program lowered on one micro-batch of its stage graph
+ * (run once per op of the schedule), its tasks sorted into the parts an op runs, and the boundary
+ * transfers between stages as (sender, receiver, bytes) pairs of the cluster's devices.
+ *
+ * What device d runs: for each op of its group's order (plan/schedule.h; op (micro j, chunk c) is
+ * virtual stage c * p + group), a forward op runs the stage's FWD tasks on d's index in the group,
+ * after the boundary values sent to d for micro-batch j have arrived, and then sends its boundary
+ * outputs on; a backward op waits for the boundary gradients sent to d, runs the LOSS tasks (the
+ * stage loss's forward, which reads the received gradient) and the BWD tasks, and sends the
+ * gradients of its boundary inputs back. After the group's last op, each of its stages runs its
+ * TAIL once: gradient synchronisation (hap_task_is_grad_sync's rule) and the updates.
+ *
+ * A boundary tensor moves from the layout its producing stage holds it in to the layout the
+ * consuming stage sources it in, every (sender, receiver) pair whose boxes intersect exchanging
+ * the intersection: from a Gather or Identity layout one sender per distinct box (receiver j takes
+ * from the (j mod k)-th of the k senders holding it), from Reduce (partial sums) every sender its
+ * partial, which the receiver adds. The gradient of a boundary input leaves the consuming stage in
+ * the layout the input was sourced in (a stage's own collectives make an Identity input's
+ * gradient whole, as Megatron-LM's tensor-parallel all-reduce does before the send) and arrives
+ * in the layout the producing stage sources "<y>@grad" in.
+ * Not yet: a parameter used by several stages (GPT's tied embedding) has its gradients summed
+ * across them.
+ * Ownership: hap_pipe_lower returns an owned hap_pipe_lowered freed with hap_pipe_lowered_destroy;
+ * it borrows the pipeline, the graph and the cluster. */
+#ifndef HAP_PLAN_PIPELINE_LOWER_H
+#define HAP_PLAN_PIPELINE_LOWER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "plan/lower.h"
+#include "plan/pipeline.h"
+#include "plan/schedule.h"
+
+/* Which op of the schedule runs a stage task. */
+typedef enum hap_pipe_part {
+  HAP_PIPE_PART_FWD = 0, /* a forward op */
+  HAP_PIPE_PART_LOSS,    /* a backward op, first: the stage loss's forward (it reads y@grad) */
+  HAP_PIPE_PART_BWD,     /* a backward op */
+  HAP_PIPE_PART_TAIL,    /* once per iteration, after the group's last op */
+  HAP_PIPE_PART_COUNT
+} hap_pipe_part;
+
+const char *hap_pipe_part_name(hap_pipe_part p); /* "fwd", "loss", "bwd", "tail" */
+
+typedef struct hap_pipe_lowered_stage {
+  hap_stage_graph *sg;    /* the stage graph (owned); NULL: the whole graph */
+  hap_cluster *gc;        /* the group's cluster (owned); NULL: the whole cluster */
+  hap_plan *plan;         /* the stage program for one micro-batch (owned copy, micro_batches 1) */
+  hap_graph *micro;       /* one micro-batch of the stage graph (owned); NULL when m is 1 */
+  hap_lowered *lw;        /* plan lowered on it (owned) */
+  const hap_graph *graph; /* what lw runs on: micro, sg->graph or the whole graph */
+  const hap_cluster *cluster; /* gc or the whole cluster */
+  const int32_t *devices;     /* [lw->n_devices]: the cluster's device ids, the group's order */
+  uint8_t *part;              /* [lw->n_tasks]: hap_pipe_part */
+} hap_pipe_lowered_stage;
+
+/* One boundary movement per micro-batch: a tensor's value (forward) or its gradient (backward). */
+typedef struct hap_pipe_xfer {
+  int32_t tensor; /* the whole graph's tensor id */
+  bool gradient;
+  int32_t from_stage, to_stage; /* value: producer -> consumer; gradient: consumer -> producer */
+  int32_t pair0, n_pairs;       /* pairs[pair0 .. pair0 + n_pairs) */
+} hap_pipe_xfer;
+
+typedef struct hap_pipe_pair {
+  int32_t src, dst; /* the cluster's device ids (src != dst or the same device: a local copy) */
+  double bytes;     /* per micro-batch, as priced (the stage's compute precision), bytes */
+} hap_pipe_pair;
+
+typedef struct hap_pipe_lowered {
+  const hap_pipeline *pipeline;
+  const hap_graph *graph;
+  const hap_cluster *cluster;
+  hap_pipe_order *order; /* the groups' op orders (owned) */
+  int32_t n_stages;
+  hap_pipe_lowered_stage *stages; /* [n_stages] */
+  int32_t n_xfers, n_pairs;
+  hap_pipe_xfer *xfers; /* by from_stage, then tensor id; values before gradients */
+  hap_pipe_pair *pairs;
+} hap_pipe_lowered;
+
+/* Lower `pl` (validated against `g` and `c`). Errors: HAP_ENOMEM; HAP_EINVAL naming the stage
+ * ("stages[2]: ...") for a stage program that does not lower, or a boundary tensor the producing
+ * stage never makes available. */
+hap_status hap_pipe_lower(const hap_pipeline *pl, const hap_graph *g, const hap_cluster *c,
+                          hap_pipe_lowered **out, hap_err *err);
+void hap_pipe_lowered_destroy(hap_pipe_lowered *pw);
+
+#endif

@@ -1,0 +1,558 @@
+/* pipeline_plan_sim.c — a pipelined plan's iteration on one engine (pipeline_plan_sim.h).
+ *
+ * The engine runs a device's tasks on a stream in the order they are added, and a task may only
+ * wait for tasks added before it. So the groups' orders are merged: a group's next op is added
+ * once the ops it receives from are (the sender's forward for a boundary value, the consumer's
+ * backward for a gradient); a round that adds nothing is a schedule that cannot run. */
+#include "simulate/pipeline_plan_sim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/vec.h"
+#include "simulate/engine.h"
+#include "simulate/plan_sim.h"
+
+static hap_status oom(hap_err *err) {
+  return hap_err_set(err, HAP_ENOMEM, "pipeline simulation: out of memory");
+}
+
+void hap_pipe_plan_sim_destroy(hap_pipe_plan_sim *r) {
+  if (r == NULL)
+    return;
+  free(r->busy_s);
+  free(r->bubble);
+  free(r->group_bubble);
+  free(r);
+}
+
+/* Engine ids of one op instance of a stage: ids[t * n + i] for task t on local device i (-1 for
+ * tasks of other parts). */
+typedef struct instance {
+  int32_t *ids;
+} instance;
+
+typedef struct stage_state {
+  double *dur;        /* [n_tasks * n]: priced durations, s */
+  int32_t n;          /* devices in the group */
+  instance *fwd;      /* [m]: each micro-batch's forward, until its backward is added */
+  instance last_fwd;  /* the forward of the micro-batch of the last backward added */
+  instance last_bwd;  /* the last backward added */
+  uint8_t *fwd_added; /* [m] */
+  uint8_t *bwd_added; /* [m] */
+  int32_t *last_comp; /* [n]: the op just added, last compute-stream task per device, or -1 */
+  int32_t *last_comm; /* [n]: likewise on the communication stream */
+} stage_state;
+
+typedef struct sim_build {
+  hap_pipe_lowered *pw;
+  bool serial;
+  hap_sim *sim;
+  int32_t m, p;
+  stage_state *st; /* [n_stages] */
+  /* arrivals[x * m + j]: engine ids per pair of transfer x for micro-batch j (a pair within one
+   * device: the sender's last task), NULL until sent */
+  int32_t **arrivals;
+  int32_t *res_dev_out;              /* [n_devices] intra-host link out, or -1 until used */
+  int32_t *res_nic_out, *res_nic_in; /* [n_hosts] */
+  int32_t *deps;
+  int32_t cap_deps;
+  int32_t *root_deps; /* per local device: the arrivals it waits for */
+  int32_t *root_first, *root_n;
+  int32_t cap_root;
+  uint8_t *is_tail; /* per engine task */
+  int32_t cap_tail;
+  double transfer_bytes;
+} sim_build;
+
+static void instance_free(instance *in) {
+  free(in->ids);
+  in->ids = NULL;
+}
+
+static hap_status instance_new(const hap_pipe_lowered_stage *s, int32_t n, instance *in,
+                               hap_err *err) {
+  size_t cells = (size_t)s->lw->n_tasks * (size_t)n;
+  in->ids = malloc((cells ? cells : 1) * sizeof *in->ids);
+  if (in->ids == NULL)
+    return oom(err);
+  for (size_t i = 0; i < cells; i++)
+    in->ids[i] = -1;
+  return HAP_OK;
+}
+
+static hap_status mark_tail(sim_build *b, int32_t id, bool tail, hap_err *err) {
+  if (HAP_VEC_RESERVE(b->is_tail, b->cap_tail, (int64_t)id + 1, 1024) != 0)
+    return oom(err);
+  b->is_tail[id] = tail;
+  return HAP_OK;
+}
+
+/* ---- resources and transfers ---------------------------------------------------------------- */
+
+static hap_status resource(sim_build *b, int32_t *slot, const char *what, int32_t i, double bw,
+                           hap_err *err) {
+  if (*slot >= 0)
+    return HAP_OK;
+  char name[160];
+  snprintf(name, sizeof name, "%s %d", what, i);
+  if (!(bw > 0) || !isfinite(bw))
+    return hap_err_set(err, HAP_EINVAL, "pipeline simulation: %s %d has bandwidth %g B/s", what, i,
+                       bw);
+  return hap_sim_add_resource(b->sim, name, bw, slot, err);
+}
+
+/* A transfer of `bytes` from device src to dst (distinct), after `after` (n_after ids). */
+static hap_status add_transfer(sim_build *b, const hap_pipe_xfer *x, int32_t src, int32_t dst,
+                               double bytes, const int32_t *after, int32_t n_after, int32_t *id,
+                               hap_err *err) {
+  const hap_cluster *c = b->pw->cluster;
+  int32_t hs = c->devices[src].host, hd = c->devices[dst].host;
+  hap_link link = hap_cluster_link(c, src, dst);
+  int32_t path[2], n_path = 0;
+  if (hs == hd) {
+    HAP_TRY(resource(b, &b->res_dev_out[src], "device link out", src, link.bandwidth_Bps, err));
+    path[n_path++] = b->res_dev_out[src];
+  } else {
+    HAP_TRY(
+        resource(b, &b->res_nic_out[hs], "host NIC out", hs, c->hosts[hs].nic.bandwidth_Bps, err));
+    HAP_TRY(
+        resource(b, &b->res_nic_in[hd], "host NIC in", hd, c->hosts[hd].nic.bandwidth_Bps, err));
+    path[n_path++] = b->res_nic_out[hs];
+    path[n_path++] = b->res_nic_in[hd];
+  }
+  const char *name = b->pw->graph->tensors[x->tensor].name;
+  char label[256];
+  snprintf(label, sizeof label, "%s.%s", name, x->gradient ? "grad.send" : "send");
+  hap_sim_task t = {.name = label,
+                    .device = src,
+                    .stream = b->serial ? HAP_SIM_COMPUTE : HAP_SIM_COMM,
+                    .kind = HAP_SIM_TRANSFER,
+                    .bytes = bytes,
+                    .deps = after,
+                    .n_deps = n_after,
+                    .path = path,
+                    .n_path = n_path,
+                    .latency_s = link.latency_s};
+  b->transfer_bytes += bytes;
+  HAP_TRY(hap_sim_add_task(b->sim, &t, id, err));
+  return mark_tail(b, *id, false, err);
+}
+
+/* Send the boundary transfers stage k makes in the op just added (gradient: a backward op) for
+ * micro-batch j. */
+static hap_status send_from(sim_build *b, int32_t k, bool gradient, int32_t j, hap_err *err) {
+  hap_pipe_lowered *pw = b->pw;
+  const hap_pipe_lowered_stage *s = &pw->stages[k];
+  stage_state *ss = &b->st[k];
+  for (int32_t xi = 0; xi < pw->n_xfers; xi++) {
+    const hap_pipe_xfer *x = &pw->xfers[xi];
+    if (x->from_stage != k || x->gradient != gradient)
+      continue;
+    int32_t *ids = malloc((size_t)(x->n_pairs ? x->n_pairs : 1) * sizeof *ids);
+    if (ids == NULL)
+      return oom(err);
+    b->arrivals[(size_t)xi * (size_t)b->m + (size_t)j] = ids;
+    for (int32_t q = 0; q < x->n_pairs; q++) {
+      const hap_pipe_pair *pr = &pw->pairs[x->pair0 + q];
+      int32_t i = 0;
+      while (i < ss->n && s->devices[i] != pr->src)
+        i++;
+      int32_t after[2], n_after = 0;
+      if (ss->last_comp[i] >= 0)
+        after[n_after++] = ss->last_comp[i];
+      if (ss->last_comm[i] >= 0)
+        after[n_after++] = ss->last_comm[i];
+      if (pr->src == pr->dst) { /* already there: wait for the op on that device */
+        ids[q] = n_after > 0 ? after[n_after - 1] : -1;
+        if (n_after == 2)
+          ids[q] = after[0] > after[1] ? after[0] : after[1];
+        continue;
+      }
+      HAP_TRY(add_transfer(b, x, pr->src, pr->dst, pr->bytes, after, n_after, &ids[q], err));
+    }
+  }
+  return HAP_OK;
+}
+
+/* The arrivals each local device of stage k waits for in op (gradient?, j): root_first/root_n
+ * into root_deps. The arrival arrays are freed. */
+static hap_status collect_arrivals(sim_build *b, int32_t k, bool gradient, int32_t j,
+                                   hap_err *err) {
+  hap_pipe_lowered *pw = b->pw;
+  const hap_pipe_lowered_stage *s = &pw->stages[k];
+  int32_t n = b->st[k].n, total = 0;
+  for (int32_t i = 0; i < n; i++)
+    b->root_n[i] = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    for (int32_t xi = 0; xi < pw->n_xfers; xi++) {
+      const hap_pipe_xfer *x = &pw->xfers[xi];
+      if (x->to_stage != k || x->gradient != gradient)
+        continue;
+      int32_t *ids = b->arrivals[(size_t)xi * (size_t)b->m + (size_t)j];
+      for (int32_t q = 0; q < x->n_pairs && ids != NULL; q++) {
+        int32_t dst = pw->pairs[x->pair0 + q].dst, i = 0;
+        while (i < n && s->devices[i] != dst)
+          i++;
+        if (i == n || ids[q] < 0)
+          continue;
+        if (pass == 0)
+          b->root_n[i]++;
+        else
+          b->root_deps[b->root_first[i] + b->root_n[i]++] = ids[q];
+      }
+      if (pass == 1) {
+        free(ids);
+        b->arrivals[(size_t)xi * (size_t)b->m + (size_t)j] = NULL;
+      }
+    }
+    if (pass == 0) {
+      total = 0;
+      for (int32_t i = 0; i < n; i++) {
+        b->root_first[i] = total;
+        total += b->root_n[i];
+        b->root_n[i] = 0;
+      }
+      if (HAP_VEC_RESERVE(b->root_deps, b->cap_root, total, 64) != 0)
+        return oom(err);
+    }
+  }
+  return HAP_OK;
+}
+
+/* ---- ops ------------------------------------------------------------------------------------ */
+
+static bool in_op(hap_pipe_part part, hap_pipe_part op) {
+  return op == HAP_PIPE_PART_FWD   ? part == HAP_PIPE_PART_FWD
+         : op == HAP_PIPE_PART_BWD ? part == HAP_PIPE_PART_LOSS || part == HAP_PIPE_PART_BWD
+                                   : part == HAP_PIPE_PART_TAIL;
+}
+
+/* The engine id a dependency u of a task of op kind `op` on local device i maps to. */
+static int32_t dep_id(const hap_pipe_lowered_stage *s, const stage_state *ss, hap_pipe_part op,
+                      const instance *cur, const instance *fwd, int32_t u, int32_t i) {
+  hap_pipe_part pu = (hap_pipe_part)s->part[u];
+  size_t cell = (size_t)u * (size_t)ss->n + (size_t)i;
+  if (in_op(pu, op))
+    return cur->ids[cell];
+  if (op == HAP_PIPE_PART_BWD) /* a forward task of the same micro-batch */
+    return fwd->ids[cell];
+  /* the tail: the last backward, or the forward of its micro-batch */
+  return pu == HAP_PIPE_PART_FWD ? ss->last_fwd.ids[cell] : ss->last_bwd.ids[cell];
+}
+
+/* Add stage k's tasks of op kind `op` into `cur`; root tasks on a device wait for its arrivals
+ * (root_deps) when `roots` is set. */
+static hap_status add_op_tasks(sim_build *b, int32_t k, hap_pipe_part op, instance *cur,
+                               const instance *fwd, bool roots, hap_err *err) {
+  const hap_pipe_lowered_stage *s = &b->pw->stages[k];
+  stage_state *ss = &b->st[k];
+  const hap_lowered *lw = s->lw;
+  int32_t n = ss->n;
+  for (int32_t i = 0; i < n; i++)
+    ss->last_comp[i] = ss->last_comm[i] = -1;
+  int32_t *coll = malloc((size_t)n * sizeof *coll);
+  if (coll == NULL)
+    return oom(err);
+  hap_status st = HAP_OK;
+  for (int32_t t = 0; t < lw->n_tasks && st == HAP_OK; t++) {
+    if (!in_op((hap_pipe_part)s->part[t], op))
+      continue;
+    const hap_task *kt = &lw->tasks[t];
+    bool is_coll = kt->kind == HAP_TASK_COLLECTIVE;
+    if (is_coll) { /* one engine collective per sub-group of the task's span */
+      bool by_group = kt->span == HAP_SPAN_GROUP;
+      int32_t n_sub = by_group ? lw->replicas : lw->group_size;
+      for (int32_t sub = 0; sub < n_sub && st == HAP_OK; sub++) {
+        int32_t id;
+        st = hap_sim_new_collective(b->sim, &id, err);
+        for (int32_t i = 0; i < n && st == HAP_OK; i++)
+          if ((by_group ? i / lw->group_size : i % lw->group_size) == sub)
+            coll[i] = id;
+      }
+    }
+    bool root = roots;
+    for (int32_t q = 0; q < kt->n_deps && root; q++)
+      root = !in_op((hap_pipe_part)s->part[lw->deps[kt->dep0 + q]], op);
+    for (int32_t i = 0; i < n && st == HAP_OK; i++) {
+      int32_t nd = 0, extra = root ? b->root_n[i] : 0;
+      if (HAP_VEC_RESERVE(b->deps, b->cap_deps, kt->n_deps + extra, 16) != 0) {
+        st = oom(err);
+        break;
+      }
+      for (int32_t q = 0; q < kt->n_deps; q++) {
+        int32_t id = dep_id(s, ss, op, cur, fwd, lw->deps[kt->dep0 + q], i);
+        if (id >= 0)
+          b->deps[nd++] = id;
+      }
+      for (int32_t q = 0; q < extra; q++)
+        b->deps[nd++] = b->root_deps[b->root_first[i] + q];
+      bool comm = is_coll && !b->serial;
+      hap_sim_task e = {.name = kt->name,
+                        .device = s->devices[i],
+                        .stream = comm ? HAP_SIM_COMM : HAP_SIM_COMPUTE,
+                        .kind = is_coll ? HAP_SIM_COLLECTIVE : HAP_SIM_FIXED,
+                        .duration_s = ss->dur[(size_t)t * (size_t)n + (size_t)i],
+                        .deps = b->deps,
+                        .n_deps = nd,
+                        .collective = is_coll ? coll[i] : -1};
+      int32_t id;
+      st = hap_sim_add_task(b->sim, &e, &id, err);
+      if (st == HAP_OK)
+        st = mark_tail(b, id, op == HAP_PIPE_PART_TAIL, err);
+      if (st != HAP_OK)
+        break;
+      cur->ids[(size_t)t * (size_t)n + (size_t)i] = id;
+      if (comm)
+        ss->last_comm[i] = id;
+      else
+        ss->last_comp[i] = id;
+    }
+  }
+  free(coll);
+  return st;
+}
+
+/* Is op (group g, its op index) ready: everything it receives has been sent? */
+static bool ready(const sim_build *b, int32_t g, const hap_pipe_op *op) {
+  int32_t k = op->chunk * b->p + g;
+  const hap_pipe_lowered *pw = b->pw;
+  for (int32_t xi = 0; xi < pw->n_xfers; xi++) {
+    const hap_pipe_xfer *x = &pw->xfers[xi];
+    if (x->to_stage != k || x->gradient != op->backward)
+      continue;
+    const stage_state *from = &b->st[x->from_stage];
+    if (!(op->backward ? from->bwd_added : from->fwd_added)[op->micro])
+      return false;
+  }
+  return true;
+}
+
+static hap_status add_op(sim_build *b, int32_t g, const hap_pipe_op *op, hap_err *err) {
+  int32_t k = op->chunk * b->p + g, j = op->micro;
+  stage_state *ss = &b->st[k];
+  const hap_pipe_lowered_stage *s = &b->pw->stages[k];
+  HAP_TRY(collect_arrivals(b, k, op->backward, j, err));
+  instance cur;
+  HAP_TRY(instance_new(s, ss->n, &cur, err));
+  hap_status st;
+  if (!op->backward) {
+    st = add_op_tasks(b, k, HAP_PIPE_PART_FWD, &cur, NULL, true, err);
+    ss->fwd[j] = cur;
+    ss->fwd_added[j] = 1;
+  } else {
+    st = add_op_tasks(b, k, HAP_PIPE_PART_BWD, &cur, &ss->fwd[j], true, err);
+    instance_free(&ss->last_fwd);
+    instance_free(&ss->last_bwd);
+    ss->last_fwd = ss->fwd[j];
+    ss->fwd[j].ids = NULL;
+    ss->last_bwd = cur;
+    ss->bwd_added[j] = 1;
+  }
+  if (st == HAP_OK)
+    st = send_from(b, k, op->backward, j, err);
+  return st;
+}
+
+static hap_status add_tail(sim_build *b, int32_t k, hap_err *err) {
+  const hap_pipe_lowered_stage *s = &b->pw->stages[k];
+  instance cur;
+  HAP_TRY(instance_new(s, b->st[k].n, &cur, err));
+  for (int32_t i = 0; i < b->st[k].n; i++)
+    b->root_n[i] = 0;
+  hap_status st = add_op_tasks(b, k, HAP_PIPE_PART_TAIL, &cur, NULL, false, err);
+  instance_free(&cur);
+  return st;
+}
+
+/* Merge the groups' orders into the engine (see the top of the file). */
+static hap_status build(sim_build *b, hap_err *err) {
+  const hap_pipe_order *o = b->pw->order;
+  int32_t p = b->p, ops = hap_pipe_order_n_ops(o, 0), v = hap_pipe_order_chunks(o);
+  int32_t *next = calloc((size_t)p, sizeof *next);
+  if (next == NULL)
+    return oom(err);
+  hap_status st = HAP_OK;
+  int32_t done = 0;
+  while (done < p && st == HAP_OK) {
+    bool progress = false;
+    for (int32_t g = 0; g < p && st == HAP_OK; g++) {
+      while (next[g] < ops && st == HAP_OK) {
+        hap_pipe_op op = hap_pipe_order_op(o, g, next[g]);
+        if (!ready(b, g, &op))
+          break;
+        st = add_op(b, g, &op, err);
+        next[g]++;
+        progress = true;
+        if (next[g] == ops) {
+          for (int32_t c = v - 1; c >= 0 && st == HAP_OK; c--)
+            st = add_tail(b, c * p + g, err);
+          done++;
+        }
+      }
+    }
+    if (st == HAP_OK && !progress) {
+      int32_t g = 0;
+      while (next[g] == ops)
+        g++;
+      hap_pipe_op op = hap_pipe_order_op(o, g, next[g]);
+      st = hap_err_set(err, HAP_EINVAL,
+                       "pipeline simulation: group %d's op %d (%s of micro-batch %d, chunk %d) "
+                       "waits for a stage that never sends; the schedule cannot run",
+                       g, next[g], op.backward ? "backward" : "forward", op.micro, op.chunk);
+    }
+  }
+  free(next);
+  return st;
+}
+
+/* ---- results -------------------------------------------------------------------------------- */
+
+typedef struct visit_ctx {
+  const uint8_t *is_tail;
+  hap_pipe_plan_sim *r;
+} visit_ctx;
+
+static hap_status visit(void *ctx, const hap_sim_record *rec, hap_err *err) {
+  (void)err;
+  visit_ctx *v = ctx;
+  if (v->is_tail[rec->task])
+    return HAP_OK;
+  if (rec->end_s > v->r->flush_s)
+    v->r->flush_s = rec->end_s;
+  if (rec->stream == HAP_SIM_COMPUTE)
+    v->r->busy_s[rec->device] += rec->end_s - rec->start_s;
+  return HAP_OK;
+}
+
+static hap_status results(sim_build *b, hap_pipe_plan_sim *r, hap_err *err) {
+  const hap_sim_results *res = hap_sim_results_get(b->sim);
+  const hap_pipeline *pl = b->pw->pipeline;
+  r->iteration_s = res->makespan_s;
+  r->n_events = res->n_events;
+  r->n_engine_tasks = res->n_tasks;
+  r->transfer_bytes = b->transfer_bytes;
+  visit_ctx v = {b->is_tail, r};
+  HAP_TRY(hap_sim_visit(b->sim, visit, &v, err));
+  for (int32_t d = 0; d < r->n_devices; d++)
+    r->bubble[d] = r->flush_s > 0 ? 1 - r->busy_s[d] / r->flush_s : 0;
+  r->mean_bubble = 0;
+  for (int32_t g = 0; g < r->n_groups; g++) {
+    int32_t n;
+    const int32_t *dev = hap_pipeline_group(pl, g, &n);
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++)
+      sum += r->bubble[dev[i]];
+    r->group_bubble[g] = sum / n;
+    r->mean_bubble += r->group_bubble[g] / r->n_groups;
+  }
+  return HAP_OK;
+}
+
+static void build_free(sim_build *b) {
+  const hap_pipe_lowered *pw = b->pw;
+  for (int32_t k = 0; b->st != NULL && k < pw->n_stages; k++) {
+    stage_state *ss = &b->st[k];
+    free(ss->dur);
+    for (int32_t j = 0; ss->fwd != NULL && j < b->m; j++)
+      instance_free(&ss->fwd[j]);
+    free(ss->fwd);
+    instance_free(&ss->last_fwd);
+    instance_free(&ss->last_bwd);
+    free(ss->fwd_added);
+    free(ss->bwd_added);
+    free(ss->last_comp);
+    free(ss->last_comm);
+  }
+  free(b->st);
+  for (size_t i = 0; b->arrivals != NULL && i < (size_t)pw->n_xfers * (size_t)b->m; i++)
+    free(b->arrivals[i]);
+  free(b->arrivals);
+  free(b->res_dev_out);
+  free(b->res_nic_out);
+  free(b->res_nic_in);
+  free(b->deps);
+  free(b->root_deps);
+  free(b->root_first);
+  free(b->root_n);
+  free(b->is_tail);
+  hap_sim_destroy(b->sim);
+}
+
+static hap_status prepare(sim_build *b, hap_err *err) {
+  hap_pipe_lowered *pw = b->pw;
+  const hap_cluster *c = pw->cluster;
+  int32_t nd = c->n_devices, nh = c->n_hosts;
+  b->st = calloc((size_t)pw->n_stages, sizeof *b->st);
+  b->arrivals = calloc((size_t)(pw->n_xfers ? pw->n_xfers : 1) * (size_t)b->m, sizeof *b->arrivals);
+  b->res_dev_out = malloc((size_t)nd * sizeof *b->res_dev_out);
+  b->res_nic_out = malloc((size_t)nh * sizeof *b->res_nic_out);
+  b->res_nic_in = malloc((size_t)nh * sizeof *b->res_nic_in);
+  b->root_first = malloc((size_t)nd * sizeof *b->root_first);
+  b->root_n = calloc((size_t)nd, sizeof *b->root_n);
+  if (!b->st || !b->arrivals || !b->res_dev_out || !b->res_nic_out || !b->res_nic_in ||
+      !b->root_first || !b->root_n)
+    return oom(err);
+  for (int32_t d = 0; d < nd; d++)
+    b->res_dev_out[d] = -1;
+  for (int32_t h = 0; h < nh; h++)
+    b->res_nic_out[h] = b->res_nic_in[h] = -1;
+  for (int32_t k = 0; k < pw->n_stages; k++) {
+    hap_pipe_lowered_stage *s = &pw->stages[k];
+    stage_state *ss = &b->st[k];
+    ss->n = s->lw->n_devices;
+    size_t cells = (size_t)s->lw->n_tasks * (size_t)ss->n;
+    ss->dur = malloc((cells ? cells : 1) * sizeof *ss->dur);
+    ss->fwd = calloc((size_t)b->m, sizeof *ss->fwd);
+    ss->fwd_added = calloc((size_t)b->m, 1);
+    ss->bwd_added = calloc((size_t)b->m, 1);
+    ss->last_comp = malloc((size_t)ss->n * sizeof *ss->last_comp);
+    ss->last_comm = malloc((size_t)ss->n * sizeof *ss->last_comm);
+    if (!ss->dur || !ss->fwd || !ss->fwd_added || !ss->bwd_added || !ss->last_comp ||
+        !ss->last_comm)
+      return oom(err);
+    hap_status st = hap_plan_sim_price(s->lw, s->cluster, ss->dur, err);
+    if (st != HAP_OK) {
+      hap_err_prefix(err, "stages[%d]", k);
+      return st;
+    }
+  }
+  return hap_sim_create(nd, &b->sim, err);
+}
+
+hap_status hap_pipe_plan_sim_run(hap_pipe_lowered *pw, const hap_pipe_plan_sim_options *o,
+                                 hap_pipe_plan_sim **out, hap_err *err) {
+  *out = NULL;
+  sim_build b = {.pw = pw,
+                 .serial = o != NULL && o->serial,
+                 .m = hap_pipe_order_micro(pw->order),
+                 .p = hap_pipe_order_groups(pw->order)};
+  hap_pipe_plan_sim *r = calloc(1, sizeof *r);
+  hap_status st = r ? HAP_OK : oom(err);
+  if (st == HAP_OK) {
+    r->n_devices = pw->cluster->n_devices;
+    r->n_groups = b.p;
+    r->busy_s = calloc((size_t)r->n_devices, sizeof *r->busy_s);
+    r->bubble = calloc((size_t)r->n_devices, sizeof *r->bubble);
+    r->group_bubble = calloc((size_t)b.p, sizeof *r->group_bubble);
+    if (!r->busy_s || !r->bubble || !r->group_bubble)
+      st = oom(err);
+  }
+  if (st == HAP_OK)
+    st = prepare(&b, err);
+  if (st == HAP_OK)
+    st = build(&b, err);
+  if (st == HAP_OK)
+    st = hap_sim_run(b.sim, NULL, err);
+  if (st == HAP_OK)
+    st = results(&b, r, err);
+  build_free(&b);
+  if (st != HAP_OK) {
+    hap_pipe_plan_sim_destroy(r);
+    return st;
+  }
+  *out = r;
+  return HAP_OK;
+}
