@@ -42,6 +42,7 @@ typedef struct stage_state {
   instance last_bwd;  /* the last backward added */
   uint8_t *fwd_added; /* [m] */
   uint8_t *bwd_added; /* [m] */
+  uint8_t *coll_dep;  /* [n_tasks]: a collective waits for this task (a chain ends at it) */
   int32_t *last_comp; /* [n]: the op just added, last compute-stream task per device, or -1 */
   int32_t *last_comm; /* [n]: likewise on the communication stream */
 } stage_state;
@@ -50,6 +51,7 @@ typedef struct sim_build {
   hap_pipe_lowered *pw;
   bool serial;
   hap_sim *sim;
+  bool no_chains;
   int32_t m, p;
   stage_state *st; /* [n_stages] */
   /* arrivals[x * m + j]: engine ids per pair of transfer x for micro-batch j (a pair within one
@@ -64,6 +66,8 @@ typedef struct sim_build {
   int32_t cap_root;
   uint8_t *is_tail; /* per engine task */
   int32_t cap_tail;
+  double *chain_s; /* per engine task: a chain's summed duration, s (read by chain_duration) */
+  int32_t cap_chain;
   double transfer_bytes;
 } sim_build;
 
@@ -84,9 +88,19 @@ static hap_status instance_new(const hap_pipe_lowered_stage *s, int32_t n, insta
 }
 
 static hap_status mark_tail(sim_build *b, int32_t id, bool tail, hap_err *err) {
-  if (HAP_VEC_RESERVE(b->is_tail, b->cap_tail, (int64_t)id + 1, 1024) != 0)
+  if (HAP_VEC_RESERVE(b->is_tail, b->cap_tail, (int64_t)id + 1, 1024) != 0 ||
+      HAP_VEC_RESERVE(b->chain_s, b->cap_chain, (int64_t)id + 1, 1024) != 0)
     return oom(err);
   b->is_tail[id] = tail;
+  b->chain_s[id] = 0;
+  return HAP_OK;
+}
+
+/* The engine asks for a chain's duration when the run starts. */
+static hap_status chain_duration(void *ctx, const hap_sim_record *task, double *seconds,
+                                 hap_err *err) {
+  (void)err;
+  *seconds = ((const double *)ctx)[task->task];
   return HAP_OK;
 }
 
@@ -244,7 +258,12 @@ static int32_t dep_id(const hap_pipe_lowered_stage *s, const stage_state *ss, ha
 }
 
 /* Add stage k's tasks of op kind `op` into `cur`; root tasks on a device wait for its arrivals
- * (root_deps) when `roots` is set. */
+ * (root_deps) when `roots` is set.
+ * A device's run of compute-stream tasks is one engine task (a chain) while nothing else can
+ * start inside it: a task joins the open chain when all it waits for is on the compute stream
+ * (done by stream order) and no collective waits for the chain's last task; the chain's duration
+ * is the sum, supplied when the run starts (chain_duration). Exact: the stream runs them back to
+ * back either way. */
 static hap_status add_op_tasks(sim_build *b, int32_t k, hap_pipe_part op, instance *cur,
                                const instance *fwd, bool roots, hap_err *err) {
   const hap_pipe_lowered_stage *s = &b->pw->stages[k];
@@ -254,8 +273,16 @@ static hap_status add_op_tasks(sim_build *b, int32_t k, hap_pipe_part op, instan
   for (int32_t i = 0; i < n; i++)
     ss->last_comp[i] = ss->last_comm[i] = -1;
   int32_t *coll = malloc((size_t)n * sizeof *coll);
-  if (coll == NULL)
+  int32_t *chain = malloc((size_t)n * sizeof *chain);           /* open chain's engine id, or -1 */
+  int32_t *chain_last = malloc((size_t)n * sizeof *chain_last); /* its last task */
+  if (coll == NULL || chain == NULL || chain_last == NULL) {
+    free(coll);
+    free(chain);
+    free(chain_last);
     return oom(err);
+  }
+  for (int32_t i = 0; i < n; i++)
+    chain[i] = -1;
   hap_status st = HAP_OK;
   for (int32_t t = 0; t < lw->n_tasks && st == HAP_OK; t++) {
     if (!in_op((hap_pipe_part)s->part[t], op))
@@ -274,10 +301,26 @@ static hap_status add_op_tasks(sim_build *b, int32_t k, hap_pipe_part op, instan
       }
     }
     bool root = roots;
-    for (int32_t q = 0; q < kt->n_deps && root; q++)
-      root = !in_op((hap_pipe_part)s->part[lw->deps[kt->dep0 + q]], op);
+    bool stream_deps = !is_coll; /* all it waits for runs on the compute stream */
+    for (int32_t q = 0; q < kt->n_deps; q++) {
+      int32_t u = lw->deps[kt->dep0 + q];
+      root = root && !in_op((hap_pipe_part)s->part[u], op);
+      stream_deps = stream_deps && (b->serial || lw->tasks[u].kind != HAP_TASK_COLLECTIVE);
+    }
     for (int32_t i = 0; i < n && st == HAP_OK; i++) {
-      int32_t nd = 0, extra = root ? b->root_n[i] : 0;
+      int32_t extra = root ? b->root_n[i] : 0;
+      size_t cell = (size_t)t * (size_t)n + (size_t)i;
+      double dur = ss->dur[cell];
+      bool joins = !b->no_chains && !is_coll && stream_deps && extra == 0 && chain[i] >= 0 &&
+                   !ss->coll_dep[chain_last[i]];
+      if (joins) {
+        b->chain_s[chain[i]] += dur;
+        chain_last[i] = t;
+        cur->ids[cell] = chain[i];
+        continue;
+      }
+      chain[i] = -1;
+      int32_t nd = 0;
       if (HAP_VEC_RESERVE(b->deps, b->cap_deps, kt->n_deps + extra, 16) != 0) {
         st = oom(err);
         break;
@@ -294,7 +337,7 @@ static hap_status add_op_tasks(sim_build *b, int32_t k, hap_pipe_part op, instan
                         .device = s->devices[i],
                         .stream = comm ? HAP_SIM_COMM : HAP_SIM_COMPUTE,
                         .kind = is_coll ? HAP_SIM_COLLECTIVE : HAP_SIM_FIXED,
-                        .duration_s = ss->dur[(size_t)t * (size_t)n + (size_t)i],
+                        .duration_s = is_coll ? dur : HAP_SIM_DURATION_FN,
                         .deps = b->deps,
                         .n_deps = nd,
                         .collective = is_coll ? coll[i] : -1};
@@ -304,14 +347,22 @@ static hap_status add_op_tasks(sim_build *b, int32_t k, hap_pipe_part op, instan
         st = mark_tail(b, id, op == HAP_PIPE_PART_TAIL, err);
       if (st != HAP_OK)
         break;
-      cur->ids[(size_t)t * (size_t)n + (size_t)i] = id;
-      if (comm)
+      cur->ids[cell] = id;
+      if (comm) {
         ss->last_comm[i] = id;
-      else
+      } else {
         ss->last_comp[i] = id;
+        if (!is_coll) {
+          b->chain_s[id] = dur;
+          chain[i] = id;
+          chain_last[i] = t;
+        }
+      }
     }
   }
   free(coll);
+  free(chain);
+  free(chain_last);
   return st;
 }
 
@@ -465,6 +516,7 @@ static void build_free(sim_build *b) {
     free(ss->bwd_added);
     free(ss->last_comp);
     free(ss->last_comm);
+    free(ss->coll_dep);
   }
   free(b->st);
   for (size_t i = 0; b->arrivals != NULL && i < (size_t)pw->n_xfers * (size_t)b->m; i++)
@@ -478,6 +530,7 @@ static void build_free(sim_build *b) {
   free(b->root_first);
   free(b->root_n);
   free(b->is_tail);
+  free(b->chain_s);
   hap_sim_destroy(b->sim);
 }
 
@@ -510,9 +563,15 @@ static hap_status prepare(sim_build *b, hap_err *err) {
     ss->bwd_added = calloc((size_t)b->m, 1);
     ss->last_comp = malloc((size_t)ss->n * sizeof *ss->last_comp);
     ss->last_comm = malloc((size_t)ss->n * sizeof *ss->last_comm);
+    ss->coll_dep = calloc((size_t)(s->lw->n_tasks ? s->lw->n_tasks : 1), 1);
     if (!ss->dur || !ss->fwd || !ss->fwd_added || !ss->bwd_added || !ss->last_comp ||
-        !ss->last_comm)
+        !ss->last_comm || !ss->coll_dep)
       return oom(err);
+    for (int32_t t = 0; t < s->lw->n_tasks; t++) {
+      const hap_task *kt = &s->lw->tasks[t];
+      for (int32_t q = 0; q < kt->n_deps && kt->kind == HAP_TASK_COLLECTIVE; q++)
+        ss->coll_dep[s->lw->deps[kt->dep0 + q]] = 1;
+    }
     hap_status st = hap_plan_sim_price(s->lw, s->cluster, ss->dur, err);
     if (st != HAP_OK) {
       hap_err_prefix(err, "stages[%d]", k);
@@ -527,6 +586,7 @@ hap_status hap_pipe_plan_sim_run(hap_pipe_lowered *pw, const hap_pipe_plan_sim_o
   *out = NULL;
   sim_build b = {.pw = pw,
                  .serial = o != NULL && o->serial,
+                 .no_chains = o != NULL && o->no_chains,
                  .m = hap_pipe_order_micro(pw->order),
                  .p = hap_pipe_order_groups(pw->order)};
   hap_pipe_plan_sim *r = calloc(1, sizeof *r);
@@ -544,8 +604,11 @@ hap_status hap_pipe_plan_sim_run(hap_pipe_lowered *pw, const hap_pipe_plan_sim_o
     st = prepare(&b, err);
   if (st == HAP_OK)
     st = build(&b, err);
-  if (st == HAP_OK)
-    st = hap_sim_run(b.sim, NULL, err);
+  hap_sim_options so = {.duration_fn = chain_duration, .ctx = NULL};
+  if (st == HAP_OK) {
+    so.ctx = b.chain_s;
+    st = hap_sim_run(b.sim, &so, err);
+  }
   if (st == HAP_OK)
     st = results(&b, r, err);
   build_free(&b);

@@ -4,7 +4,8 @@
  * group's cluster), boundary transfers are engine TRANSFERs from the sending device's
  * communication stream over shared link resources (a device's intra-host link out, each host's
  * NIC out and in), and each stage's tail (gradient synchronisation and updates) runs once after
- * its group's last op. Bubbles are what the engine leaves idle: no closed form.
+ * its group's last op. Bubbles are what the engine leaves idle: no closed form. A device's run of
+ * compute tasks that nothing on another stream waits inside of is one engine task (exact).
  * Not yet: the stages' own collectives are priced as today (hap_coll_time), not over the link
  * resources, so they do not share NICs with the boundary transfers.
  * Ownership: hap_pipe_plan_sim_run returns an owned result freed with hap_pipe_plan_sim_destroy;
@@ -21,6 +22,9 @@ typedef struct hap_pipe_plan_sim_options {
   /* Communication does not overlap computation: collectives and transfers on the compute stream
    * (hap_plan_sim_options.serial: cpu + mpi). */
   bool serial;
+  /* One engine task per stage task: no chains of compute-stream tasks (slower, same answer; for
+   * tests). */
+  bool no_chains;
 } hap_pipe_plan_sim_options;
 
 typedef struct hap_pipe_plan_sim {
