@@ -259,11 +259,27 @@ static hap_status add_xfer(builder *b, int32_t tensor, bool gradient, int32_t fr
                            int32_t ts, holding hs, int32_t td, holding hd, hap_err *err) {
   hap_pipe_lowered *pw = b->pw;
   int32_t pair0 = pw->n_pairs;
+  hap_pipe_lowered_stage *sa = &pw->stages[from];
+  const hap_tensor *lt = &sa->lw->local_graph->tensors[ts];
+  bool rs = false;
+  double shard = 0;
+  if (hs.layout == HAP_LAYOUT_REDUCE && sa->lw->group_size > 1) { /* reduce-scatter first */
+    int d = -1;
+    for (int i = 0; i < lt->shape.rank; i++)
+      if (lt->shape.dims[i] >= sa->lw->group_size &&
+          (d < 0 || lt->shape.dims[i] > lt->shape.dims[d]))
+        d = i;
+    if (d >= 0) {
+      rs = true;
+      shard = (double)hap_tensor_bytes(&sa->lw->priced_graph->tensors[ts]) / sa->lw->group_size;
+      hs = (holding){(hap_layout)d, hs.segment, 1};
+    }
+  }
   HAP_TRY(add_pairs(b, from, ts, hs, to, td, hd, err));
   if (HAP_VEC_RESERVE(pw->xfers, b->cap_xfers, pw->n_xfers + 1, 16) != 0)
     return oom(err);
   pw->xfers[pw->n_xfers++] =
-      (hap_pipe_xfer){tensor, gradient, from, to, pair0, pw->n_pairs - pair0};
+      (hap_pipe_xfer){tensor, gradient, from, to, pair0, pw->n_pairs - pair0, rs, shard};
   return HAP_OK;
 }
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/vec.h"
+#include "cluster/cost.h"
 #include "simulate/engine.h"
 #include "simulate/plan_sim.h"
 
@@ -155,40 +156,103 @@ static hap_status add_transfer(sim_build *b, const hap_pipe_xfer *x, int32_t src
   return mark_tail(b, *id, false, err);
 }
 
+/* The reduce-scatter that turns a Reduce boundary into shards before the send: one engine
+ * collective per replica of stage k's program, each member after `after_of` its op; rs[i] gets
+ * the member task of local device i. */
+static hap_status add_reduce_scatter(sim_build *b, int32_t k, const hap_pipe_xfer *x, int32_t *rs,
+                                     hap_err *err) {
+  const hap_pipe_lowered_stage *s = &b->pw->stages[k];
+  const stage_state *ss = &b->st[k];
+  int32_t gs = s->lw->group_size;
+  int32_t *ranks = malloc((size_t)gs * sizeof *ranks);
+  if (ranks == NULL)
+    return oom(err);
+  hap_status st = HAP_OK;
+  char label[256];
+  snprintf(label, sizeof label, "%s.send.reduce_scatter", b->pw->graph->tensors[x->tensor].name);
+  for (int32_t r = 0; r < s->lw->replicas && st == HAP_OK; r++) {
+    hap_group grp;
+    for (int32_t i = 0; i < gs; i++)
+      ranks[i] = r * gs + i; /* devices of the stage's cluster */
+    st = hap_group_init(s->cluster, ranks, gs, &grp, err);
+    double sec = 0;
+    if (st == HAP_OK)
+      (void)hap_coll_best(&grp, HAP_COLL_REDUCE_SCATTER, hap_coll_bytes_uniform(x->shard_bytes, gs),
+                          &sec);
+    if (st == HAP_OK && (!isfinite(sec) || sec < 0))
+      st = hap_err_set(err, HAP_EINVAL, "pipeline simulation: '%s' priced at %g s", label, sec);
+    int32_t coll = -1;
+    if (st == HAP_OK)
+      st = hap_sim_new_collective(b->sim, &coll, err);
+    for (int32_t i = r * gs; i < (r + 1) * gs && st == HAP_OK; i++) {
+      int32_t after[2], n_after = 0;
+      if (ss->last_comp[i] >= 0)
+        after[n_after++] = ss->last_comp[i];
+      if (ss->last_comm[i] >= 0)
+        after[n_after++] = ss->last_comm[i];
+      hap_sim_task t = {.name = label,
+                        .device = s->devices[i],
+                        .stream = b->serial ? HAP_SIM_COMPUTE : HAP_SIM_COMM,
+                        .kind = HAP_SIM_COLLECTIVE,
+                        .duration_s = sec,
+                        .bytes = x->shard_bytes,
+                        .deps = after,
+                        .n_deps = n_after,
+                        .collective = coll};
+      st = hap_sim_add_task(b->sim, &t, &rs[i], err);
+      if (st == HAP_OK)
+        st = mark_tail(b, rs[i], false, err);
+    }
+  }
+  free(ranks);
+  return st;
+}
+
 /* Send the boundary transfers stage k makes in the op just added (gradient: a backward op) for
  * micro-batch j. */
 static hap_status send_from(sim_build *b, int32_t k, bool gradient, int32_t j, hap_err *err) {
   hap_pipe_lowered *pw = b->pw;
   const hap_pipe_lowered_stage *s = &pw->stages[k];
   stage_state *ss = &b->st[k];
-  for (int32_t xi = 0; xi < pw->n_xfers; xi++) {
+  int32_t *rs = malloc((size_t)ss->n * sizeof *rs);
+  if (rs == NULL)
+    return oom(err);
+  hap_status st = HAP_OK;
+  for (int32_t xi = 0; xi < pw->n_xfers && st == HAP_OK; xi++) {
     const hap_pipe_xfer *x = &pw->xfers[xi];
     if (x->from_stage != k || x->gradient != gradient)
       continue;
     int32_t *ids = malloc((size_t)(x->n_pairs ? x->n_pairs : 1) * sizeof *ids);
-    if (ids == NULL)
-      return oom(err);
+    if (ids == NULL) {
+      st = oom(err);
+      break;
+    }
     b->arrivals[(size_t)xi * (size_t)b->m + (size_t)j] = ids;
-    for (int32_t q = 0; q < x->n_pairs; q++) {
+    if (x->reduce_scatter)
+      st = add_reduce_scatter(b, k, x, rs, err);
+    for (int32_t q = 0; q < x->n_pairs && st == HAP_OK; q++) {
       const hap_pipe_pair *pr = &pw->pairs[x->pair0 + q];
       int32_t i = 0;
       while (i < ss->n && s->devices[i] != pr->src)
         i++;
       int32_t after[2], n_after = 0;
-      if (ss->last_comp[i] >= 0)
-        after[n_after++] = ss->last_comp[i];
-      if (ss->last_comm[i] >= 0)
-        after[n_after++] = ss->last_comm[i];
-      if (pr->src == pr->dst) { /* already there: wait for the op on that device */
-        ids[q] = n_after > 0 ? after[n_after - 1] : -1;
-        if (n_after == 2)
-          ids[q] = after[0] > after[1] ? after[0] : after[1];
+      if (x->reduce_scatter) {
+        after[n_after++] = rs[i];
+      } else {
+        if (ss->last_comp[i] >= 0)
+          after[n_after++] = ss->last_comp[i];
+        if (ss->last_comm[i] >= 0)
+          after[n_after++] = ss->last_comm[i];
+      }
+      if (pr->src == pr->dst) { /* already there: wait for what made it on that device */
+        ids[q] = n_after == 0 ? -1 : n_after == 1 || after[0] > after[1] ? after[0] : after[1];
         continue;
       }
-      HAP_TRY(add_transfer(b, x, pr->src, pr->dst, pr->bytes, after, n_after, &ids[q], err));
+      st = add_transfer(b, x, pr->src, pr->dst, pr->bytes, after, n_after, &ids[q], err);
     }
   }
-  return HAP_OK;
+  free(rs);
+  return st;
 }
 
 /* The arrivals each local device of stage k waits for in op (gradient?, j): root_first/root_n

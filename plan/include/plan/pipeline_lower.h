@@ -14,8 +14,9 @@
  * A boundary tensor moves from the layout its producing stage holds it in to the layout the
  * consuming stage sources it in, every (sender, receiver) pair whose boxes intersect exchanging
  * the intersection: from a Gather or Identity layout one sender per distinct box (receiver j takes
- * from the (j mod k)-th of the k senders holding it), from Reduce (partial sums) every sender its
- * partial, which the receiver adds. The gradient of a boundary input leaves the consuming stage in
+ * from the (j mod k)-th of the k senders holding it); partial sums (Reduce) are reduce-scattered
+ * in the sending group first (hap_pipe_xfer.reduce_scatter), or, on a one-device group, sent as
+ * they are. The gradient of a boundary input leaves the consuming stage in
  * the layout the input was sourced in (a stage's own collectives make an Identity input's
  * gradient whole, as Megatron-LM's tensor-parallel all-reduce does before the send) and arrives
  * in the layout the producing stage sources "<y>@grad" in.
@@ -62,6 +63,11 @@ typedef struct hap_pipe_xfer {
   bool gradient;
   int32_t from_stage, to_stage; /* value: producer -> consumer; gradient: consumer -> producer */
   int32_t pair0, n_pairs;       /* pairs[pair0 .. pair0 + n_pairs) */
+  /* The producing stage holds the value as partial sums (Reduce): each replica's devices first
+   * reduce-scatter it along its longest dim, then each sends its shard (pairs count from that
+   * Gather), as Megatron-LM's scatter/gather does, instead of every device sending a partial. */
+  bool reduce_scatter;
+  double shard_bytes; /* each sender's shard after the reduce-scatter, bytes */
 } hap_pipe_xfer;
 
 typedef struct hap_pipe_pair {
