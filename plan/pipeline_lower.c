@@ -255,31 +255,40 @@ static hap_status add_pairs(builder *b, int32_t a, int32_t ts, holding hs, int32
   return HAP_OK;
 }
 
+/* The longest dim of stage tensor t (in lw's replica graph) that splits over the group, or -1. */
+static int longest_dim(const hap_lowered *lw, int32_t t) {
+  const hap_shape *sh = &lw->local_graph->tensors[t].shape;
+  int d = -1;
+  for (int i = 0; i < sh->rank; i++)
+    if (sh->dims[i] >= lw->group_size && (d < 0 || sh->dims[i] > sh->dims[d]))
+      d = i;
+  return d;
+}
+
 static hap_status add_xfer(builder *b, int32_t tensor, bool gradient, int32_t from, int32_t to,
                            int32_t ts, holding hs, int32_t td, holding hd, hap_err *err) {
   hap_pipe_lowered *pw = b->pw;
   int32_t pair0 = pw->n_pairs;
-  hap_pipe_lowered_stage *sa = &pw->stages[from];
-  const hap_tensor *lt = &sa->lw->local_graph->tensors[ts];
-  bool rs = false;
-  double shard = 0;
-  if (hs.layout == HAP_LAYOUT_REDUCE && sa->lw->group_size > 1) { /* reduce-scatter first */
-    int d = -1;
-    for (int i = 0; i < lt->shape.rank; i++)
-      if (lt->shape.dims[i] >= sa->lw->group_size &&
-          (d < 0 || lt->shape.dims[i] > lt->shape.dims[d]))
-        d = i;
-    if (d >= 0) {
-      rs = true;
-      shard = (double)hap_tensor_bytes(&sa->lw->priced_graph->tensors[ts]) / sa->lw->group_size;
-      hs = (holding){(hap_layout)d, hs.segment, 1};
-    }
+  const hap_lowered *la = pw->stages[from].lw, *lb = pw->stages[to].lw;
+  bool rs = false, ag = false;
+  double shard = 0, gshard = 0;
+  int d = longest_dim(la, ts);
+  if (hs.layout == HAP_LAYOUT_REDUCE && la->group_size > 1 && d >= 0) { /* reduce-scatter */
+    rs = true;
+    shard = (double)hap_tensor_bytes(&la->priced_graph->tensors[ts]) / la->group_size;
+    hs = (holding){(hap_layout)d, hs.segment, 1};
+  }
+  d = longest_dim(lb, td);
+  if (hd.layout == HAP_LAYOUT_IDENTITY && lb->group_size > 1 && d >= 0) { /* then all-gather */
+    ag = true;
+    gshard = (double)hap_tensor_bytes(&lb->priced_graph->tensors[td]) / lb->group_size;
+    hd = (holding){(hap_layout)d, hd.segment, 1};
   }
   HAP_TRY(add_pairs(b, from, ts, hs, to, td, hd, err));
   if (HAP_VEC_RESERVE(pw->xfers, b->cap_xfers, pw->n_xfers + 1, 16) != 0)
     return oom(err);
-  pw->xfers[pw->n_xfers++] =
-      (hap_pipe_xfer){tensor, gradient, from, to, pair0, pw->n_pairs - pair0, rs, shard};
+  pw->xfers[pw->n_xfers++] = (hap_pipe_xfer){
+      tensor, gradient, from, to, pair0, pw->n_pairs - pair0, rs, shard, ag, gshard};
   return HAP_OK;
 }
 

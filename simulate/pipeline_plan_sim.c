@@ -255,6 +255,58 @@ static hap_status send_from(sim_build *b, int32_t k, bool gradient, int32_t j, h
   return st;
 }
 
+/* The all-gather of an arriving boundary's shards on stage k's devices: one engine collective per
+ * replica, each member after the shards that arrive at its device (`ids`: x's pairs); ag[i] gets
+ * local device i's member. */
+static hap_status add_all_gather(sim_build *b, int32_t k, const hap_pipe_xfer *x,
+                                 const int32_t *ids, int32_t *ag, hap_err *err) {
+  const hap_pipe_lowered *pw = b->pw;
+  const hap_pipe_lowered_stage *s = &pw->stages[k];
+  int32_t gs = s->lw->group_size;
+  int32_t *ranks = malloc((size_t)gs * sizeof *ranks);
+  int32_t *after = malloc((size_t)(x->n_pairs ? x->n_pairs : 1) * sizeof *after);
+  hap_status st = ranks && after ? HAP_OK : oom(err);
+  char label[256];
+  snprintf(label, sizeof label, "%s.%s.all_gather", pw->graph->tensors[x->tensor].name,
+           x->gradient ? "grad.recv" : "recv");
+  for (int32_t r = 0; r < s->lw->replicas && st == HAP_OK; r++) {
+    hap_group grp;
+    for (int32_t i = 0; i < gs; i++)
+      ranks[i] = r * gs + i;
+    st = hap_group_init(s->cluster, ranks, gs, &grp, err);
+    double sec = 0;
+    if (st == HAP_OK)
+      (void)hap_coll_best(&grp, HAP_COLL_ALL_GATHER,
+                          hap_coll_bytes_uniform(x->gather_shard_bytes, gs), &sec);
+    if (st == HAP_OK && (!isfinite(sec) || sec < 0))
+      st = hap_err_set(err, HAP_EINVAL, "pipeline simulation: '%s' priced at %g s", label, sec);
+    int32_t coll = -1;
+    if (st == HAP_OK)
+      st = hap_sim_new_collective(b->sim, &coll, err);
+    for (int32_t i = r * gs; i < (r + 1) * gs && st == HAP_OK; i++) {
+      int32_t n_after = 0;
+      for (int32_t q = 0; ids != NULL && q < x->n_pairs; q++)
+        if (pw->pairs[x->pair0 + q].dst == s->devices[i] && ids[q] >= 0)
+          after[n_after++] = ids[q];
+      hap_sim_task t = {.name = label,
+                        .device = s->devices[i],
+                        .stream = b->serial ? HAP_SIM_COMPUTE : HAP_SIM_COMM,
+                        .kind = HAP_SIM_COLLECTIVE,
+                        .duration_s = sec,
+                        .bytes = x->gather_shard_bytes,
+                        .deps = after,
+                        .n_deps = n_after,
+                        .collective = coll};
+      st = hap_sim_add_task(b->sim, &t, &ag[i], err);
+      if (st == HAP_OK)
+        st = mark_tail(b, ag[i], false, err);
+    }
+  }
+  free(ranks);
+  free(after);
+  return st;
+}
+
 /* The arrivals each local device of stage k waits for in op (gradient?, j): root_first/root_n
  * into root_deps. The arrival arrays are freed. */
 static hap_status collect_arrivals(sim_build *b, int32_t k, bool gradient, int32_t j,
@@ -262,15 +314,28 @@ static hap_status collect_arrivals(sim_build *b, int32_t k, bool gradient, int32
   hap_pipe_lowered *pw = b->pw;
   const hap_pipe_lowered_stage *s = &pw->stages[k];
   int32_t n = b->st[k].n, total = 0;
+  int32_t *ag = malloc((size_t)n * sizeof *ag);
+  if (ag == NULL)
+    return oom(err);
+  hap_status st = HAP_OK;
   for (int32_t i = 0; i < n; i++)
     b->root_n[i] = 0;
-  for (int pass = 0; pass < 2; pass++) {
-    for (int32_t xi = 0; xi < pw->n_xfers; xi++) {
+  for (int pass = 0; pass < 2 && st == HAP_OK; pass++) {
+    for (int32_t xi = 0; xi < pw->n_xfers && st == HAP_OK; xi++) {
       const hap_pipe_xfer *x = &pw->xfers[xi];
       if (x->to_stage != k || x->gradient != gradient)
         continue;
       int32_t *ids = b->arrivals[(size_t)xi * (size_t)b->m + (size_t)j];
-      for (int32_t q = 0; q < x->n_pairs && ids != NULL; q++) {
+      if (x->all_gather) { /* the op waits for the all-gather of the shards */
+        if (pass == 1)
+          st = add_all_gather(b, k, x, ids, ag, err);
+        for (int32_t i = 0; i < n && st == HAP_OK; i++) {
+          if (pass == 1)
+            b->root_deps[b->root_first[i] + b->root_n[i]] = ag[i];
+          b->root_n[i]++;
+        }
+      }
+      for (int32_t q = 0; q < x->n_pairs && ids != NULL && !x->all_gather; q++) {
         int32_t dst = pw->pairs[x->pair0 + q].dst, i = 0;
         while (i < n && s->devices[i] != dst)
           i++;
@@ -294,10 +359,11 @@ static hap_status collect_arrivals(sim_build *b, int32_t k, bool gradient, int32
         b->root_n[i] = 0;
       }
       if (HAP_VEC_RESERVE(b->root_deps, b->cap_root, total, 64) != 0)
-        return oom(err);
+        st = oom(err);
     }
   }
-  return HAP_OK;
+  free(ag);
+  return st;
 }
 
 /* ---- ops ------------------------------------------------------------------------------------ */

@@ -174,27 +174,28 @@ Test(pipeline_plan_sim, compute_chains_are_exact) {
   finish(&x);
 }
 
-/* A megatron-tp stage leaves its boundary output as partial sums on the tensor-parallel devices:
- * they reduce-scatter it and send shards, so each receiver takes its replica's slice once
- * (from every sender a shard), not a partial from every sender. */
-Test(pipeline_plan_sim, partial_sums_are_reduce_scattered_before_the_send) {
+/* A megatron-tp stage leaves its boundary output as partial sums on the tensor-parallel devices
+ * and the next one sources it whole: the senders reduce-scatter it, each sends its shard to one
+ * receiver, the receivers all-gather (Megatron-LM's scatter/gather), so each replica's slice
+ * crosses once; the gradient comes back the same way. */
+Test(pipeline_plan_sim, boundaries_cross_once_per_replica) {
   run x;
   start(&x, "gpt:layers=4,batch=16,seq=32,width=64,heads=4,vocab=128",
         "paper-homo:gpus_per_host=2,hosts=4", "stages=2,micro_batches=4", HAP_STRATEGY_MEGATRON_TP);
   const hap_pipe_lowered *pw = x.pw;
-  const hap_pipe_xfer *value = NULL;
-  for (int32_t xi = 0; xi < pw->n_xfers; xi++)
-    if (!pw->xfers[xi].gradient)
-      value = &pw->xfers[xi];
-  cr_assert_not_null(value);
-  cr_assert(value->reduce_scatter, "stage 0 holds '%s' as partial sums",
-            x.g->tensors[value->tensor].name);
-  int32_t gs = pw->stages[0].lw->group_size, receivers = pw->stages[1].lw->n_devices;
-  double sum = 0;
-  for (int32_t q = 0; q < value->n_pairs; q++)
-    sum += pw->pairs[value->pair0 + q].bytes;
-  double slice = value->shard_bytes * gs; /* one replica's micro-batch slice */
-  cr_expect_eq(value->n_pairs, receivers * gs, "every receiver takes a shard from each sender");
-  cr_expect_lt(fabs(sum - receivers * slice), 1e-9 * sum, "%g vs %g", sum, receivers * slice);
+  cr_assert_eq(pw->n_xfers, 2);
+  for (int32_t xi = 0; xi < 2; xi++) {
+    const hap_pipe_xfer *t = &pw->xfers[xi];
+    const hap_lowered *recv = pw->stages[t->to_stage].lw;
+    cr_expect_eq(t->reduce_scatter, !t->gradient, "stage 0 holds the value as partial sums");
+    cr_assert(t->all_gather, "the receivers source it whole");
+    double sum = 0;
+    for (int32_t q = 0; q < t->n_pairs; q++)
+      sum += pw->pairs[t->pair0 + q].bytes;
+    double slice = t->gather_shard_bytes * recv->group_size; /* a replica's micro-batch slice */
+    cr_expect_eq(t->n_pairs, recv->n_devices, "one shard into each receiver");
+    cr_expect_lt(fabs(sum - recv->replicas * slice), 1e-9 * sum, "%g vs %g", sum,
+                 recv->replicas * slice);
+  }
   finish(&x);
 }

@@ -16,14 +16,14 @@
  * the intersection: from a Gather or Identity layout one sender per distinct box (receiver j takes
  * from the (j mod k)-th of the k senders holding it); partial sums (Reduce) are reduce-scattered
  * in the sending group first (hap_pipe_xfer.reduce_scatter), or, on a one-device group, sent as
- * they are. The gradient of a boundary input leaves the consuming stage in
- * the layout the input was sourced in (a stage's own collectives make an Identity input's
- * gradient whole, as Megatron-LM's tensor-parallel all-reduce does before the send) and arrives
- * in the layout the producing stage sources "<y>@grad" in.
- * Not yet: a parameter used by several stages (GPT's tied embedding) has its gradients summed
- * across them.
- * Ownership: hap_pipe_lower returns an owned hap_pipe_lowered freed with hap_pipe_lowered_destroy;
- * it borrows the pipeline, the graph and the cluster. */
+ * they are; a tensor sourced whole (Identity) on several devices arrives as shards that the
+ * receiving group all-gathers (hap_pipe_xfer.all_gather). The gradient of a boundary input leaves
+ * the consuming stage in the layout the input was sourced in (a stage's own collectives make an
+ * Identity input's gradient whole, as Megatron-LM's tensor-parallel all-reduce does before the
+ * send) and arrives in the layout the producing stage sources "<y>@grad" in. Not yet: a parameter
+ * used by several stages (GPT's tied embedding) has its gradients summed across them. Ownership:
+ * hap_pipe_lower returns an owned hap_pipe_lowered freed with hap_pipe_lowered_destroy; it borrows
+ * the pipeline, the graph and the cluster. */
 #ifndef HAP_PLAN_PIPELINE_LOWER_H
 #define HAP_PLAN_PIPELINE_LOWER_H
 
@@ -68,6 +68,11 @@ typedef struct hap_pipe_xfer {
    * Gather), as Megatron-LM's scatter/gather does, instead of every device sending a partial. */
   bool reduce_scatter;
   double shard_bytes; /* each sender's shard after the reduce-scatter, bytes */
+  /* The consuming stage sources it whole (Identity) on several devices per replica: each
+   * receives a shard along its longest dim and the replica all-gathers them before the op
+   * (Megatron-LM's scatter/gather), so a replica's slice crosses the link once. */
+  bool all_gather;
+  double gather_shard_bytes; /* each receiver's shard, bytes */
 } hap_pipe_xfer;
 
 typedef struct hap_pipe_pair {
