@@ -214,7 +214,7 @@ static hap_status send_from(sim_build *b, int32_t k, bool gradient, int32_t j, h
   hap_pipe_lowered *pw = b->pw;
   const hap_pipe_lowered_stage *s = &pw->stages[k];
   stage_state *ss = &b->st[k];
-  int32_t *rs = malloc((size_t)ss->n * sizeof *rs);
+  int32_t *rs = calloc((size_t)ss->n, sizeof *rs);
   if (rs == NULL)
     return oom(err);
   hap_status st = HAP_OK;
@@ -228,6 +228,8 @@ static hap_status send_from(sim_build *b, int32_t k, bool gradient, int32_t j, h
       break;
     }
     b->arrivals[(size_t)xi * (size_t)b->m + (size_t)j] = ids;
+    for (int32_t i = 0; i < ss->n; i++)
+      rs[i] = -1;
     if (x->reduce_scatter)
       st = add_reduce_scatter(b, k, x, rs, err);
     for (int32_t q = 0; q < x->n_pairs && st == HAP_OK; q++) {
@@ -236,8 +238,12 @@ static hap_status send_from(sim_build *b, int32_t k, bool gradient, int32_t j, h
       while (i < ss->n && s->devices[i] != pr->src)
         i++;
       int32_t after[2], n_after = 0;
+      ids[q] = -1;
+      if (i == ss->n)
+        continue; /* not a device of the stage: lowering keeps pairs inside it */
       if (x->reduce_scatter) {
-        after[n_after++] = rs[i];
+        if (rs[i] >= 0)
+          after[n_after++] = rs[i];
       } else {
         if (ss->last_comp[i] >= 0)
           after[n_after++] = ss->last_comp[i];
