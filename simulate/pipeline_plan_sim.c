@@ -638,6 +638,53 @@ static hap_status results(sim_build *b, hap_pipe_plan_sim *r, hap_err *err) {
   return HAP_OK;
 }
 
+typedef struct trace_ctx {
+  hap_trace *t;
+  int32_t max_devices;
+  const uint8_t *is_tail;
+} trace_ctx;
+
+static hap_status trace_one(void *ctx, const hap_sim_record *rec, hap_err *err) {
+  trace_ctx *x = ctx;
+  if (rec->device >= x->max_devices)
+    return HAP_OK;
+  hap_trace_event e = HAP_TRACE_EVENT_INIT;
+  e.name = rec->name;
+  e.task = rec->name;
+  e.cat = x->is_tail[rec->task]             ? "tail"
+          : rec->kind == HAP_SIM_TRANSFER   ? "p2p"
+          : rec->kind == HAP_SIM_COLLECTIVE ? "collective"
+                                            : "compute";
+  e.pid = hap_trace_pid(HAP_TRACE_SIM, rec->device);
+  e.tid = rec->kind == HAP_SIM_TRANSFER     ? HAP_TRACE_LANE_P2P
+          : rec->kind == HAP_SIM_COLLECTIVE ? HAP_TRACE_LANE_COLLECTIVE
+                                            : HAP_TRACE_LANE_COMPUTE;
+  e.ts_ns = (int64_t)llround(rec->start_s * 1e9);
+  e.dur_ns = (int64_t)llround(rec->end_s * 1e9) - e.ts_ns;
+  e.bytes = rec->bytes > 0 ? rec->bytes : NAN;
+  hap_status st = hap_trace_complete(x->t, &e);
+  if (st != HAP_OK && err->status == HAP_OK)
+    return hap_err_set(err, st, "writing the pipeline trace failed");
+  return st;
+}
+
+static hap_status write_trace(sim_build *b, hap_trace *t, int32_t max_devices, hap_err *err) {
+  const hap_cluster *c = b->pw->cluster;
+  int32_t n = max_devices > 0 && max_devices < c->n_devices ? max_devices : c->n_devices;
+  for (int32_t d = 0; d < n; d++)
+    if (hap_trace_rank(t, HAP_TRACE_SIM, d, c->devices[d].name) != HAP_OK)
+      return hap_err_set(err, HAP_EIO, "writing the pipeline trace failed");
+  trace_ctx x = {t, n, b->is_tail};
+  HAP_TRY(hap_sim_visit(b->sim, trace_one, &x, err));
+  if (n < c->n_devices) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%d", c->n_devices - n);
+    if (hap_trace_meta(t, "devices_left_out", buf) != HAP_OK)
+      return hap_err_set(err, HAP_EIO, "writing the pipeline trace failed");
+  }
+  return HAP_OK;
+}
+
 static void build_free(sim_build *b) {
   const hap_pipe_lowered *pw = b->pw;
   for (int32_t k = 0; b->st != NULL && k < pw->n_stages; k++) {
@@ -747,6 +794,8 @@ hap_status hap_pipe_plan_sim_run(hap_pipe_lowered *pw, const hap_pipe_plan_sim_o
   }
   if (st == HAP_OK)
     st = results(&b, r, err);
+  if (st == HAP_OK && o != NULL && o->trace != NULL)
+    st = write_trace(&b, o->trace, o->trace_devices, err);
   build_free(&b);
   if (st != HAP_OK) {
     hap_pipe_plan_sim_destroy(r);

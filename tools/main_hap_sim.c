@@ -282,15 +282,30 @@ static void print_critical(FILE *f, const hap_plan_sim *ps) {
  * (simulate/pipeline_plan_sim.h); the row's details list the stages and each group's bubble. */
 static hap_status run_pipelined(const opts *o, const hap_graph *g, const hap_cluster *c,
                                 const hap_pipeline *pl, bool several, row *r, hap_err *err) {
-  if (o->trace != NULL || o->tasks || o->no_fold)
+  if (o->tasks || o->no_fold)
     return hap_err_set(err, HAP_EINVAL,
-                       "%s: a pipelined plan: --trace, --tasks and --no-fold are not available for "
-                       "it yet (every device is simulated already)",
+                       "%s: a pipelined plan: --tasks and --no-fold are not available for it yet "
+                       "(every device is simulated already)",
                        o->plan);
   hap_pipe_lowered *pw = NULL;
   hap_pipe_plan_sim *ps = NULL;
+  hap_trace *t = NULL;
+  char path[1024];
   HAP_TRY(hap_pipe_lower(pl, g, c, &pw, err));
-  hap_status st = hap_pipe_plan_sim_run(pw, NULL, &ps, err);
+  hap_status st = HAP_OK;
+  if (o->trace != NULL) {
+    trace_path(o, r, several, path, sizeof path);
+    st = hap_trace_open(path, "hap-sim", &t, err);
+  }
+  hap_pipe_plan_sim_options po = {.trace = t, .trace_devices = o->trace_devices};
+  if (st == HAP_OK)
+    st = hap_pipe_plan_sim_run(pw, &po, &ps, err);
+  if (t != NULL && st == HAP_OK)
+    st = hap_trace_meta(t, "plan_strategy", pl->strategy);
+  if (t != NULL && st != HAP_OK)
+    hap_trace_abort(t);
+  else if (t != NULL)
+    st = hap_trace_close(t, err);
   if (st == HAP_OK) {
     r->ok = true;
     r->sim_s = ps->iteration_s;

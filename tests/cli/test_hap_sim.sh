@@ -260,8 +260,20 @@ check synth-pipeline-stdout-plan grep -q '"version": "2.0"' "$tmp/out"
 expect sim-pipelined-plan 0 "$bin" --plan "$tmp/pp.json" "$pmlp" -c "$hosts4"
 check sim-pipelined-plan-stages grep -q '^pipeline    2 stages on 2 groups, 1f1b, 4 micro-batches; every device simulated' "$tmp/out"
 check sim-pipelined-plan-bubble grep -q '^bubble      per group 0\.[0-9]* 0\.[0-9]* (mean' "$tmp/out"
-expect sim-pipelined-plan-trace 1 "$bin" --plan "$tmp/pp.json" "$pmlp" -c "$hosts4" --trace "$tmp/t.json"
-check sim-pipelined-plan-trace-msg one_line_error "a pipelined plan: --trace, --tasks and --no-fold are not available"
+expect sim-pipelined-plan-trace 0 "$bin" --plan "$tmp/pp.json" "$pmlp" -c "$hosts4" --trace "$tmp/t.json"
+check sim-pipelined-plan-trace-file python3 - "$tmp/t.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+x = [e for e in t["traceEvents"] if e.get("ph") == "X"]
+ranks = {e["pid"] for e in x}
+assert len(ranks) == 8, ranks  # every device of both groups
+cats = {e.get("cat") for e in x}
+assert {"compute", "p2p", "tail"} <= cats, cats
+sends = [e for e in x if e["name"].endswith(".send")]
+assert sends and all(e["dur"] > 0 for e in sends), sends[:2]
+PY
+expect sim-pipelined-plan-tasks 1 "$bin" --plan "$tmp/pp.json" "$pmlp" -c "$hosts4" --tasks
+check sim-pipelined-plan-tasks-msg one_line_error "a pipelined plan: --tasks and --no-fold are not available"
 expect synth-pipeline-compare 2 "$synth" "$pmlp" -c "$hosts4" --pipeline stages=2 --compare
 says synth-pipeline-compare-msg "--pipeline takes --strategy, --policy"
 expect synth-pipeline-bad 2 "$synth" "$pmlp" -c "$hosts4" --pipeline stages=2,chunks=x -o "$tmp/bad.json"

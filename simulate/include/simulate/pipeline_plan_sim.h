@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "plan/pipeline_lower.h"
+#include "traces/trace.h"
 
 typedef struct hap_pipe_plan_sim_options {
   /* Communication does not overlap computation: collectives and transfers on the compute stream
@@ -25,6 +26,11 @@ typedef struct hap_pipe_plan_sim_options {
   /* One engine task per stage task: no chains of compute-stream tasks (slower, same answer; for
    * tests). */
   bool no_chains;
+  /* When set, the simulated timeline goes there: one process per device (hap_trace_rank,
+   * simulated) up to trace_devices (0: all), engine tasks on the compute, collective and p2p
+   * lanes (a chain of compute tasks is one event named after its first task). */
+  hap_trace *trace;
+  int32_t trace_devices;
 } hap_pipe_plan_sim_options;
 
 typedef struct hap_pipe_plan_sim {
