@@ -55,6 +55,10 @@ endif()
 # A run that misses only the median bound (exit 3) measures again, up to three times: a
 # neighbour's compile during one run read 119 % once in ten full runs (2026-11-26).
 set(HAP_RETRY_TIMING bash ${CMAKE_CURRENT_SOURCE_DIR}/profile/retry_timing.sh 3)
+add_test(NAME profile_retry_timing
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/profile/test_retry_timing.sh
+                 ${CMAKE_CURRENT_SOURCE_DIR}/profile/retry_timing.sh)
+set_tests_properties(profile_retry_timing PROPERTIES LABELS unit TIMEOUT 60)
 add_test(NAME profile_fit_holdout
          COMMAND ${HAP_RETRY_TIMING} ${MPIEXEC_EXECUTABLE} -np 2 $<TARGET_FILE:test_fit_holdout>
                  --reps 30 --iters 5 --max-median ${HAP_HOLDOUT_BOUND})
