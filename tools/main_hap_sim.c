@@ -316,14 +316,29 @@ static hap_status run_pipelined(const opts *o, const hap_graph *g, const hap_clu
     for (int32_t d = 0; d < ps->n_devices; d++)
       busy += ps->busy_s[d];
     r->busy_frac = ps->iteration_s > 0 ? busy / ps->n_devices / ps->iteration_s : 0;
+    /* memory per device: the stage program's, with the order's in-flight activations */
+    int32_t over = 0, fullest = -1;
+    double fullest_frac = 0, fullest_bytes = 0, fullest_limit = 0;
     for (int32_t k = 0; k < pl->n_stages; k++) {
       const hap_plan *sp = pl->stages[k].plan;
-      int32_t in_flight = hap_pipe_order_in_flight(pw->order, pl->stages[k].group);
+      int32_t in_flight = hap_pipe_order_in_flight(pw->order, pl->stages[k].group), n;
+      const int32_t *dev = hap_pipeline_group(pl, pl->stages[k].group, &n);
+      bool fits = true;
       for (int32_t d = 0; d < sp->n_devices && sp->memory_recorded; d++) {
         hap_memory_breakdown mb = sp->device_memory[d];
         mb.activations *= (double)in_flight / pl->chunks;
-        r->peak_bytes = fmax(r->peak_bytes, hap_memory_total(&mb));
+        double bytes = hap_memory_total(&mb);
+        double limit = o->memory_limit > 0 ? o->memory_limit : c->devices[dev[d]].memory_bytes;
+        r->peak_bytes = fmax(r->peak_bytes, bytes);
+        fits = fits && bytes <= limit;
+        if (limit > 0 && bytes / limit > fullest_frac) {
+          fullest_frac = bytes / limit;
+          fullest = k;
+          fullest_bytes = bytes;
+          fullest_limit = limit;
+        }
       }
+      over += !fits;
     }
     size_t len = 0;
     FILE *f = !several && o->format == HAP_FORMAT_TABLE ? open_memstream(&r->details, &len) : NULL;
@@ -344,6 +359,12 @@ static hap_status run_pipelined(const opts *o, const hap_graph *g, const hap_clu
               ps->mean_bubble, ps->flush_s);
       fprintf(f, "transfers   %.3f MiB between stages per iteration\n",
               ps->transfer_bytes / 1048576.0);
+      if (fullest >= 0)
+        fprintf(f,
+                "memory      %s%d of %d stages fit (fullest: stage %d, %.3f GiB of %.3f GiB, the "
+                "schedule's in-flight micro-batches counted)\n",
+                over ? "" : "all ", pl->n_stages - over, pl->n_stages, fullest,
+                fullest_bytes / 1073741824.0, fullest_limit / 1073741824.0);
       fclose(f);
     }
   }

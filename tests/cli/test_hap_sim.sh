@@ -260,6 +260,9 @@ check synth-pipeline-stdout-plan grep -q '"version": "2.0"' "$tmp/out"
 expect sim-pipelined-plan 0 "$bin" --plan "$tmp/pp.json" "$pmlp" -c "$hosts4"
 check sim-pipelined-plan-stages grep -q '^pipeline    2 stages on 2 groups, 1f1b, 4 micro-batches; every device simulated' "$tmp/out"
 check sim-pipelined-plan-bubble grep -q '^bubble      per group 0\.[0-9]* 0\.[0-9]* (mean' "$tmp/out"
+check sim-pipelined-plan-memory grep -q '^memory      all 2 of 2 stages fit (fullest: stage [01], ' "$tmp/out"
+expect sim-pipelined-plan-limit 0 "$bin" --plan "$tmp/pp.json" "$pmlp" -c "$hosts4" --memory-limit 1M
+check sim-pipelined-plan-limit-msg grep -q '^memory      [01] of 2 stages fit (fullest: .* of 0.001 GiB' "$tmp/out"
 expect sim-pipelined-plan-trace 0 "$bin" --plan "$tmp/pp.json" "$pmlp" -c "$hosts4" --trace "$tmp/t.json"
 check sim-pipelined-plan-trace-file python3 - "$tmp/t.json" <<'PY'
 import json, sys
