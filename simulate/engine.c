@@ -261,7 +261,10 @@ hap_status hap_sim_add_task(hap_sim *s, const hap_sim_task *t, int32_t *id, hap_
   if (t->kind == HAP_SIM_TRANSFER)
     HAP_TRY(reserve_transfer(s, t->n_path, err));
   int32_t k = s->n_tasks;
-  HAP_TRY(push_name(s, t->name, &s->name_off[k], err));
+  if (k > 0 && strcmp(t->name, s->names + s->name_off[k - 1]) == 0)
+    s->name_off[k] = s->name_off[k - 1]; /* one task on many devices: its name stored once */
+  else
+    HAP_TRY(push_name(s, t->name, &s->name_off[k], err));
   s->device[k] = t->device;
   s->stream[k] = (uint8_t)t->stream;
   s->kind[k] = (uint8_t)t->kind;
