@@ -23,6 +23,7 @@
 #include "harness/watchdog.h"
 #include "kx/kernels_run.h"
 #include "model/zoo.h"
+#include "plan/pipeline_io.h"
 #include "plan/plan_io.h"
 #include "run/check.h"
 #include "run/run.h"
@@ -365,6 +366,27 @@ static int open_cuda(hap_comm *comm, hap_cuda_kernels **ck) {
   return 1;
 }
 
+/* The plan at `path`: a one-stage plan (hap-plan 1.x), or one line saying that a pipelined plan
+ * (2.x) does not run here yet. */
+static hap_status read_one_stage_plan(const char *path, const hap_graph *g, const hap_cluster *c,
+                                      hap_plan **out, hap_err *err) {
+  hap_pipeline *pl = NULL;
+  *out = NULL;
+  HAP_TRY(hap_pipeline_read_file(path, g, c, &pl, err));
+  hap_status st = HAP_OK;
+  if (hap_pipeline_is_flat(pl)) {
+    *out = pl->stages[0].plan;
+    pl->stages[0].plan = NULL;
+  } else {
+    st = hap_err_set(err, HAP_EUNSUPPORTED,
+                     "%s: a pipelined plan (%d stages on %d device groups): hap-run runs one-stage "
+                     "plans so far; hap-sim --plan simulates it",
+                     path, pl->n_stages, pl->n_groups);
+  }
+  hap_pipeline_destroy(pl);
+  return st;
+}
+
 static int run(const opts *o, hap_comm *comm) {
   hap_err err = {0};
   hap_graph *g = NULL;
@@ -386,7 +408,7 @@ static int run(const opts *o, hap_comm *comm) {
     return 1;
   if ((st = hap_model_load(o->model, &g, &err)) != HAP_OK ||
       (st = hap_cluster_open(o->cluster, &c, &err)) != HAP_OK ||
-      (st = hap_plan_read_file(o->plan, g, c, &plan, &err)) != HAP_OK)
+      (st = read_one_stage_plan(o->plan, g, c, &plan, &err)) != HAP_OK)
     goto out;
   /* refused before any rank starts work */
   if (!hap_policy_is_default(&plan->policy) && (o->cuda || plan->policy.zero > 0)) {
