@@ -156,55 +156,74 @@ static hap_status add_transfer(sim_build *b, const hap_pipe_xfer *x, int32_t src
   return mark_tail(b, *id, false, err);
 }
 
+/* A boundary collective over replica r of stage k's program (the replica's devices of its
+ * group): a new engine collective id and its time for `shard` bytes per member, s. */
+static hap_status replica_collective(sim_build *b, int32_t k, int32_t r, hap_coll_kind kind,
+                                     double shard, const char *label, int32_t *coll, double *sec,
+                                     hap_err *err) {
+  const hap_pipe_lowered_stage *s = &b->pw->stages[k];
+  int32_t gs = s->lw->group_size;
+  int32_t *ranks = malloc((size_t)gs * sizeof *ranks);
+  if (ranks == NULL)
+    return oom(err);
+  for (int32_t i = 0; i < gs; i++)
+    ranks[i] = r * gs + i; /* devices of the stage's cluster */
+  hap_group grp;
+  hap_status st = hap_group_init(s->cluster, ranks, gs, &grp, err);
+  free(ranks);
+  *sec = 0;
+  if (st == HAP_OK)
+    (void)hap_coll_best(&grp, kind, hap_coll_bytes_uniform(shard, gs), sec);
+  if (st == HAP_OK && (!isfinite(*sec) || *sec < 0))
+    st = hap_err_set(err, HAP_EINVAL, "pipeline simulation: '%s' priced at %g s", label, *sec);
+  if (st == HAP_OK)
+    st = hap_sim_new_collective(b->sim, coll, err);
+  return st;
+}
+
+/* Member `dev` (a cluster device) of boundary collective `coll`, after deps[0..n). */
+static hap_status add_member(sim_build *b, int32_t dev, const char *label, double sec, double bytes,
+                             int32_t coll, const int32_t *deps, int32_t n, int32_t *id,
+                             hap_err *err) {
+  hap_sim_task t = {.name = label,
+                    .device = dev,
+                    .stream = b->serial ? HAP_SIM_COMPUTE : HAP_SIM_COMM,
+                    .kind = HAP_SIM_COLLECTIVE,
+                    .duration_s = sec,
+                    .bytes = bytes,
+                    .deps = deps,
+                    .n_deps = n,
+                    .collective = coll};
+  HAP_TRY(hap_sim_add_task(b->sim, &t, id, err));
+  return mark_tail(b, *id, false, err);
+}
+
 /* The reduce-scatter that turns a Reduce boundary into shards before the send: one engine
- * collective per replica of stage k's program, each member after `after_of` its op; rs[i] gets
- * the member task of local device i. */
+ * collective per replica of stage k's program, each member after its op; rs[i] gets the member
+ * task of local device i. */
 static hap_status add_reduce_scatter(sim_build *b, int32_t k, const hap_pipe_xfer *x, int32_t *rs,
                                      hap_err *err) {
   const hap_pipe_lowered_stage *s = &b->pw->stages[k];
   const stage_state *ss = &b->st[k];
   int32_t gs = s->lw->group_size;
-  int32_t *ranks = malloc((size_t)gs * sizeof *ranks);
-  if (ranks == NULL)
-    return oom(err);
   hap_status st = HAP_OK;
   char label[256];
   snprintf(label, sizeof label, "%s.send.reduce_scatter", b->pw->graph->tensors[x->tensor].name);
   for (int32_t r = 0; r < s->lw->replicas && st == HAP_OK; r++) {
-    hap_group grp;
-    for (int32_t i = 0; i < gs; i++)
-      ranks[i] = r * gs + i; /* devices of the stage's cluster */
-    st = hap_group_init(s->cluster, ranks, gs, &grp, err);
-    double sec = 0;
-    if (st == HAP_OK)
-      (void)hap_coll_best(&grp, HAP_COLL_REDUCE_SCATTER, hap_coll_bytes_uniform(x->shard_bytes, gs),
-                          &sec);
-    if (st == HAP_OK && (!isfinite(sec) || sec < 0))
-      st = hap_err_set(err, HAP_EINVAL, "pipeline simulation: '%s' priced at %g s", label, sec);
     int32_t coll = -1;
-    if (st == HAP_OK)
-      st = hap_sim_new_collective(b->sim, &coll, err);
+    double sec = 0;
+    st = replica_collective(b, k, r, HAP_COLL_REDUCE_SCATTER, x->shard_bytes, label, &coll, &sec,
+                            err);
     for (int32_t i = r * gs; i < (r + 1) * gs && st == HAP_OK; i++) {
       int32_t after[2], n_after = 0;
       if (ss->last_comp[i] >= 0)
         after[n_after++] = ss->last_comp[i];
       if (ss->last_comm[i] >= 0)
         after[n_after++] = ss->last_comm[i];
-      hap_sim_task t = {.name = label,
-                        .device = s->devices[i],
-                        .stream = b->serial ? HAP_SIM_COMPUTE : HAP_SIM_COMM,
-                        .kind = HAP_SIM_COLLECTIVE,
-                        .duration_s = sec,
-                        .bytes = x->shard_bytes,
-                        .deps = after,
-                        .n_deps = n_after,
-                        .collective = coll};
-      st = hap_sim_add_task(b->sim, &t, &rs[i], err);
-      if (st == HAP_OK)
-        st = mark_tail(b, rs[i], false, err);
+      st = add_member(b, s->devices[i], label, sec, x->shard_bytes, coll, after, n_after, &rs[i],
+                      err);
     }
   }
-  free(ranks);
   return st;
 }
 
@@ -269,46 +288,25 @@ static hap_status add_all_gather(sim_build *b, int32_t k, const hap_pipe_xfer *x
   const hap_pipe_lowered *pw = b->pw;
   const hap_pipe_lowered_stage *s = &pw->stages[k];
   int32_t gs = s->lw->group_size;
-  int32_t *ranks = malloc((size_t)gs * sizeof *ranks);
   int32_t *after = malloc((size_t)(x->n_pairs ? x->n_pairs : 1) * sizeof *after);
-  hap_status st = ranks && after ? HAP_OK : oom(err);
+  hap_status st = after ? HAP_OK : oom(err);
   char label[256];
   snprintf(label, sizeof label, "%s.%s.all_gather", pw->graph->tensors[x->tensor].name,
            x->gradient ? "grad.recv" : "recv");
   for (int32_t r = 0; r < s->lw->replicas && st == HAP_OK; r++) {
-    hap_group grp;
-    for (int32_t i = 0; i < gs; i++)
-      ranks[i] = r * gs + i;
-    st = hap_group_init(s->cluster, ranks, gs, &grp, err);
-    double sec = 0;
-    if (st == HAP_OK)
-      (void)hap_coll_best(&grp, HAP_COLL_ALL_GATHER,
-                          hap_coll_bytes_uniform(x->gather_shard_bytes, gs), &sec);
-    if (st == HAP_OK && (!isfinite(sec) || sec < 0))
-      st = hap_err_set(err, HAP_EINVAL, "pipeline simulation: '%s' priced at %g s", label, sec);
     int32_t coll = -1;
-    if (st == HAP_OK)
-      st = hap_sim_new_collective(b->sim, &coll, err);
+    double sec = 0;
+    st = replica_collective(b, k, r, HAP_COLL_ALL_GATHER, x->gather_shard_bytes, label, &coll, &sec,
+                            err);
     for (int32_t i = r * gs; i < (r + 1) * gs && st == HAP_OK; i++) {
       int32_t n_after = 0;
       for (int32_t q = 0; ids != NULL && q < x->n_pairs; q++)
         if (pw->pairs[x->pair0 + q].dst == s->devices[i] && ids[q] >= 0)
           after[n_after++] = ids[q];
-      hap_sim_task t = {.name = label,
-                        .device = s->devices[i],
-                        .stream = b->serial ? HAP_SIM_COMPUTE : HAP_SIM_COMM,
-                        .kind = HAP_SIM_COLLECTIVE,
-                        .duration_s = sec,
-                        .bytes = x->gather_shard_bytes,
-                        .deps = after,
-                        .n_deps = n_after,
-                        .collective = coll};
-      st = hap_sim_add_task(b->sim, &t, &ag[i], err);
-      if (st == HAP_OK)
-        st = mark_tail(b, ag[i], false, err);
+      st = add_member(b, s->devices[i], label, sec, x->gather_shard_bytes, coll, after, n_after,
+                      &ag[i], err);
     }
   }
-  free(ranks);
   free(after);
   return st;
 }
