@@ -113,14 +113,17 @@ static hap_status run_stage(const hap_graph *g, const hap_cluster *c, const hap_
    * run once (a pipeline runs each micro-batch as its own op). */
   if (st == HAP_OK && m > 1)
     st = hap_graph_split_batch(whole, m, &micro, err);
+  hap_plan *one = NULL; /* the same steps with the policy run once */
+  if (st == HAP_OK && (one = hap_plan_copy(ks->plan)) == NULL)
+    st = hap_err_set(err, HAP_ENOMEM, "pipeline: out of memory");
   if (st == HAP_OK) {
-    ks->plan->policy.micro_batches = 1;
-    st = hap_lower(ks->plan, micro ? micro : whole, &lw, err);
+    one->policy.micro_batches = 1;
+    st = hap_lower(one, micro ? micro : whole, &lw, err);
     if (st == HAP_OK)
       st = hap_stage_times_run(lw, group, NULL, &s->times, NULL, err);
     hap_lowered_destroy(lw);
-    ks->plan->policy.micro_batches = m;
   }
+  hap_plan_destroy(one);
   const hap_graph *run = micro ? micro : whole;
   for (int32_t i = 0; st == HAP_OK && sg != NULL && i < sg->n_out; i++)
     s->boundary_bytes += (double)hap_tensor_bytes(&run->tensors[sg->stage_of[sg->boundary_out[i]]]);

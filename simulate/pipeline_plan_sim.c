@@ -156,6 +156,17 @@ static hap_status add_transfer(sim_build *b, const hap_pipe_xfer *x, int32_t src
   return mark_tail(b, *id, false, err);
 }
 
+/* What marks the end of the op just added on local device i of a stage: its last task on each
+ * stream, into after[0..2); returns how many. */
+static int32_t op_end(const stage_state *ss, int32_t i, int32_t after[2]) {
+  int32_t n = 0;
+  if (ss->last_comp[i] >= 0)
+    after[n++] = ss->last_comp[i];
+  if (ss->last_comm[i] >= 0)
+    after[n++] = ss->last_comm[i];
+  return n;
+}
+
 /* A boundary collective over replica r of stage k's program (the replica's devices of its
  * group): a new engine collective id and its time for `shard` bytes per member, s. */
 static hap_status replica_collective(sim_build *b, int32_t k, int32_t r, hap_coll_kind kind,
@@ -215,11 +226,7 @@ static hap_status add_reduce_scatter(sim_build *b, int32_t k, const hap_pipe_xfe
     st = replica_collective(b, k, r, HAP_COLL_REDUCE_SCATTER, x->shard_bytes, label, &coll, &sec,
                             err);
     for (int32_t i = r * gs; i < (r + 1) * gs && st == HAP_OK; i++) {
-      int32_t after[2], n_after = 0;
-      if (ss->last_comp[i] >= 0)
-        after[n_after++] = ss->last_comp[i];
-      if (ss->last_comm[i] >= 0)
-        after[n_after++] = ss->last_comm[i];
+      int32_t after[2], n_after = op_end(ss, i, after);
       st = add_member(b, s->devices[i], label, sec, x->shard_bytes, coll, after, n_after, &rs[i],
                       err);
     }
@@ -264,10 +271,7 @@ static hap_status send_from(sim_build *b, int32_t k, bool gradient, int32_t j, h
         if (rs[i] >= 0)
           after[n_after++] = rs[i];
       } else {
-        if (ss->last_comp[i] >= 0)
-          after[n_after++] = ss->last_comp[i];
-        if (ss->last_comm[i] >= 0)
-          after[n_after++] = ss->last_comm[i];
+        n_after = op_end(ss, i, after);
       }
       if (pr->src == pr->dst) { /* already there: wait for what made it on that device */
         ids[q] = n_after == 0 ? -1 : n_after == 1 || after[0] > after[1] ? after[0] : after[1];
