@@ -91,17 +91,8 @@ static hap_status lower_stage(hap_pipe_lowered *pw, int32_t k, hap_err *err) {
 
 /* ---- boxes ---------------------------------------------------------------------------------- */
 
-/* Where a stage holds a tensor: a layout, with the ratios (segment) and granule of a Gather. */
-typedef struct holding {
-  hap_layout layout;
-  int32_t segment;
-  int64_t granule;
-} holding;
-
-typedef struct box {
-  int32_t rank;
-  int64_t lo[HAP_MAX_DIMS], hi[HAP_MAX_DIMS];
-} box;
+typedef hap_pipe_holding holding;
+typedef hap_pipe_box box;
 
 /* The box of stage tensor t that local device d holds in `h`, in the micro-batch's coordinates
  * (a 2-D plan's replica r holds slice r of dim 0 of a tensor its replica graph splits). */
@@ -135,15 +126,16 @@ static hap_status box_of(hap_pipe_lowered_stage *s, int32_t t, holding h, int32_
   return HAP_OK;
 }
 
-/* Elements of a ∩ b. */
-static int64_t overlap(const box *a, const box *b) {
+/* Elements of a ∩ b, the intersection in *x. */
+static int64_t overlap(const box *a, const box *b, box *x) {
   int64_t v = 1;
+  x->rank = a->rank;
   for (int i = 0; i < a->rank; i++) {
-    int64_t lo = a->lo[i] > b->lo[i] ? a->lo[i] : b->lo[i];
-    int64_t hi = a->hi[i] < b->hi[i] ? a->hi[i] : b->hi[i];
-    if (hi <= lo)
+    x->lo[i] = a->lo[i] > b->lo[i] ? a->lo[i] : b->lo[i];
+    x->hi[i] = a->hi[i] < b->hi[i] ? a->hi[i] : b->hi[i];
+    if (x->hi[i] <= x->lo[i])
       return 0;
-    v *= hi - lo;
+    v *= x->hi[i] - x->lo[i];
   }
   return v;
 }
@@ -207,18 +199,19 @@ typedef struct builder {
   box *src_boxes; /* scratch: one per sender */
 } builder;
 
-static hap_status push_pair(builder *b, int32_t src, int32_t dst, double bytes, hap_err *err) {
+static hap_status push_pair(builder *b, int32_t src, int32_t dst, double bytes, const box *x,
+                            hap_err *err) {
   hap_pipe_lowered *pw = b->pw;
   if (HAP_VEC_RESERVE(pw->pairs, b->cap_pairs, pw->n_pairs + 1, 64) != 0)
     return oom(err);
-  pw->pairs[pw->n_pairs++] = (hap_pipe_pair){src, dst, bytes};
+  pw->pairs[pw->n_pairs++] = (hap_pipe_pair){src, dst, bytes, *x};
   return HAP_OK;
 }
 
 /* The pairs of one transfer of stage tensors (ts in the sending stage a, td in the receiving
- * stage bb) from `hs` to `hd`. */
-static hap_status add_pairs(builder *b, int32_t a, int32_t ts, holding hs, int32_t bb, int32_t td,
-                            holding hd, hap_err *err) {
+ * stage bb) from `hs` to `hd`; `partial`: every sender's box is a partial sum (all send). */
+static hap_status add_pairs(builder *b, int32_t a, int32_t ts, holding hs, bool partial, int32_t bb,
+                            int32_t td, holding hd, hap_err *err) {
   hap_pipe_lowered *pw = b->pw;
   hap_pipe_lowered_stage *sa = &pw->stages[a], *sb = &pw->stages[bb];
   int32_t na = sa->lw->n_devices, nb = sb->lw->n_devices;
@@ -230,11 +223,12 @@ static hap_status add_pairs(builder *b, int32_t a, int32_t ts, holding hs, int32
     box want;
     HAP_TRY(box_of(sb, td, hd, j, &want, err));
     for (int32_t i = 0; i < na; i++) {
-      int64_t v = overlap(&src[i], &want);
+      box x;
+      int64_t v = overlap(&src[i], &want, &x);
       if (v == 0)
         continue;
       int32_t from = i;
-      if (hs.layout != HAP_LAYOUT_REDUCE) { /* one sender per distinct box: the (j mod k)-th */
+      if (!partial) { /* one sender per distinct box: the (j mod k)-th */
         bool first = true;
         for (int32_t q = 0; q < i && first; q++)
           first = !same_box(&src[q], &src[i]);
@@ -249,7 +243,7 @@ static hap_status add_pairs(builder *b, int32_t a, int32_t ts, holding hs, int32
             break;
           }
       }
-      HAP_TRY(push_pair(b, sa->devices[from], sb->devices[j], (double)v * elem, err));
+      HAP_TRY(push_pair(b, sa->devices[from], sb->devices[j], (double)v * elem, &x, err));
     }
   }
   return HAP_OK;
@@ -268,27 +262,42 @@ static int longest_dim(const hap_lowered *lw, int32_t t) {
 static hap_status add_xfer(builder *b, int32_t tensor, bool gradient, int32_t from, int32_t to,
                            int32_t ts, holding hs, int32_t td, holding hd, hap_err *err) {
   hap_pipe_lowered *pw = b->pw;
-  int32_t pair0 = pw->n_pairs;
+  hap_pipe_xfer x = {.tensor = tensor,
+                     .gradient = gradient,
+                     .from_stage = from,
+                     .to_stage = to,
+                     .pair0 = pw->n_pairs,
+                     .send_tensor = ts,
+                     .recv_tensor = td,
+                     .held = hs,
+                     .wanted = hd,
+                     .shard_dim = -1,
+                     .gather_dim = -1};
   const hap_lowered *la = pw->stages[from].lw, *lb = pw->stages[to].lw;
-  bool rs = false, ag = false;
-  double shard = 0, gshard = 0;
+  /* partial sums: a Reduce value, or the gradient of an input sourced whole on several devices
+   * (the dual of Identity) */
+  x.partial = hs.layout == HAP_LAYOUT_REDUCE ||
+              (gradient && hs.layout == HAP_LAYOUT_IDENTITY && la->group_size > 1);
   int d = longest_dim(la, ts);
-  if (hs.layout == HAP_LAYOUT_REDUCE && la->group_size > 1 && d >= 0) { /* reduce-scatter */
-    rs = true;
-    shard = (double)hap_tensor_bytes(&la->priced_graph->tensors[ts]) / la->group_size;
+  if (x.partial && la->group_size > 1 && d >= 0) { /* reduce-scatter */
+    x.reduce_scatter = true;
+    x.shard_dim = d;
+    x.shard_bytes = (double)hap_tensor_bytes(&la->priced_graph->tensors[ts]) / la->group_size;
     hs = (holding){(hap_layout)d, hs.segment, 1};
   }
   d = longest_dim(lb, td);
   if (hd.layout == HAP_LAYOUT_IDENTITY && lb->group_size > 1 && d >= 0) { /* then all-gather */
-    ag = true;
-    gshard = (double)hap_tensor_bytes(&lb->priced_graph->tensors[td]) / lb->group_size;
+    x.all_gather = true;
+    x.gather_dim = d;
+    x.gather_shard_bytes =
+        (double)hap_tensor_bytes(&lb->priced_graph->tensors[td]) / lb->group_size;
     hd = (holding){(hap_layout)d, hd.segment, 1};
   }
-  HAP_TRY(add_pairs(b, from, ts, hs, to, td, hd, err));
+  HAP_TRY(add_pairs(b, from, ts, hs, x.partial && !x.reduce_scatter, to, td, hd, err));
+  x.n_pairs = pw->n_pairs - x.pair0;
   if (HAP_VEC_RESERVE(pw->xfers, b->cap_xfers, pw->n_xfers + 1, 16) != 0)
     return oom(err);
-  pw->xfers[pw->n_xfers++] = (hap_pipe_xfer){
-      tensor, gradient, from, to, pair0, pw->n_pairs - pair0, rs, shard, ag, gshard};
+  pw->xfers[pw->n_xfers++] = x;
   return HAP_OK;
 }
 

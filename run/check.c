@@ -446,7 +446,23 @@ static hap_status agree(hap_comm *world, hap_status st, hap_err *err) {
                   : hap_err_set(err, HAP_EINVAL, "--check: rank 0 could not run the reference");
 }
 
-hap_status hap_checker_compare(hap_checker *c, hap_run *run, hap_check_result *res, hap_err *err) {
+/* What a compare reads from the run under test: an ordinary plan's runner or a pipeline's. */
+typedef struct subject {
+  hap_run *run;
+  hap_pipe_run *pipe;
+} subject;
+
+static double loss_part_of(const subject *s) {
+  return s->pipe != NULL ? hap_pipe_run_loss_part(s->pipe) : hap_run_loss_part(s->run);
+}
+
+static hap_status copies_of(const subject *s, int32_t t, hap_run_quantity q, hap_run_copies *out,
+                            hap_err *err) {
+  return s->pipe != NULL ? hap_pipe_run_gather_copies(s->pipe, t, q, out, err)
+                         : hap_run_gather_copies(s->run, t, q, out, err);
+}
+
+static hap_status compare(hap_checker *c, const subject *run, hap_check_result *res, hap_err *err) {
   const hap_graph *g = c->g;
   hap_comm *world = c->world;
   bool root = world->rank == 0;
@@ -459,7 +475,7 @@ hap_status hap_checker_compare(hap_checker *c, hap_run *run, hap_check_result *r
   if (st == HAP_OK && parts == NULL)
     st = hap_err_set(err, HAP_ENOMEM, "--check: out of memory");
   st = agree(world, st, err);
-  double part = hap_run_loss_part(run);
+  double part = loss_part_of(run);
   if (st == HAP_OK)
     st = world->ops->all_gather(world, &part, parts, (int64_t)sizeof part, err);
   /* a step the reference skipped (fp16 overflow): its gradients hold Inf and are not compared;
@@ -477,7 +493,7 @@ hap_status hap_checker_compare(hap_checker *c, hap_run *run, hap_check_result *r
     for (int q = HAP_RUN_GRADIENT; q <= HAP_RUN_VALUE && st == HAP_OK; q++) {
       hap_run_copies copies = {0};
       bool grad = q == HAP_RUN_GRADIENT;
-      st = hap_run_gather_copies(run, t, (hap_run_quantity)q, &copies, err);
+      st = copies_of(run, t, (hap_run_quantity)q, &copies, err);
       if (st == HAP_OK && root && !(grad && skipped)) {
         if (!grad && !skipped && c->allowance != NULL) /* this step's share, from the gradients */
           grow_allowance(c, t, hap_reference_steps(c->ref));
@@ -495,4 +511,15 @@ hap_status hap_checker_compare(hap_checker *c, hap_run *run, hap_check_result *r
     st = world->ops->all_reduce(world, &bad, &any, 1, HAP_F64, HAP_REDUCE_MAX, err);
   res->passed = st == HAP_OK && any == 0;
   return st;
+}
+
+hap_status hap_checker_compare(hap_checker *c, hap_run *run, hap_check_result *res, hap_err *err) {
+  subject s = {run, NULL};
+  return compare(c, &s, res, err);
+}
+
+hap_status hap_checker_compare_pipeline(hap_checker *c, hap_pipe_run *run, hap_check_result *res,
+                                        hap_err *err) {
+  subject s = {NULL, run};
+  return compare(c, &s, res, err);
 }

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_names[] = {"none",       "nan-loss",      "nan-grad",
-                                         "grad-error", "drift",         "skip-all-reduce",
-                                         "bad-update", "skip-recompute"};
+static const char *const kind_names[] = {"none",       "nan-loss",       "nan-grad",
+                                         "grad-error", "drift",          "skip-all-reduce",
+                                         "bad-update", "skip-recompute", "skip-tied-sum"};
 
 const char *hap_fault_kind_name(hap_fault_kind k) {
   return k >= 0 && k < HAP_FAULT_KIND_COUNT ? kind_names[k] : "?";
@@ -35,9 +35,10 @@ hap_status hap_fault_parse(const char *text, const hap_graph *g, int32_t world, 
   if (out->kind == HAP_FAULT_NONE)
     return bad(err, text,
                "unknown kind (expected nan-loss, nan-grad, grad-error, drift, skip-all-reduce, "
-               "bad-update or skip-recompute, then optional ,rank=R ,tensor=NAME)");
+               "bad-update, skip-recompute or skip-tied-sum, then optional ,rank=R "
+               ",tensor=NAME)");
   if (out->kind == HAP_FAULT_SKIP_ALL_REDUCE || out->kind == HAP_FAULT_BAD_UPDATE ||
-      out->kind == HAP_FAULT_SKIP_RECOMPUTE)
+      out->kind == HAP_FAULT_SKIP_RECOMPUTE || out->kind == HAP_FAULT_SKIP_TIED_SUM)
     out->rank = -1;
   while ((part = strtok_r(NULL, ",", &save)) != NULL) {
     if (strncmp(part, "rank=", 5) == 0) {

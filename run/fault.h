@@ -11,6 +11,8 @@
  *   skip-recompute   every rank skips the recomputation of what the policy's recompute dropped
  *                    (whose values are NaN by then; kernel state is kept): a plan without
  *                    recomputation is refused
+ *   skip-tied-sum    pipelined plans: every rank skips summing the gradients of a parameter used
+ *                    by several stages (GPT's tied embedding) over those stages
  * NAME defaults to the first trainable parameter (skip-all-reduce: the first whose gradient is
  * all-reduced); R to 0. Ranks are world ranks. Ownership: plain values. */
 #ifndef HAP_RUN_FAULT_H
@@ -31,6 +33,7 @@ typedef enum hap_fault_kind {
   HAP_FAULT_SKIP_ALL_REDUCE,
   HAP_FAULT_BAD_UPDATE,
   HAP_FAULT_SKIP_RECOMPUTE,
+  HAP_FAULT_SKIP_TIED_SUM,
   HAP_FAULT_KIND_COUNT
 } hap_fault_kind;
 

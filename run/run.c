@@ -49,7 +49,18 @@ typedef struct rprop {
   float *opt_m, *opt_v; /* optimizer state (optim.h), allocated at the first update */
 } rprop;
 
-enum { SCRATCH_SEND, SCRATCH_RECV, SCRATCH_SUM, SCRATCH_SLOTS };
+enum { SCRATCH_SEND, SCRATCH_RECV, SCRATCH_SUM, SCRATCH_PORT, SCRATCH_SLOTS };
+
+/* Pipeline stages: one micro-batch's values of the props that differ per micro-batch
+ * (hap_run.per_slot), with its kernel state. The open slot's buffers are in the props and in
+ * hap_run.state / state_stale (owned there); the others are owned here. */
+typedef struct run_slot {
+  int32_t mb;              /* the micro-batch using it, -1: free */
+  void **val;              /* [n_props]: per-slot props' buffers, NULL for the others */
+  bool *stale;             /* [n_props] */
+  hap_kernel_state *state; /* [steps] */
+  bool *state_stale;       /* [steps] */
+} run_slot;
 
 struct hap_run {
   hap_lowered *lw;
@@ -98,6 +109,18 @@ struct hap_run {
    * has not seen (a fresh 1 MiB reduce-scatter: 0.5 ms instead of 0.05 ms here). */
   void *scratch[SCRATCH_SLOTS];
   size_t scratch_bytes[SCRATCH_SLOTS];
+  /* initial values: from init_g, tensor t being init_of[t] there (NULL: t; -1: none) */
+  const hap_graph *init_g;
+  const int32_t *init_of;
+  /* a pipeline stage (hap_run_options.stage); NULL otherwise */
+  const hap_pipe_lowered_stage *ls;
+  bool stage_loss;               /* the loss is the stage loss: seeded with 1, not counted */
+  double *iter_start, *iter_end; /* the iteration's task times (may be NULL) */
+  bool *per_slot;                /* [n_props] */
+  run_slot *slots;
+  int32_t n_slots, cur_slot;
+  bool open_backward;             /* the open micro-batch's op */
+  int32_t world_rank, world_size; /* HAP_FAULT's ranks: the world's (a stage's comm is its group) */
 };
 
 /* ---- the CPU kernel table ------------------------------------------------------------------ */
@@ -223,24 +246,36 @@ static bool trainable(const hap_tensor *t) {
 /* A source's initial values, from the whole graph: an input's rows are this replica's block of
  * the batch (with micro-batches, every micro-batch's block, kept in micro_vals). Mixed precision:
  * float values are stored rounded; a trainable parameter keeps its float32 master. */
+/* The block of the batch (in rows of the exec graph) that micro-batch mb of this rank's replica
+ * holds: replica-major for an ordinary plan; micro-batch-major in a pipeline stage, whose stages
+ * must agree on what micro-batch mb is whatever their replicas. */
+static int64_t batch_block(const hap_run *r, int32_t mb) {
+  if (r->ls != NULL)
+    return (int64_t)mb * r->lw->replicas + r->replica;
+  return (int64_t)r->replica * r->micro + mb;
+}
+
 static hap_status fill_source(hap_run *r, int32_t t, int32_t id, hap_err *err) {
   rprop *p = &r->props[id];
-  const hap_tensor *whole = &r->global->tensors[t];
+  int32_t wt = r->init_of != NULL ? r->init_of[t] : t;
+  if (wt < 0 || r->init_g->tensors[wt].kind == HAP_TENSOR_ACTIVATION)
+    return HAP_OK; /* a stage's boundary input or received gradient: it arrives every micro-batch */
+  const hap_tensor *whole = &r->init_g->tensors[wt];
   int64_t rows = r->g->tensors[t].shape.dims[0], n = hap_box_numel(&p->box);
   bool batch = p->box.rank > 0 && whole->shape.dims[0] != rows;
   bool is_float = whole->dtype == HAP_F32;
-  if (batch && r->micro > 1) {
+  if (batch && (r->micro > 1 || r->ls != NULL)) {
     size_t bytes = (size_t)n * p->elem;
     p->micro_vals = malloc(bytes * (size_t)r->micro + 1);
     if (p->micro_vals == NULL)
       return oom(err);
     for (int32_t m = 0; m < r->micro; m++) {
       hap_box at = p->box;
-      int64_t shift = ((int64_t)r->replica * r->micro + m) * rows;
+      int64_t shift = batch_block(r, m) * rows;
       at.lo[0] += shift;
       at.hi[0] += shift;
       char *dst = (char *)p->micro_vals + bytes * (size_t)m;
-      HAP_TRY(hap_init_fill(r->global, t, r->o.seed, &at, dst, err));
+      HAP_TRY(hap_init_fill(r->init_g, wt, r->o.seed, &at, dst, err));
       if (is_float)
         hap_round_array(r->half, (float *)dst, n);
     }
@@ -253,7 +288,7 @@ static hap_status fill_source(hap_run *r, int32_t t, int32_t id, hap_err *err) {
     at.lo[0] += shift;
     at.hi[0] += shift;
   }
-  HAP_TRY(hap_init_fill(r->global, t, r->o.seed, &at, p->val, err));
+  HAP_TRY(hap_init_fill(r->init_g, wt, r->o.seed, &at, p->val, err));
   if (!is_float || r->half == HAP_F32)
     return HAP_OK;
   if (trainable(whole)) {
@@ -329,11 +364,21 @@ static bool grad_all_reduce(const hap_run *r, const hap_task *k) {
 /* HAP_FAULT (fault.h), with its default tensor. */
 static hap_status pick_fault(hap_run *r, hap_err *err) {
   hap_fault *f = &r->fault;
-  HAP_TRY(hap_fault_parse(getenv("HAP_FAULT"), r->global, r->world->size, f, err));
+  if (r->ls != NULL && r->ls->sg != NULL) { /* names of the whole graph, ranks of the world */
+    HAP_TRY(hap_fault_parse(getenv("HAP_FAULT"), r->init_g, r->world_size, f, err));
+    if (f->tensor >= 0 && (f->tensor = r->ls->sg->stage_of[f->tensor]) < 0)
+      f->kind = HAP_FAULT_NONE; /* a tensor of another stage */
+  } else {
+    HAP_TRY(hap_fault_parse(getenv("HAP_FAULT"), r->global, r->world_size, f, err));
+  }
   if (f->kind == HAP_FAULT_SKIP_RECOMPUTE && r->pol.recompute == HAP_RECOMPUTE_NONE)
     return hap_err_set(err, HAP_EINVAL, "HAP_FAULT: skip-recompute: the plan recomputes nothing");
+  if (f->kind == HAP_FAULT_SKIP_TIED_SUM && r->ls == NULL)
+    return hap_err_set(
+        err, HAP_EINVAL,
+        "HAP_FAULT: skip-tied-sum: the plan is not pipelined (no stages to sum over)");
   if (f->kind == HAP_FAULT_NONE || f->kind == HAP_FAULT_NAN_LOSS ||
-      f->kind == HAP_FAULT_SKIP_RECOMPUTE)
+      f->kind == HAP_FAULT_SKIP_RECOMPUTE || f->kind == HAP_FAULT_SKIP_TIED_SUM)
     return HAP_OK;
   bool skip = f->kind == HAP_FAULT_SKIP_ALL_REDUCE;
   for (int32_t t = 0; t < r->lw->n_tasks && skip; t++) {
@@ -375,7 +420,8 @@ static hap_status plan_policy(hap_run *r, hap_err *err) {
     const hap_task *k = &lw->tasks[t];
     if (k->step < 0)
       continue;
-    if (k->phase == HAP_PHASE_BWD && k->repeats > 1)
+    bool every_micro = r->ls != NULL ? r->ls->part[t] == HAP_PIPE_PART_BWD : k->repeats > 1;
+    if (k->phase == HAP_PHASE_BWD && every_micro)
       bwd_per_micro[k->step] = true;
     if (k->phase != HAP_PHASE_FWD)
       continue;
@@ -398,6 +444,109 @@ static hap_status plan_policy(hap_run *r, hap_err *err) {
                  r->p->steps[p->step].kind != HAP_STEP_SOURCE;
   }
   return HAP_OK;
+}
+
+/* ---- pipeline stages: micro-batch slots ------------------------------------------------------ */
+
+static void free_slot_arrays(run_slot *s) {
+  free(s->val);
+  free(s->stale);
+  s->val = NULL;
+  s->stale = NULL;
+}
+
+/* A slot that is not open: its buffers and kernel state. */
+static void free_slot(hap_run *r, run_slot *s) {
+  for (int32_t i = 0; i < r->n_props && s->val != NULL; i++)
+    if (r->per_slot[i])
+      free(s->val[i]);
+  for (int32_t k = 0; k < r->p->n_steps && s->state != NULL; k++)
+    hap_kernel_state_free(&s->state[k]);
+  free(s->state);
+  free(s->state_stale);
+  free_slot_arrays(s);
+}
+
+/* Which props hold one micro-batch's values: all but the parameters' and buffers' stored copies
+ * (and ZeRO shards), which every micro-batch shares. */
+static bool differs_per_micro(const hap_run *r, const rprop *p) {
+  if (p->step < 0)
+    return false;
+  hap_tensor_kind kind = r->g->tensors[p->tensor].kind;
+  return r->p->steps[p->step].kind != HAP_STEP_SOURCE ||
+         (kind != HAP_TENSOR_PARAMETER && kind != HAP_TENSOR_BUFFER);
+}
+
+static hap_status grow_slots(hap_run *r, hap_err *err) {
+  run_slot *grown = realloc(r->slots, (size_t)(r->n_slots + 1) * sizeof *grown);
+  if (grown == NULL)
+    return oom(err);
+  r->slots = grown;
+  run_slot *s = &r->slots[r->n_slots];
+  memset(s, 0, sizeof *s);
+  s->mb = -1;
+  size_t np = (size_t)(r->n_props > 0 ? r->n_props : 1);
+  s->val = calloc(np, sizeof *s->val);
+  s->stale = calloc(np, sizeof *s->stale);
+  r->n_slots++; /* from here on destroy frees what is there */
+  if (s->val == NULL || s->stale == NULL)
+    return oom(err);
+  return HAP_OK;
+}
+
+/* Slot 0: the buffers the props were built with. */
+static hap_status first_slot(hap_run *r, hap_err *err) {
+  r->per_slot = calloc((size_t)(r->n_props > 0 ? r->n_props : 1), sizeof *r->per_slot);
+  if (r->per_slot == NULL)
+    return oom(err);
+  HAP_TRY(grow_slots(r, err));
+  run_slot *s = &r->slots[0];
+  for (int32_t i = 0; i < r->n_props; i++) {
+    r->per_slot[i] = differs_per_micro(r, &r->props[i]);
+    s->val[i] = r->per_slot[i] ? r->props[i].val : NULL;
+    /* a boundary input's gradient (no backward task of its own) is sent every micro-batch */
+    r->props[i].grad_per_micro = r->props[i].grad_per_micro || r->per_slot[i];
+  }
+  s->state = r->state;
+  s->state_stale = r->state_stale;
+  r->cur_slot = 0;
+  return HAP_OK;
+}
+
+/* A further slot: fresh buffers for the per-slot props. */
+static hap_status new_slot(hap_run *r, int32_t *out, hap_err *err) {
+  HAP_TRY(grow_slots(r, err));
+  run_slot *s = &r->slots[r->n_slots - 1];
+  size_t ns = (size_t)(r->p->n_steps > 0 ? r->p->n_steps : 1);
+  if ((s->state = calloc(ns, sizeof *s->state)) == NULL ||
+      (s->state_stale = calloc(ns, sizeof *s->state_stale)) == NULL)
+    return oom(err);
+  for (int32_t i = 0; i < r->n_props; i++) {
+    if (!r->per_slot[i])
+      continue;
+    int64_t n = hap_box_numel(&r->props[i].box);
+    if ((s->val[i] = calloc((size_t)(n > 0 ? n : 1), r->props[i].elem)) == NULL)
+      return oom(err);
+  }
+  *out = r->n_slots - 1;
+  return HAP_OK;
+}
+
+/* Make slot `to` the open one: the props' buffers and the kernel state are its. */
+static void switch_slot(hap_run *r, int32_t to) {
+  if (to == r->cur_slot)
+    return;
+  run_slot *from = &r->slots[r->cur_slot], *s = &r->slots[to];
+  for (int32_t i = 0; i < r->n_props; i++) {
+    if (!r->per_slot[i])
+      continue;
+    from->stale[i] = r->props[i].stale;
+    r->props[i].val = s->val[i];
+    r->props[i].stale = s->stale[i];
+  }
+  r->state = s->state;
+  r->state_stale = s->state_stale;
+  r->cur_slot = to;
 }
 
 bool hap_run_fault(const hap_run *r, char *buf, size_t size) {
@@ -450,6 +599,20 @@ hap_status hap_run_create(hap_lowered *lw, const hap_graph *g, hap_comm *comm,
   r->pol = lw->plan->policy;
   r->half = hap_policy_compute_dtype(&r->pol);
   r->micro = r->pol.micro_batches > 1 ? r->pol.micro_batches : 1;
+  r->init_g = g;
+  r->world_rank = comm->rank;
+  r->world_size = comm->size;
+  if (o->stage != NULL) {
+    r->world_rank = o->stage->world_rank;
+    r->world_size = o->stage->world_size;
+    const hap_pipe_lowered_stage *ls = o->stage->lowered;
+    r->ls = ls;
+    r->o.stage = NULL; /* not kept: the caller's struct */
+    r->init_g = o->stage->whole;
+    r->init_of = ls->sg != NULL ? ls->sg->whole_of : NULL;
+    r->stage_loss = ls->sg != NULL && !ls->sg->has_loss;
+    r->micro = o->stage->micro_batches > 1 ? o->stage->micro_batches : 1;
+  }
   r->scaler = hap_loss_scaler_start(r->pol.precision);
   r->loss_scale = 1;
   size_t ns = (size_t)(r->p->n_steps > 0 ? r->p->n_steps : 1);
@@ -481,7 +644,7 @@ hap_status hap_run_create(hap_lowered *lw, const hap_graph *g, hap_comm *comm,
   memset(r->in, 0xff, ns * HAP_MAX_OP_INPUTS * sizeof *r->in);
   memset(r->out, 0xff, ns * HAP_MAX_OP_OUTPUTS * sizeof *r->out);
   if ((st = build(r, err)) != HAP_OK || (st = plan_policy(r, err)) != HAP_OK ||
-      (st = pick_fault(r, err)) != HAP_OK)
+      (st = pick_fault(r, err)) != HAP_OK || (r->ls != NULL && (st = first_slot(r, err)) != HAP_OK))
     goto fail;
   *out = r;
   return HAP_OK;
@@ -493,6 +656,13 @@ fail:
 void hap_run_destroy(hap_run *r) {
   if (r == NULL)
     return;
+  for (int32_t s = 0; s < r->n_slots; s++)
+    if (s != r->cur_slot) /* the open slot's buffers are the props' */
+      free_slot(r, &r->slots[s]);
+    else
+      free_slot_arrays(&r->slots[s]);
+  free(r->slots);
+  free(r->per_slot);
   if (r->comm != r->world)
     hap_comm_destroy(r->comm);
   hap_comm_destroy(r->across);
@@ -740,7 +910,7 @@ static hap_status compute(hap_run *r, const hap_task *k, int32_t t, bool backwar
                           hap_run_node_seed(r->o.seed, node->name),
                           ins,
                           outs_c,
-                          r->reads_batch[k->node] ? r->replica * r->micro + r->mb : 0};
+                          r->reads_batch[k->node] ? (int32_t)batch_block(r, r->mb) : 0};
   double t0 = hap_clock_s(), staging = 0;
   *kernel_s = -1;
   if (st == HAP_OK && !backward) {
@@ -858,20 +1028,25 @@ static int32_t update_prop(const hap_run *r, int32_t t) {
                                : r->out[(size_t)r->lw->source_step[t] * HAP_MAX_OP_OUTPUTS];
 }
 
+/* Does any trainable gradient on this rank hold a non-finite value? */
+static bool grads_overflowed(const hap_run *r) {
+  for (int32_t t = 0; t < r->g->n_tensors; t++) {
+    if (!trainable(&r->g->tensors[t]) || r->lw->source_step[t] < 0)
+      continue;
+    const rprop *p = &r->props[update_prop(r, t)];
+    if (p->grad_live && !hap_all_finite(p->grad, hap_box_numel(&p->box)))
+      return true;
+  }
+  return false;
+}
+
 /* fp16's dynamic loss scaling: the iteration's update is skipped on every rank when any rank's
  * gradient overflowed (collective over the world; once per iteration, at the first update). */
 static hap_status decide_update(hap_run *r, hap_err *err) {
   r->update_state = 1;
   if (!r->scaler.dynamic)
     return HAP_OK;
-  double overflow = 0, any = 0;
-  for (int32_t t = 0; t < r->g->n_tensors && overflow == 0; t++) {
-    if (!trainable(&r->g->tensors[t]) || r->lw->source_step[t] < 0)
-      continue;
-    rprop *p = &r->props[update_prop(r, t)];
-    if (p->grad_live && !hap_all_finite(p->grad, hap_box_numel(&p->box)))
-      overflow = 1;
-  }
+  double overflow = grads_overflowed(r) ? 1 : 0, any = 0;
   HAP_TRY(r->world->ops->all_reduce(r->world, &overflow, &any, 1, HAP_F64, HAP_REDUCE_MAX, err));
   r->update_state = any > 0 ? -1 : 1;
   return HAP_OK;
@@ -887,7 +1062,7 @@ static hap_status update(hap_run *r, const hap_task *k, hap_err *err) {
     rprop *p = &r->props[update_prop(r, t)];
     if (!p->grad_live || r->o.lr == 0)
       continue;
-    int32_t me = r->world->rank;
+    int32_t me = r->world_rank;
     int64_t n = hap_box_numel(&p->box);
     double lr = hap_fault_lr(&r->fault, me, t, r->o.lr);
     hap_fault_gradient(&r->fault, me, t, p->grad, n);
@@ -926,10 +1101,11 @@ static hap_status seed_loss(hap_run *r, hap_err *err) {
     return HAP_ENOMEM;
   int64_t n = hap_box_numel(&r->props[id].box);
   bool everywhere = r->props[id].layout == HAP_LAYOUT_REDUCE;
-  float seed = hap_round_to(r->half, (float)(r->loss_scale * r->scaler.scale));
+  /* a stage loss: its received gradient carries the loss's scale already */
+  float seed = hap_round_to(r->half, (float)(r->stage_loss ? 1 : r->loss_scale * r->scaler.scale));
   for (int64_t e = 0; e < n; e++)
     g[e] = everywhere || r->rank == 0 ? seed : 0.0f;
-  r->loss_owner = everywhere || r->rank == 0;
+  r->loss_owner = !r->stage_loss && (everywhere || r->rank == 0);
   if (r->loss_owner) /* this micro-batch's loss value */
     r->loss_part += ((const float *)r->props[id].val)[0];
   return HAP_OK;
@@ -1114,7 +1290,8 @@ static hap_status run_task(hap_run *r, const hap_task *k, int32_t t, double *ker
   return st;
 }
 
-hap_status hap_run_iteration(hap_run *r, double *start_s, double *end_s, hap_err *err) {
+/* The state a new iteration starts from: every gradient zero, no task run yet. */
+static void begin_iteration(hap_run *r) {
   for (int32_t i = 0; i < r->n_props; i++)
     r->props[i].grad_live = false;
   r->failed = NULL;
@@ -1123,6 +1300,59 @@ hap_status hap_run_iteration(hap_run *r, double *start_s, double *end_s, hap_err
   r->update_state = 0;
   memset(r->runs, 0, (size_t)r->lw->n_tasks * sizeof *r->runs);
   memset(r->own_s, 0, (size_t)r->lw->n_tasks * sizeof *r->own_s);
+}
+
+/* Run task t, its times into start_s / end_s (may be NULL): a task run in several micro-batches
+ * gets its summed time, from its first start (as the simulator draws a repeated task). */
+static hap_status run_timed(hap_run *r, int32_t t, double *start_s, double *end_s, hap_err *err) {
+  const hap_task *k = &r->lw->tasks[t];
+  if (r->o.current_task != NULL)
+    *r->o.current_task = (sig_atomic_t)t;
+  if (r->o.on_task != NULL)
+    r->o.on_task(r->o.on_task_ctx, t);
+  r->recompute_s = 0;
+  double t0 = hap_clock_s(), kernel_s = -1;
+  hap_status st = run_task(r, k, t, &kernel_s, err);
+  double t1 = kernel_s >= 0 ? t0 + kernel_s : hap_clock_s(); /* device time: no staging */
+  if (st != HAP_OK) {
+    r->failed = k->name;
+    return st;
+  }
+  if (start_s != NULL && end_s != NULL) {
+    if (r->runs[t] == 0)
+      start_s[t] = end_s[t] = t0;
+    end_s[t] += t1 - t0;
+  }
+  r->runs[t]++;
+  r->own_s[t] += t1 - t0 - r->recompute_s;
+  return HAP_OK;
+}
+
+/* The iteration is over: the loss scale and the step counts move on; HAP_FAULT=nan-loss. */
+static void end_iteration(hap_run *r) {
+  if (r->o.current_task != NULL)
+    *r->o.current_task = -1;
+  if (r->update_state < 0 || r->update_state > 0) {
+    hap_loss_scaler_after(&r->scaler, r->update_state < 0);
+    if (r->update_state > 0)
+      r->opt_steps++;
+    else
+      r->skipped_steps++;
+  }
+  if (r->loss_owner) { /* HAP_FAULT=nan-loss: this rank's share of the loss */
+    float v = (float)r->loss_part;
+    hap_fault_loss(&r->fault, r->world_rank, &v);
+    if (isnan(v))
+      r->loss_part = NAN;
+  }
+}
+
+hap_status hap_run_iteration(hap_run *r, double *start_s, double *end_s, hap_err *err) {
+  if (r->ls != NULL)
+    return hap_err_set(err, HAP_EINVAL,
+                       "hap-run: a pipeline stage runs op by op (hap_run_stage_*), not whole "
+                       "iterations");
+  begin_iteration(r);
   const hap_lowered *lw = r->lw;
   for (int32_t mb = 0; mb < r->micro; mb++) {
     start_micro_batch(r, mb);
@@ -1135,49 +1365,181 @@ hap_status hap_run_iteration(hap_run *r, double *start_s, double *end_s, hap_err
         HAP_TRY(seed_loss(r, err));
         r->seeded = true;
       }
-      if (r->o.current_task != NULL)
-        *r->o.current_task = (sig_atomic_t)t;
-      if (r->o.on_task != NULL)
-        r->o.on_task(r->o.on_task_ctx, t);
-      r->recompute_s = 0;
-      double t0 = hap_clock_s(), kernel_s = -1;
-      hap_status st = run_task(r, k, t, &kernel_s, err);
-      double t1 = kernel_s >= 0 ? t0 + kernel_s : hap_clock_s(); /* device time: no staging */
-      if (st != HAP_OK) {
-        r->failed = k->name;
-        return st;
-      }
-      /* a task run in several micro-batches: its summed time, from its first start (as the
-       * simulator draws a repeated task) */
-      if (start_s != NULL && end_s != NULL) {
-        if (r->runs[t] == 0)
-          start_s[t] = end_s[t] = t0;
-        end_s[t] += t1 - t0;
-      }
-      r->runs[t]++;
-      r->own_s[t] += t1 - t0 - r->recompute_s;
+      HAP_TRY(run_timed(r, t, start_s, end_s, err));
     }
     if (!r->seeded) { /* a task list without backward tasks: the loss is still counted */
       HAP_TRY(seed_loss(r, err));
       r->seeded = true;
     }
   }
-  if (r->o.current_task != NULL)
-    *r->o.current_task = -1;
-  if (r->update_state < 0 || r->update_state > 0) {
-    hap_loss_scaler_after(&r->scaler, r->update_state < 0);
-    if (r->update_state > 0)
-      r->opt_steps++;
-    else
-      r->skipped_steps++;
-  }
-  if (r->loss_owner) { /* HAP_FAULT=nan-loss: this rank's share of the loss */
-    float v = (float)r->loss_part;
-    hap_fault_loss(&r->fault, r->world->rank, &v);
-    if (isnan(v))
-      r->loss_part = NAN;
+  end_iteration(r);
+  return HAP_OK;
+}
+
+/* ---- pipeline stages: op by op ------------------------------------------------------------- */
+
+static hap_status stage_only(const hap_run *r, const char *call, hap_err *err) {
+  if (r->ls == NULL)
+    return hap_err_set(err, HAP_EINVAL, "hap-run: %s: the runner is not a pipeline stage's", call);
+  return HAP_OK;
+}
+
+void hap_run_stage_begin(hap_run *r, double *start_s, double *end_s) {
+  begin_iteration(r);
+  r->iter_start = start_s;
+  r->iter_end = end_s;
+  for (int32_t s = 0; s < r->n_slots; s++)
+    r->slots[s].mb = -1;
+}
+
+hap_status hap_run_stage_open(hap_run *r, int32_t mb, bool backward, hap_err *err) {
+  HAP_TRY(stage_only(r, "open", err));
+  if (mb < 0 || mb >= r->micro)
+    return hap_err_set(err, HAP_EINVAL, "hap-run: micro-batch %d, expected 0..%d", mb,
+                       r->micro - 1);
+  int32_t slot = -1;
+  for (int32_t s = 0; s < r->n_slots && slot < 0; s++)
+    if (r->slots[s].mb == (backward ? mb : -1))
+      slot = s;
+  if (slot < 0 && backward)
+    return hap_err_set(err, HAP_EINVAL,
+                       "hap-run: the backward op of micro-batch %d before its forward op", mb);
+  if (slot < 0)
+    HAP_TRY(new_slot(r, &slot, err));
+  switch_slot(r, slot);
+  r->slots[slot].mb = mb;
+  r->mb = mb;
+  r->open_backward = backward;
+  r->seeded = false;
+  for (int32_t i = 0; i < r->n_props; i++) {
+    rprop *p = &r->props[i];
+    if (backward && p->grad_per_micro)
+      p->grad_live = false;
+    if (!backward && p->micro_vals != NULL) {
+      size_t bytes = (size_t)hap_box_numel(&p->box) * p->elem;
+      memcpy(p->val, (const char *)p->micro_vals + bytes * (size_t)mb, bytes);
+    }
   }
   return HAP_OK;
+}
+
+/* The tasks of one part (TAIL: its gradient synchronisation, or with `updates` its updates). */
+static hap_status run_part(hap_run *r, hap_pipe_part part, bool updates, hap_err *err) {
+  for (int32_t t = 0; t < r->lw->n_tasks; t++) {
+    if (r->ls->part[t] != part ||
+        (part == HAP_PIPE_PART_TAIL && (r->lw->tasks[t].phase == HAP_PHASE_UPD) != updates))
+      continue;
+    HAP_TRY(run_timed(r, t, r->iter_start, r->iter_end, err));
+  }
+  return HAP_OK;
+}
+
+hap_status hap_run_stage_forward(hap_run *r, hap_err *err) {
+  HAP_TRY(stage_only(r, "forward", err));
+  return run_part(r, HAP_PIPE_PART_FWD, false, err);
+}
+
+hap_status hap_run_stage_backward(hap_run *r, hap_err *err) {
+  HAP_TRY(stage_only(r, "backward", err));
+  HAP_TRY(run_part(r, HAP_PIPE_PART_LOSS, false, err));
+  HAP_TRY(seed_loss(r, err));
+  r->seeded = true;
+  return run_part(r, HAP_PIPE_PART_BWD, false, err);
+}
+
+void hap_run_stage_close(hap_run *r) {
+  if (r->ls == NULL)
+    return;
+  if (r->open_backward)
+    r->slots[r->cur_slot].mb = -1;
+  else
+    drop_activations(r); /* its boundary outputs are packed */
+}
+
+hap_status hap_run_stage_sync(hap_run *r, hap_err *err) {
+  HAP_TRY(stage_only(r, "sync", err));
+  return run_part(r, HAP_PIPE_PART_TAIL, false, err);
+}
+
+bool hap_run_stage_overflowed(const hap_run *r) { return r->scaler.dynamic && grads_overflowed(r); }
+
+hap_status hap_run_stage_update(hap_run *r, bool skip, hap_err *err) {
+  HAP_TRY(stage_only(r, "update", err));
+  r->update_state = skip ? -1 : 1;
+  HAP_TRY(run_part(r, HAP_PIPE_PART_TAIL, true, err));
+  end_iteration(r);
+  return HAP_OK;
+}
+
+/* A box of the exec graph in the micro-batch's coordinates: a 2-D program's replica holds its
+ * slice of dim 0 of what the replica graph splits. */
+static void to_micro(const hap_run *r, int32_t t, hap_box *b) {
+  const hap_lowered *lw = r->lw;
+  if (lw->replicas <= 1 || b->rank == 0)
+    return;
+  int64_t local = lw->local_graph->tensors[t].shape.dims[0];
+  if (local * lw->replicas != r->ls->graph->tensors[t].shape.dims[0])
+    return;
+  b->lo[0] += r->replica * local;
+  b->hi[0] += r->replica * local;
+}
+
+hap_status hap_run_stage_box(hap_run *r, int32_t t, int32_t dim, int32_t segment, hap_box *box,
+                             hap_err *err) {
+  HAP_TRY(stage_only(r, "box", err));
+  HAP_TRY(layout_box(r, t, dim >= 0 ? (hap_layout)dim : HAP_LAYOUT_IDENTITY, segment, 1, r->rank,
+                     box, err));
+  to_micro(r, t, box);
+  return HAP_OK;
+}
+
+hap_status hap_run_stage_port(hap_run *r, int32_t t, hap_pipe_holding h, bool gradient,
+                              hap_box *box, void **data, size_t *elem, hap_err *err) {
+  HAP_TRY(stage_only(r, "port", err));
+  int32_t id = t >= 0 && t < r->g->n_tensors ? find_prop(r, t, h.layout, h.segment, h.granule) : -1;
+  if (id < 0) {
+    char buf[4];
+    return hap_err_set(err, HAP_EINVAL, "hap-run: the stage never holds '%s' as %s",
+                       t >= 0 && t < r->g->n_tensors ? r->g->tensors[t].name : "?",
+                       hap_layout_name(h.layout, buf));
+  }
+  rprop *p = &r->props[id];
+  *box = p->box;
+  to_micro(r, t, box);
+  *elem = gradient ? sizeof(float) : p->elem;
+  *data = gradient ? (void *)grad_of(r, id, err) : p->val;
+  return *data != NULL ? HAP_OK : HAP_ENOMEM;
+}
+
+hap_status hap_run_stage_reduce_scatter(hap_run *r, int32_t t, int32_t dim, int32_t segment,
+                                        const float *src, hap_box *box, const float **out,
+                                        hap_err *err) {
+  HAP_TRY(stage_only(r, "reduce-scatter", err));
+  hap_box *boxes = malloc((size_t)r->n * sizeof *boxes);
+  if (boxes == NULL)
+    return oom(err);
+  hap_status st = boxes_of(r, t, (hap_layout)dim, segment, 1, boxes, err);
+  float *dst = NULL;
+  if (st == HAP_OK) {
+    *box = boxes[r->rank];
+    dst = scratch(r, SCRATCH_PORT, hap_box_numel(box) * (int64_t)sizeof(float), err);
+    st = dst != NULL ? HAP_OK : HAP_ENOMEM;
+  }
+  if (st == HAP_OK)
+    st = reduce_to_boxes(r, src, &r->g->tensors[t].shape, boxes, dst, false, err);
+  free(boxes);
+  if (st == HAP_OK) {
+    to_micro(r, t, box);
+    *out = dst;
+  }
+  return st;
+}
+
+hap_status hap_run_stage_all_gather(hap_run *r, int32_t t, int32_t dim, int32_t segment,
+                                    const void *src, void *dst, hap_err *err) {
+  HAP_TRY(stage_only(r, "all-gather", err));
+  return collective(r, HAP_COLL_ALL_GATHER, t, (hap_layout)dim, segment, HAP_LAYOUT_IDENTITY, -1, 1,
+                    src, dst, (size_t)hap_dtype_size(r->g->tensors[t].dtype), false, err);
 }
 
 hap_status hap_run_loss(hap_run *r, double *loss, hap_err *err) {
@@ -1285,27 +1647,43 @@ static uint64_t copy_digest(const float *v, int64_t n) {
   return hap_fnv1a_more(h, p + 8 * words, bytes - 8 * words);
 }
 
-hap_status hap_run_gather_copies(hap_run *r, int32_t tensor, hap_run_quantity q,
-                                 hap_run_copies *out, hap_err *err) {
-  *out = (hap_run_copies){0};
+bool hap_run_local_copy(hap_run *r, int32_t tensor, hap_run_quantity q, hap_box *box,
+                        const float **data, hap_err *err) {
   int32_t src = tensor >= 0 && tensor < r->g->n_tensors ? r->lw->source_step[tensor] : -1;
+  *data = NULL;
   if (src < 0)
-    return hap_err_set(err, HAP_EINVAL, "hap-run: tensor %d is not sourced by the plan",
-                       (int)tensor);
+    return false;
   int32_t id =
       r->zero_shard[tensor] >= 0 ? r->zero_shard[tensor] : r->out[(size_t)src * HAP_MAX_OP_OUTPUTS];
   rprop *p = &r->props[id];
-  const float *mine = q == HAP_RUN_GRADIENT ? grad_of(r, id, err)
-                      : p->master != NULL   ? p->master /* mixed precision: the float32 master */
-                                            : (const float *)p->val;
+  *box = p->box;
+  *data = q == HAP_RUN_GRADIENT ? grad_of(r, id, err)
+          : p->master != NULL   ? p->master /* mixed precision: the float32 master */
+                                : (const float *)p->val;
+  return true;
+}
+
+hap_status hap_run_gather_copies(hap_run *r, int32_t tensor, hap_run_quantity q,
+                                 hap_run_copies *out, hap_err *err) {
+  *out = (hap_run_copies){0};
+  hap_box box;
+  const float *mine = NULL;
+  if (!hap_run_local_copy(r, tensor, q, &box, &mine, err))
+    return hap_err_set(err, HAP_EINVAL, "hap-run: tensor %d is not sourced by the plan",
+                       (int)tensor);
   if (mine == NULL)
     return HAP_ENOMEM;
-  hap_comm *w = r->world;
+  return hap_run_gather_copy_of(r->world, &box, mine, out, err);
+}
+
+hap_status hap_run_gather_copy_of(hap_comm *w, const hap_box *box, const float *mine,
+                                  hap_run_copies *out, hap_err *err) {
+  *out = (hap_run_copies){0};
   int32_t n = w->size, me = w->rank;
-  int64_t numel = hap_box_numel(&p->box);
+  int64_t numel = hap_box_numel(box);
   copy_id my_id;
   memset(&my_id, 0, sizeof my_id); /* padding travels too */
-  my_id.box = p->box;
+  my_id.box = *box;
   my_id.digest = copy_digest(mine, numel);
   copy_id *ids = malloc((size_t)n * sizeof *ids);
   int64_t *counts = calloc((size_t)n * 4, sizeof *counts);

@@ -51,6 +51,10 @@ if(TARGET hap-run AND TARGET hap-synth AND HAP_MPIRUN)
                      "optimizer=adam,recompute=full,micro_batches=4")
     list(APPEND HAP_POLICY_TESTS run_check_policies_vgg19)
   endif()
+  # pipelined plans (issue 15): 2 stages x 2 and 4 stages x 1 on 4 ranks, GPipe and 1F1B
+  add_test(NAME run_check_pipeline
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check_pipeline.sh
+                   $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-run> ${HAP_POLICY_MODELS})
   add_test(NAME run_end_to_end
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_run.sh $<TARGET_FILE:hap-synth>
                    $<TARGET_FILE:hap-run>)
@@ -59,7 +63,8 @@ if(TARGET hap-run AND TARGET hap-synth AND HAP_MPIRUN)
   add_test(NAME run_check_faults
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check_faults.sh
                    $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-run> ${HAP_FAULTS_MODE})
-  set(HAP_RUN_TESTS run_check_2ranks run_check_4ranks run_check_megatron run_end_to_end
+  set(HAP_RUN_TESTS run_check_2ranks run_check_4ranks run_check_megatron run_check_pipeline
+                    run_end_to_end
                     run_check_faults ${HAP_POLICY_TESTS})
   set_tests_properties(${HAP_RUN_TESTS} PROPERTIES LABELS "mpi;run" TIMEOUT 900 RUN_SERIAL TRUE)
   if(HAP_SANITIZE)

@@ -24,9 +24,12 @@
 #include "kx/kernels_run.h"
 #include "model/zoo.h"
 #include "plan/pipeline_io.h"
+#include "plan/pipeline_lower.h"
 #include "plan/plan_io.h"
 #include "run/check.h"
+#include "run/pipeline_run.h"
 #include "run/run.h"
+#include "simulate/pipeline_plan_sim.h"
 #include "simulate/plan_sim.h"
 #include "store/cluster_open.h"
 #include "traces/trace.h"
@@ -139,12 +142,14 @@ static const char *tol_text(double v, char *buf, size_t len) {
  * prints the verdict once it is known (a failure, or the last iteration compared passing: the
  * first HAP_CHECK_MIN_ITERATIONS iterations, and on until as many optimizer steps were taken, as
  * fp16 skips steps while its loss scale overflows). *done: no further iteration is compared. */
-static hap_status check(hap_checker *ck, hap_run *run, hap_comm *comm, hap_check_result *res,
-                        bool *ok, bool *done, hap_err *err) {
-  HAP_TRY(hap_checker_compare(ck, run, res, err));
+static hap_status check(hap_checker *ck, hap_run *run, hap_pipe_run *prun, hap_comm *comm,
+                        hap_check_result *res, bool *ok, bool *done, hap_err *err) {
+  HAP_TRY(prun != NULL ? hap_checker_compare_pipeline(ck, prun, res, err)
+                       : hap_checker_compare(ck, run, res, err));
   *ok = res->passed;
-  bool last = res->iterations >= HAP_CHECK_MIN_ITERATIONS &&
-              hap_run_steps_taken(run).taken >= HAP_CHECK_MIN_ITERATIONS;
+  hap_run_steps steps = prun != NULL ? hap_pipe_run_steps_taken(prun) : hap_run_steps_taken(run);
+  bool last =
+      res->iterations >= HAP_CHECK_MIN_ITERATIONS && steps.taken >= HAP_CHECK_MIN_ITERATIONS;
   *done = last || !res->passed;
   if (comm->rank != 0 || (res->passed && !last))
     return HAP_OK;
@@ -366,32 +371,47 @@ static int open_cuda(hap_comm *comm, hap_cuda_kernels **ck) {
   return 1;
 }
 
-/* The plan at `path`: a one-stage plan (hap-plan 1.x), or one line saying that a pipelined plan
- * (2.x) does not run here yet. */
-static hap_status read_one_stage_plan(const char *path, const hap_graph *g, const hap_cluster *c,
-                                      hap_plan **out, hap_err *err) {
-  hap_pipeline *pl = NULL;
-  *out = NULL;
-  HAP_TRY(hap_pipeline_read_file(path, g, c, &pl, err));
-  hap_status st = HAP_OK;
-  if (hap_pipeline_is_flat(pl)) {
-    *out = pl->stages[0].plan;
-    pl->stages[0].plan = NULL;
-  } else {
-    st = hap_err_set(err, HAP_EUNSUPPORTED,
-                     "%s: a pipelined plan (%d stages on %d device groups): hap-run runs one-stage "
-                     "plans so far; hap-sim --plan simulates it",
-                     path, pl->n_stages, pl->n_groups);
-  }
-  hap_pipeline_destroy(pl);
-  return st;
+/* Refused before any rank starts work: a policy this backend does not run. */
+static hap_status refuse_policy(const opts *o, const hap_train_policy *pol, hap_err *err) {
+  if (hap_policy_is_default(pol) || (!o->cuda && pol->zero == 0))
+    return HAP_OK;
+  char text[160];
+  hap_policy_brief(pol, text, sizeof text);
+  if (o->cuda)
+    return hap_err_set(err, HAP_EUNSUPPORTED,
+                       "%s: the plan trains with --policy %s; hap-run's cuda backend runs only the "
+                       "default policy so far (fp32, SGD, no ZeRO stage, no recomputation, one "
+                       "micro-batch): use --backend cpu",
+                       o->plan, text);
+  return hap_err_set(err, HAP_EUNSUPPORTED,
+                     "%s: the plan trains with --policy %s; hap-run does not shard optimizer "
+                     "state yet (policy zero=%d): zero=0 runs every other policy",
+                     o->plan, text, (int)pol->zero);
 }
 
-static int run(const opts *o, hap_comm *comm) {
+/* --sim-cluster: the same devices as `c`, measured again (*out NULL without it). */
+static hap_status open_sim_cluster(const opts *o, const hap_cluster *c, hap_cluster **out,
+                                   hap_err *err) {
+  *out = NULL;
+  if (o->sim_cluster == NULL)
+    return HAP_OK;
+  hap_cluster *c2 = NULL;
+  HAP_TRY(hap_cluster_open(o->sim_cluster, &c2, err));
+  bool same = c2->n_devices == c->n_devices;
+  for (int32_t d = 0; same && d < c->n_devices; d++)
+    same = strcmp(c2->devices[d].name, c->devices[d].name) == 0;
+  if (!same) {
+    hap_cluster_destroy(c2);
+    return hap_err_set(err, HAP_EINVAL,
+                       "--sim-cluster %s: its devices differ from those of %s (the plan's)",
+                       o->sim_cluster, o->cluster);
+  }
+  *out = c2;
+  return HAP_OK;
+}
+
+static int run(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster *c, hap_plan *plan) {
   hap_err err = {0};
-  hap_graph *g = NULL;
-  hap_cluster *c = NULL;
-  hap_plan *plan = NULL;
   hap_lowered *lw = NULL;
   hap_plan_sim *ps = NULL;
   hap_run *run = NULL;
@@ -403,30 +423,11 @@ static int run(const opts *o, hap_comm *comm) {
   double *losses = NULL; /* every iteration's loss, warm-up included */
   double staging = 0;    /* this rank's mean staging per timed iteration, s */
   int rc = 1, me = comm->rank;
-  hap_status st;
+  hap_status st = HAP_OK;
+  if ((st = refuse_policy(o, &plan->policy, &err)) != HAP_OK)
+    goto out;
   if (o->cuda && open_cuda(comm, &ck) != 0)
-    return 1;
-  if ((st = hap_model_load(o->model, &g, &err)) != HAP_OK ||
-      (st = hap_cluster_open(o->cluster, &c, &err)) != HAP_OK ||
-      (st = read_one_stage_plan(o->plan, g, c, &plan, &err)) != HAP_OK)
-    goto out;
-  /* refused before any rank starts work */
-  if (!hap_policy_is_default(&plan->policy) && (o->cuda || plan->policy.zero > 0)) {
-    char pol[160];
-    hap_policy_brief(&plan->policy, pol, sizeof pol);
-    if (o->cuda)
-      st = hap_err_set(&err, HAP_EUNSUPPORTED,
-                       "%s: the plan trains with --policy %s; hap-run's cuda backend runs only the "
-                       "default policy so far (fp32, SGD, no ZeRO stage, no recomputation, one "
-                       "micro-batch): use --backend cpu",
-                       o->plan, pol);
-    else
-      st = hap_err_set(&err, HAP_EUNSUPPORTED,
-                       "%s: the plan trains with --policy %s; hap-run does not shard optimizer "
-                       "state yet (policy zero=%d): zero=0 runs every other policy",
-                       o->plan, pol, (int)plan->policy.zero);
-    goto out;
-  }
+    goto out; /* said by the lowest failing rank */
   if ((st = hap_lower(plan, g, &lw, &err)) != HAP_OK)
     goto out;
   if (o->n_speeds > 0 && o->n_speeds != comm->size) {
@@ -434,22 +435,12 @@ static int run(const opts *o, hap_comm *comm) {
                      comm->size);
     goto out;
   }
-  if (o->sim_cluster != NULL) { /* the same devices, measured again */
-    hap_cluster *c2 = NULL;
-    if ((st = hap_cluster_open(o->sim_cluster, &c2, &err)) != HAP_OK)
-      goto out;
-    bool same = c2->n_devices == c->n_devices;
-    for (int32_t d = 0; same && d < c->n_devices; d++)
-      same = strcmp(c2->devices[d].name, c->devices[d].name) == 0;
-    if (!same) {
-      st = hap_err_set(&err, HAP_EINVAL,
-                       "--sim-cluster %s: its devices differ from those of %s (the plan's)",
-                       o->sim_cluster, o->cluster);
-      hap_cluster_destroy(c2);
-      goto out;
-    }
+  hap_cluster *sim_c = NULL;
+  if ((st = open_sim_cluster(o, c, &sim_c, &err)) != HAP_OK)
+    goto out;
+  if (sim_c != NULL) {
     hap_cluster_destroy(c);
-    c = c2;
+    c = sim_c;
   }
   /* the cpu device: its kernels' thread count (the profile was measured with the same) */
   if ((st = hap_dev_cpu_open(o->threads, o->n_speeds > 0 ? o->speeds[me] : 1, &dev, &err)) !=
@@ -516,7 +507,7 @@ static int run(const opts *o, hap_comm *comm) {
       staging += hap_run_staging_s(run) / o->iters;
     if (o->check && check_ok && !check_done) {
       hap_watchdog_arm();
-      if (check(checker, run, comm, check_res, &check_ok, &check_done, &err) != HAP_OK) {
+      if (check(checker, run, NULL, comm, check_res, &check_ok, &check_done, &err) != HAP_OK) {
         /* the other ranks may be inside a collective of the check: stop them all */
         hap_report(prog, me, "--check: %s", err.msg);
         comm->ops->abort(comm, 1);
@@ -598,6 +589,265 @@ out:
   hap_cluster_destroy(c);
   hap_graph_destroy(g);
   return rc;
+}
+
+/* ---- pipelined plans (run/pipeline_run.h) ------------------------------------------------- */
+
+/* Collective: did set-up fail on any rank? The lowest failing rank says why (one line). */
+static bool said_by_first(hap_comm *comm, hap_status st, const hap_err *err) {
+  hap_err agreed = *err;
+  int32_t first = hap_harness_first_failure(comm, st, &agreed);
+  if (first >= comm->size)
+    return false;
+  if (comm->rank == first)
+    hap_report(prog, comm->rank, "%s", agreed.msg);
+  return true;
+}
+
+static const hap_pipe_lowered *running_pw; /* the task_phase context of a pipelined run */
+static const hap_pipe_run *running_pr;
+
+/* Read in the signal handler: the running stage's task. */
+static const char *pipe_task_phase(const void *ctx) {
+  (void)ctx;
+  const hap_pipe_lowered *pw = running_pw;
+  if (pw == NULL || running_pr == NULL)
+    return "(between tasks)";
+  int32_t k = hap_pipe_run_stage_running(running_pr);
+  int t = (int)current_task;
+  if (k < 0 || k >= pw->n_stages || t < 0 || t >= pw->stages[k].lw->n_tasks)
+    return "(between tasks)";
+  return pw->stages[k].lw->tasks[t].name;
+}
+
+/* Rank 0: the pipelined run's measured iterations against the simulated one. */
+static void report_pipeline(const opts *o, const hap_pipeline *pl, const hap_pipe_plan_sim *ps,
+                            const char *cluster_name, double *iter_s, int n_iter,
+                            const double *losses, int n_losses, hap_run_steps steps) {
+  double mean = 0;
+  for (int i = 0; i < n_iter; i++)
+    mean += iter_s[i] / n_iter;
+  double p50 = quantile(iter_s, n_iter, 0.5), p95 = quantile(iter_s, n_iter, 0.95);
+  double sim = ps->iteration_s, e = (mean - sim) / mean;
+  char pol[160];
+  hap_policy_brief(&pl->policy, pol, sizeof pol);
+  if (o->format == HAP_FORMAT_JSON) {
+    hap_jw w;
+    hap_jw_init(&w, stdout, 2);
+    hap_jw_begin_object(&w);
+    hap_jw_key(&w, "iterations");
+    hap_jw_int(&w, n_iter);
+    hap_jw_key(&w, "measured_mean_s");
+    hap_jw_double(&w, mean);
+    hap_jw_key(&w, "measured_p50_s");
+    hap_jw_double(&w, p50);
+    hap_jw_key(&w, "measured_p95_s");
+    hap_jw_double(&w, p95);
+    hap_jw_key(&w, "simulated_s");
+    hap_jw_double(&w, sim);
+    hap_jw_key(&w, "error");
+    hap_jw_double(&w, e);
+    hap_jw_key(&w, "simulated_bubble");
+    hap_jw_double(&w, ps->mean_bubble);
+    hap_jw_key(&w, "stages");
+    hap_jw_int(&w, pl->n_stages);
+    hap_jw_key(&w, "groups");
+    hap_jw_int(&w, pl->n_groups);
+    hap_jw_key(&w, "schedule");
+    hap_jw_str(&w, hap_pipe_schedule_name(pl->schedule));
+    hap_jw_key(&w, "micro_batches");
+    hap_jw_int(&w, pl->policy.micro_batches);
+    hap_jw_key(&w, "backend");
+    hap_jw_str(&w, o->cuda ? "cuda" : "cpu");
+    hap_jw_key(&w, "policy");
+    hap_jw_str(&w, pol);
+    hap_jw_key(&w, "losses");
+    hap_jw_begin_array(&w);
+    for (int i = 0; i < n_losses; i++)
+      hap_jw_double(&w, losses[i]);
+    hap_jw_end_array(&w);
+    hap_jw_key(&w, "steps_taken");
+    hap_jw_int(&w, steps.taken);
+    hap_jw_key(&w, "steps_skipped");
+    hap_jw_int(&w, steps.skipped);
+    hap_jw_key(&w, "loss_scale");
+    hap_jw_double(&w, steps.loss_scale);
+    hap_jw_end_object(&w);
+    hap_jw_finish(&w);
+    return;
+  }
+  printf("pipeline    %d stages on %d device groups, %s, %d micro-batches\n", pl->n_stages,
+         pl->n_groups, hap_pipe_schedule_name(pl->schedule), pl->policy.micro_batches);
+  printf("iteration   measured mean %.3f ms, p50 %.3f ms, p95 %.3f ms over %d iterations\n",
+         1e3 * mean, 1e3 * p50, 1e3 * p95, n_iter);
+  printf("simulated   %.3f ms (%s, every device on one engine; bubble %.1f%%)  error %+.1f%%\n",
+         1e3 * sim, cluster_name, 100 * ps->mean_bubble, 100 * e);
+  if (n_losses > 0)
+    printf("loss        %.6g (iteration 1) -> %.6g (iteration %d)\n", losses[0],
+           losses[n_losses - 1], n_losses);
+  if (!hap_policy_is_default(&pl->policy)) {
+    printf("policy      %s; %lld optimizer steps taken", pol, (long long)steps.taken);
+    if (pl->policy.precision == HAP_PREC_FP16)
+      printf(", %lld skipped (fp16 gradients overflowed), loss scale now %g",
+             (long long)steps.skipped, steps.loss_scale);
+    printf("\n");
+  }
+}
+
+static int run_pipeline(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster *c,
+                        hap_pipeline *pl) {
+  hap_err err = {0};
+  hap_pipe_lowered *pw = NULL, *sim_pw = NULL;
+  hap_cluster *sim_c = NULL;
+  hap_pipe_plan_sim *ps = NULL;
+  hap_pipe_run *pr = NULL;
+  hap_dev *dev = NULL;
+  hap_cuda_kernels *ck = NULL;
+  hap_checker *checker = NULL;
+  hap_check_result *check_res = NULL;
+  double *iter_s = NULL, *losses = NULL;
+  int rc = 1, me = comm->rank, total = o->warmup + o->iters;
+  /* set-up, refused before any work: every rank agrees, the lowest failing one says why */
+  hap_status st = refuse_policy(o, &pl->policy, &err);
+  if (st == HAP_OK && comm->size != pl->n_devices)
+    st = hap_err_set(&err, HAP_EINVAL,
+                     "%s: the pipelined plan is for %d devices (%d stages on %d groups) but %d "
+                     "ranks are running (start it with mpirun -np %d)",
+                     o->plan, pl->n_devices, pl->n_stages, pl->n_groups, comm->size, pl->n_devices);
+  if (st == HAP_OK && o->n_speeds > 0 && o->n_speeds != comm->size)
+    st = hap_err_set(&err, HAP_EINVAL, "--emulate-speed: %d speeds for %d ranks", o->n_speeds,
+                     comm->size);
+  if (st == HAP_OK && (st = hap_pipe_lower(pl, g, c, &pw, &err)) == HAP_OK &&
+      (st = open_sim_cluster(o, c, &sim_c, &err)) == HAP_OK && sim_c != NULL)
+    st = hap_pipe_lower(pl, g, sim_c, &sim_pw, &err);
+  if (st == HAP_OK)
+    st = hap_dev_cpu_open(o->threads, o->n_speeds > 0 ? o->speeds[me] : 1, &dev, &err);
+  hap_pipe_plan_sim_options so = {.serial = true}; /* cpu + mpi: communication blocks the rank */
+  if (st == HAP_OK)
+    st = hap_pipe_plan_sim_run(sim_pw != NULL ? sim_pw : pw, &so, &ps, &err);
+  if (said_by_first(comm, st, &err))
+    goto out_quiet;
+  if (o->cuda && open_cuda(comm, &ck) != 0)
+    goto out_quiet;
+  hap_run_options ro = {.seed = o->seed,
+                        .lr = o->lr,
+                        .speed = o->n_speeds > 0 ? o->speeds[me] : 1,
+                        .current_task = &current_task,
+                        .on_task = rearm};
+  hap_run_kernels cuda_kernels = {"cuda", ck, hap_cuda_staged_forward, hap_cuda_staged_backward};
+  if (o->cuda)
+    ro.kernels = &cuda_kernels;
+  if (said_by_first(comm, hap_pipe_run_create(pw, comm, &ro, &pr, &err), &err))
+    goto out_quiet;
+  running_pw = pw;
+  running_pr = pr;
+  hap_watchdog_set_phase_fn(pipe_task_phase, NULL);
+  iter_s = malloc((size_t)total * sizeof *iter_s);
+  losses = malloc((size_t)total * sizeof *losses);
+  if (!iter_s || !losses) {
+    st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
+    goto out;
+  }
+  bool check_ok = true, check_done = false;
+  if (o->check &&
+      ((st = hap_checker_create(g, comm, o->seed, o->lr, &pl->policy, &checker, &err)) != HAP_OK ||
+       (check_res = calloc(1, sizeof *check_res)) == NULL)) {
+    if (st == HAP_OK)
+      st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
+    goto out;
+  }
+  for (int i = 0; i < total; i++) {
+    hap_watchdog_arm();
+    if ((st = comm->ops->barrier(comm, &err)) != HAP_OK)
+      goto out;
+    double t0 = hap_clock_s();
+    st = hap_pipe_run_iteration(pr, &err);
+    double local = hap_clock_s() - t0, slowest = 0;
+    if (st != HAP_OK) {
+      const char *where = hap_pipe_run_failed(pr);
+      hap_report(prog, me, "%s: %s", where ? where : "pipeline", err.msg);
+      comm->ops->abort(comm, 1);
+    }
+    hap_watchdog_disarm();
+    if ((st = comm->ops->all_reduce(comm, &local, &slowest, 1, HAP_F64, HAP_REDUCE_MAX, &err)) !=
+            HAP_OK ||
+        (st = hap_pipe_run_loss(pr, &losses[i], &err)) != HAP_OK)
+      goto out;
+    iter_s[i] = slowest;
+    if (o->check && check_ok && !check_done) {
+      hap_watchdog_arm();
+      if (check(checker, NULL, pr, comm, check_res, &check_ok, &check_done, &err) != HAP_OK) {
+        hap_report(prog, me, "--check: %s", err.msg);
+        comm->ops->abort(comm, 1);
+      }
+      hap_watchdog_disarm();
+    }
+  }
+  hap_run_steps steps = hap_pipe_run_steps_taken(pr);
+  if (me == 0 && o->iters > 0)
+    report_pipeline(o, pl, ps, (sim_c != NULL ? sim_c : c)->name, iter_s + o->warmup, o->iters,
+                    losses, total, steps);
+  if (o->check && check_ok && steps.taken < HAP_CHECK_MIN_ITERATIONS) { /* fails closed */
+    if (me == 0)
+      printf("check: FAILED: only %lld of %d iterations took an optimizer step (fp16's loss scale "
+             "overflowed in %lld; now %g): the updates were not compared, run more iterations "
+             "(--iters)\n",
+             (long long)steps.taken, total, (long long)steps.skipped, steps.loss_scale);
+    check_ok = false;
+  }
+  if (o->trace != NULL && me == 0)
+    fprintf(stderr,
+            "%s: --trace: not written for a pipelined plan yet (hap-sim --plan %s --trace "
+            "draws its simulated timeline)\n",
+            prog, o->plan);
+  rc = check_ok ? 0 : 1;
+out:
+  if (st != HAP_OK && rc != 0)
+    hap_report(prog, me, "%s", err.msg);
+out_quiet:
+  hap_watchdog_set_phase_fn(task_phase, NULL);
+  running_pw = NULL;
+  running_pr = NULL;
+  free(iter_s);
+  free(losses);
+  free(check_res);
+  hap_checker_destroy(checker);
+  hap_pipe_run_destroy(pr);
+  hap_cuda_kernels_close(ck);
+  hap_dev_close(dev);
+  hap_pipe_plan_sim_destroy(ps);
+  hap_pipe_lowered_destroy(sim_pw);
+  hap_pipe_lowered_destroy(pw);
+  hap_cluster_destroy(sim_c);
+  hap_pipeline_destroy(pl);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+  return rc;
+}
+
+/* Load the model, the cluster and the plan, and run it: a one-stage plan (hap-plan 1.x, or 2.x
+ * with one stage over every device) as an SPMD program, else as a pipeline. */
+static int start(const opts *o, hap_comm *comm) {
+  hap_err err = {0};
+  hap_graph *g = NULL;
+  hap_cluster *c = NULL;
+  hap_pipeline *pl = NULL;
+  hap_status st;
+  if ((st = hap_model_load(o->model, &g, &err)) == HAP_OK &&
+      (st = hap_cluster_open(o->cluster, &c, &err)) == HAP_OK)
+    st = hap_pipeline_read_file(o->plan, g, c, &pl, &err);
+  if (said_by_first(comm, st, &err)) {
+    hap_pipeline_destroy(pl);
+    hap_cluster_destroy(c);
+    hap_graph_destroy(g);
+    return 1;
+  }
+  if (!hap_pipeline_is_flat(pl))
+    return run_pipeline(o, comm, g, c, pl);
+  hap_plan *plan = pl->stages[0].plan;
+  pl->stages[0].plan = NULL;
+  hap_pipeline_destroy(pl);
+  return run(o, comm, g, c, plan);
 }
 
 /* 0 ok, 2 usage error (printed by rank 0), -1 help/version printed. */
@@ -731,7 +981,7 @@ int main(int argc, char **argv) {
     if (hap_watchdog_install(prog, comm->rank, o.timeout_s, &watchdog_text, &err) != HAP_OK)
       hap_report_err(prog, comm->rank, &err);
     else
-      rc = run(&o, comm);
+      rc = start(&o, comm);
   } else if (rc < 0) {
     rc = 0;
   }

@@ -11,6 +11,9 @@
 typedef struct mpi_impl {
   MPI_Comm comm;
   int owned; /* MPI_Comm_free on destroy (not the world) */
+  /* sends started and not yet waited for (send_start) */
+  MPI_Request *pending;
+  int n_pending, cap_pending;
 } mpi_impl;
 
 static MPI_Comm comm_of(hap_comm *c) { return ((mpi_impl *)c->impl)->comm; }
@@ -204,6 +207,35 @@ static hap_status mpi_recv(hap_comm *c, void *buf, int64_t bytes, int32_t peer, 
                "MPI_Recv", err);
 }
 
+static hap_status mpi_send_start(hap_comm *c, const void *buf, int64_t bytes, int32_t peer,
+                                 int32_t tag, hap_err *err) {
+  HAP_TRY(fits_int(bytes, "MPI_Isend", err));
+  HAP_TRY(peer_ok(c, peer, tag, "MPI_Isend", err));
+  mpi_impl *m = c->impl;
+  if (m->n_pending == m->cap_pending) {
+    int cap = m->cap_pending > 0 ? 2 * m->cap_pending : 16;
+    MPI_Request *grown = realloc(m->pending, (size_t)cap * sizeof *grown);
+    if (grown == NULL)
+      return hap_err_set(err, HAP_ENOMEM, "mpi: MPI_Isend: out of memory");
+    m->pending = grown;
+    m->cap_pending = cap;
+  }
+  HAP_TRY(check(c,
+                MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, m->comm, &m->pending[m->n_pending]),
+                "MPI_Isend", err));
+  m->n_pending++;
+  return HAP_OK;
+}
+
+static hap_status mpi_send_wait(hap_comm *c, hap_err *err) {
+  mpi_impl *m = c->impl;
+  int n = m->n_pending;
+  m->n_pending = 0;
+  if (n == 0)
+    return HAP_OK;
+  return check(c, MPI_Waitall(n, m->pending, MPI_STATUSES_IGNORE), "MPI_Waitall", err);
+}
+
 static hap_status mpi_barrier(hap_comm *c, hap_err *err) {
   return check(c, MPI_Barrier(comm_of(c)), "MPI_Barrier", err);
 }
@@ -237,6 +269,7 @@ static void mpi_destroy(hap_comm *c) {
   mpi_impl *m = c->impl;
   if (m->owned)
     MPI_Comm_free(&m->comm);
+  free(m->pending);
   free(m);
   free(c);
 }
@@ -257,6 +290,8 @@ static const hap_comm_ops mpi_ops = {
     .split = mpi_split,
     .abort = mpi_abort,
     .destroy = mpi_destroy,
+    .send_start = mpi_send_start,
+    .send_wait = mpi_send_wait,
 };
 
 static hap_status wrap(MPI_Comm comm, int owned, hap_comm **out, hap_err *err) {

@@ -63,11 +63,16 @@ expect check-one-iteration 2 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-
 check check-one-iteration-msg grep -q -- '--warmup + --iters must be at least 2' "$tmp/err"
 expect rank-count 1 mpirun --oversubscribe -np 3 "$run" "$tmp/plan.json" -m "$m" -c cpu-2
 check rank-count-msg grep -q 'mpirun -np 2' "$tmp/err"
-# a pipelined plan (hap-plan 2.0) is refused in one line before any work
+# a pipelined plan (hap-plan 2.0) runs (tests/run/test_check_pipeline.sh checks its values); on
+# the wrong number of ranks it is refused in one line before any work
 "$synth" "$m" -c cpu-2 --pipeline stages=2,micro_batches=2 -o "$tmp/pipe.json" -q ||
   { echo "hap-synth --pipeline failed"; exit 1; }
-expect pipelined-refused 1 "${mpi[@]}" "$run" "$tmp/pipe.json" -m "$m" -c cpu-2 -n 1 -w 1
-check pipelined-refused-msg grep -q "pipe.json: a pipelined plan (2 stages on 2 device groups): hap-run runs one-stage plans so far" "$tmp/err"
+expect pipelined-run 0 "${mpi[@]}" "$run" "$tmp/pipe.json" -m "$m" -c cpu-2 -n 1 -w 1
+check pipelined-run-msg grep -q "^pipeline    2 stages on 2 device groups, 1f1b, 2 micro-batches" "$tmp/out"
+expect pipelined-ranks 1 mpirun --oversubscribe -np 3 "$run" "$tmp/pipe.json" -m "$m" -c cpu-2 -n 1 -w 1
+check pipelined-ranks-msg grep -q "pipe.json: the pipelined plan is for 2 devices (2 stages on 2 groups) but 3 ranks are running (start it with mpirun -np 2)" "$tmp/err"
+check pipelined-ranks-once [ "$(grep -c '^hap-run:' "$tmp/err")" -eq 1 ]
+check pipelined-ranks-no-work [ ! -s "$tmp/out" ]
 # a 2-D plan (megatron-tp: one replica per host) runs, with its replica all-reduces in the trace
 two_hosts=paper-homo:gpus_per_host=1,hosts=2
 "$synth" "$m" -c "$two_hosts" -s megatron-tp -o "$tmp/mtp.json" -q || { echo "hap-synth megatron-tp failed"; exit 1; }

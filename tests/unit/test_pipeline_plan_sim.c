@@ -177,7 +177,9 @@ Test(pipeline_plan_sim, compute_chains_are_exact) {
 /* A megatron-tp stage leaves its boundary output as partial sums on the tensor-parallel devices
  * and the next one sources it whole: the senders reduce-scatter it, each sends its shard to one
  * receiver, the receivers all-gather (Megatron-LM's scatter/gather), so each replica's slice
- * crosses once; the gradient comes back the same way. */
+ * crosses once; the gradient comes back the same way (the gradient of an input sourced whole on
+ * the tensor-parallel devices is their partial sums: reduce-scattered too; hap-run --check
+ * proves the sums in tests/run/test_check_pipeline.sh). */
 Test(pipeline_plan_sim, boundaries_cross_once_per_replica) {
   run x;
   start(&x, "gpt:layers=4,batch=16,seq=32,width=64,heads=4,vocab=128",
@@ -187,7 +189,7 @@ Test(pipeline_plan_sim, boundaries_cross_once_per_replica) {
   for (int32_t xi = 0; xi < 2; xi++) {
     const hap_pipe_xfer *t = &pw->xfers[xi];
     const hap_lowered *recv = pw->stages[t->to_stage].lw;
-    cr_expect_eq(t->reduce_scatter, !t->gradient, "stage 0 holds the value as partial sums");
+    cr_expect(t->reduce_scatter && t->partial, "partial sums on the sending devices");
     cr_assert(t->all_gather, "the receivers source it whole");
     double sum = 0;
     for (int32_t q = 0; q < t->n_pairs; q++)

@@ -1,13 +1,14 @@
 /* comm.h — the communication table every execution backend implements (docs/execution.md):
  * collectives (all-reduce, all-gather(v), reduce-scatter(v), all-to-all(v), broadcast),
- * point-to-point send/recv, barrier, and splitting a communicator into groups. Contract: every call
- * is blocking and collective over the communicator unless it says otherwise (send and recv involve
- * two ranks). Data calls move bytes; reductions take a dtype (float32, float64, int32, int64) and
- * an operation. Byte counts and element counts are >= 0; a backend returns HAP_EUNSUPPORTED for a
- * count it cannot carry (MPI: above INT_MAX). Failures (a peer that died, a transport error) come
- * back as a status with a message naming the call and the backend's own error text; nothing prints
- * or exits, except abort. Ownership: a backend's init/split returns an owned hap_comm freed with
- * hap_comm_destroy (a world communicator: the backend's finalize). Buffers belong to the caller. */
+ * point-to-point send/recv (and sends that do not wait: send_start, send_wait), barrier, and
+ * splitting a communicator into groups. Contract: every call is blocking and collective over the
+ * communicator unless it says otherwise (send and recv involve two ranks). Data calls move bytes;
+ * reductions take a dtype (float32, float64, int32, int64) and an operation. Byte counts and
+ * element counts are >= 0; a backend returns HAP_EUNSUPPORTED for a count it cannot carry (MPI:
+ * above INT_MAX). Failures (a peer that died, a transport error) come back as a status with a
+ * message naming the call and the backend's own error text; nothing prints or exits, except abort.
+ * Ownership: a backend's init/split returns an owned hap_comm freed with hap_comm_destroy (a world
+ * communicator: the backend's finalize). Buffers belong to the caller. */
 #ifndef HAP_COMM_H
 #define HAP_COMM_H
 
@@ -55,6 +56,15 @@ typedef struct hap_comm_ops {
   /* Stop every rank of the job (after printing nothing); does not return. */
   void (*abort)(hap_comm *c, int code);
   void (*destroy)(hap_comm *c);
+  /* Point-to-point without waiting for the receiver (pipelined plans: a rank never blocks on
+   * its own sends, so any order of sends and receives that would finish with unbounded buffers
+   * finishes). Matched like send; messages between two ranks with one tag arrive in the order
+   * they were started. buf must stay unchanged until send_wait returns. NULL in a backend that
+   * has none. */
+  hap_status (*send_start)(hap_comm *c, const void *buf, int64_t bytes, int32_t peer, int32_t tag,
+                           hap_err *err);
+  /* Wait until every send this rank started on c has completed (not collective). */
+  hap_status (*send_wait)(hap_comm *c, hap_err *err);
 } hap_comm_ops;
 
 struct hap_comm {

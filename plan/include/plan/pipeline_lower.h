@@ -18,9 +18,10 @@
  * in the sending group first (hap_pipe_xfer.reduce_scatter), or, on a one-device group, sent as
  * they are; a tensor sourced whole (Identity) on several devices arrives as shards that the
  * receiving group all-gathers (hap_pipe_xfer.all_gather). The gradient of a boundary input leaves
- * the consuming stage in the layout the input was sourced in (a stage's own collectives make an
- * Identity input's gradient whole, as Megatron-LM's tensor-parallel all-reduce does before the
- * send) and arrives in the layout the producing stage sources "<y>@grad" in. Not yet: a parameter
+ * the consuming stage as the gradient of the input's source: the same Gather, or, for an input
+ * sourced whole (Identity) on several devices, partial sums that are reduce-scattered like a
+ * Reduce value (Megatron-LM's tensor-parallel all-reduce before the send, halved); it arrives in
+ * the layout the producing stage sources "<y>@grad" in. Not yet: a parameter
  * used by several stages (GPT's tied embedding) has its gradients summed across them. Ownership:
  * hap_pipe_lower returns an owned hap_pipe_lowered freed with hap_pipe_lowered_destroy; it borrows
  * the pipeline, the graph and the cluster. */
@@ -57,27 +58,57 @@ typedef struct hap_pipe_lowered_stage {
   uint8_t *part;              /* [lw->n_tasks]: hap_pipe_part */
 } hap_pipe_lowered_stage;
 
+/* How a stage holds a boundary tensor: a layout, with the ratios' segment and the granule of a
+ * Gather (-1 and 1 otherwise). */
+typedef struct hap_pipe_holding {
+  hap_layout layout;
+  int32_t segment;
+  int64_t granule;
+} hap_pipe_holding;
+
+/* Elements [lo, hi) per dim of a boundary tensor, in one micro-batch's coordinates (a 2-D stage
+ * program's replica r holds slice r of dim 0 of what its replica graph splits). */
+typedef struct hap_pipe_box {
+  int32_t rank;
+  int64_t lo[HAP_MAX_DIMS], hi[HAP_MAX_DIMS];
+} hap_pipe_box;
+
 /* One boundary movement per micro-batch: a tensor's value (forward) or its gradient (backward). */
 typedef struct hap_pipe_xfer {
   int32_t tensor; /* the whole graph's tensor id */
   bool gradient;
   int32_t from_stage, to_stage; /* value: producer -> consumer; gradient: consumer -> producer */
   int32_t pair0, n_pairs;       /* pairs[pair0 .. pair0 + n_pairs) */
+  /* What the sender reads: stage tensor send_tensor of from_stage held as `held` (a value: that
+   * prop's values; a gradient: the gradient of the boundary input sourced as `held`). What the
+   * receiver fills: the values of stage tensor recv_tensor of to_stage (the boundary input, or
+   * "<y>@grad") sourced as `wanted`. */
+  int32_t send_tensor, recv_tensor;
+  hap_pipe_holding held, wanted;
+  /* Each sender holds a partial sum of the whole (a Reduce value, or the gradient of an input
+   * sourced whole on several devices): receivers add what arrives unless it was reduce-scattered
+   * first. */
+  bool partial;
   /* The producing stage holds the value as partial sums (Reduce): each replica's devices first
-   * reduce-scatter it along its longest dim, then each sends its shard (pairs count from that
-   * Gather), as Megatron-LM's scatter/gather does, instead of every device sending a partial. */
+   * reduce-scatter it along dim shard_dim (the holding's ratios), then each sends its shard (pairs
+   * count from that Gather), as Megatron-LM's scatter/gather does, instead of every device sending
+   * a partial. */
   bool reduce_scatter;
+  int32_t shard_dim;  /* -1 without reduce_scatter */
   double shard_bytes; /* each sender's shard after the reduce-scatter, bytes */
   /* The consuming stage sources it whole (Identity) on several devices per replica: each
-   * receives a shard along its longest dim and the replica all-gathers them before the op
+   * receives a shard along gather_dim and the replica all-gathers them before the op
    * (Megatron-LM's scatter/gather), so a replica's slice crosses the link once. */
   bool all_gather;
+  int32_t gather_dim;        /* -1 without all_gather */
   double gather_shard_bytes; /* each receiver's shard, bytes */
 } hap_pipe_xfer;
 
 typedef struct hap_pipe_pair {
   int32_t src, dst; /* the cluster's device ids (src != dst or the same device: a local copy) */
   double bytes;     /* per micro-batch, as priced (the stage's compute precision), bytes */
+  hap_pipe_box box; /* the elements that move: the sender's box (after any reduce-scatter) meets
+                       the receiver's (before any all-gather) */
 } hap_pipe_pair;
 
 typedef struct hap_pipe_lowered {

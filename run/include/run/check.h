@@ -60,6 +60,7 @@
 #include "exec/comm.h"
 #include "model/graph.h"
 #include "model/policy.h"
+#include "run/pipeline_run.h"
 #include "run/run.h"
 
 #define HAP_CHECK_LOSS_TOL   1e-4
@@ -130,6 +131,10 @@ hap_check_tolerances hap_checker_tolerances(const hap_checker *c);
  * largest errors accumulate); the other ranks get only res->passed. An error (out of memory, a
  * reference kernel failing) is returned on every rank when rank 0 has it. */
 hap_status hap_checker_compare(hap_checker *c, hap_run *run, hap_check_result *res, hap_err *err);
+/* The same for a pipelined plan's run (pipeline_run.h): parameters by the whole graph's ids, each
+ * rank's copy from the stage that holds it (ranks whose stages do not hold it have none). */
+hap_status hap_checker_compare_pipeline(hap_checker *c, hap_pipe_run *run, hap_check_result *res,
+                                        hap_err *err);
 void hap_checker_destroy(hap_checker *c);
 
 #endif

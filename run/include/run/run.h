@@ -28,6 +28,7 @@
 #include "kernels/kernels.h"
 #include "model/graph.h"
 #include "plan/lower.h"
+#include "plan/pipeline_lower.h"
 #include "run/box.h"
 
 /* Where compute tasks run: a kernel table chosen at hap_run_create. Buffers are the runner's host
@@ -48,6 +49,26 @@ typedef struct hap_run_kernels {
 /* The CPU kernels (kernels/) as a table: the default. */
 extern const hap_run_kernels hap_run_kernels_cpu;
 
+/* A pipeline stage (docs/design-pipeline.md; run/pipeline_run.h drives it): the runner executes
+ * the stage program lowered on one micro-batch (hap_pipe_lowered_stage: its lw is the one given
+ * to hap_run_create, with the stage graph at the full batch as `g`), op by op in the schedule's
+ * order through the hap_run_stage_* calls below instead of hap_run_iteration. Each micro-batch in
+ * flight keeps its own values of everything the forward pass makes and of the batch inputs (a
+ * slot; slots are reused once a micro-batch's backward is over). Initial values come from the
+ * whole graph (the stage graph's whole_of), so every stage and a single-device run see the same
+ * numbers; boundary inputs and received gradients ("<y>@grad") get none: the caller writes them
+ * into the open micro-batch (hap_run_stage_port) before its op runs. Micro-batch j of a stage
+ * whose program has R replicas is rows [j B/m, (j+1) B/m) of the batch, replica r holding slice
+ * r of it. A stage loss (a stage without the graph's loss) is seeded with 1: the gradient it
+ * receives already carries the loss's scale. HAP_FAULT (fault.h) names the whole graph's tensors
+ * and world ranks; a stage without the named tensor is not faulted. */
+typedef struct hap_run_stage {
+  const hap_pipe_lowered_stage *lowered;
+  const hap_graph *whole;
+  int32_t micro_batches;          /* the pipeline's m >= 1 */
+  int32_t world_rank, world_size; /* this rank in the pipeline's world (HAP_FAULT's ranks) */
+} hap_run_stage;
+
 typedef struct hap_run_options {
   uint64_t seed; /* parameters, inputs and dropout masks */
   double lr;     /* SGD learning rate (0: updates leave the parameters unchanged) */
@@ -60,6 +81,7 @@ typedef struct hap_run_options {
   /* Called (may be NULL) before each task with its id, e.g. to re-arm a watchdog. */
   void (*on_task)(void *ctx, int32_t task);
   void *on_task_ctx;
+  const hap_run_stage *stage; /* NULL: an ordinary plan (copied at create) */
 } hap_run_options;
 
 typedef struct hap_run hap_run;
@@ -75,6 +97,52 @@ void hap_run_destroy(hap_run *r);
  * micro-batches starts at its first run and lasts the runs' summed time (recomputation inside
  * them included). A failure names the task (and, for communication, the peer error). */
 hap_status hap_run_iteration(hap_run *r, double *start_s, double *end_s, hap_err *err);
+
+/* ---- pipeline stages (hap_run_options.stage) ---------------------------------------------- */
+
+/* A new iteration: every gradient zero, the task times go to start_s / end_s (may be NULL;
+ * n_tasks entries, as hap_run_iteration fills them) until the next begin. */
+void hap_run_stage_begin(hap_run *r, double *start_s, double *end_s);
+/* Open micro-batch mb for its forward op (a free slot, its batch inputs in place) or its backward
+ * op (the slot its forward filled; the gradients that restart every micro-batch zero). HAP_EINVAL
+ * for a backward op of a micro-batch whose forward has not run. */
+hap_status hap_run_stage_open(hap_run *r, int32_t mb, bool backward, hap_err *err);
+/* The open micro-batch's forward op: the FWD tasks. */
+hap_status hap_run_stage_forward(hap_run *r, hap_err *err);
+/* The open micro-batch's backward op: the stage loss (LOSS tasks), its seed, the BWD tasks. */
+hap_status hap_run_stage_backward(hap_run *r, hap_err *err);
+/* The open micro-batch's op is over and its sends are packed: after a forward op recomputation
+ * drops what it drops; after a backward op the slot is free. */
+void hap_run_stage_close(hap_run *r);
+/* After the group's last op: the tail's gradient synchronisation (collective over the stage). */
+hap_status hap_run_stage_sync(hap_run *r, hap_err *err);
+/* fp16's dynamic loss scaling: does any trainable gradient on this rank hold a non-finite value?
+ * (false under other precisions; no communication). */
+bool hap_run_stage_overflowed(const hap_run *r);
+/* The tail's updates (skipped, every rank alike, when `skip`: the pipeline's gradients overflowed),
+ * and the iteration's end (loss scale, steps). */
+hap_status hap_run_stage_update(hap_run *r, bool skip, hap_err *err);
+
+/* This rank's box of stage tensor t held as h (in the micro-batch's coordinates) and its buffer:
+ * the open micro-batch's values, or (gradient) the gradient accumulated for that prop (float32).
+ * HAP_EINVAL naming the tensor when the program never holds it so. */
+hap_status hap_run_stage_port(hap_run *r, int32_t t, hap_pipe_holding h, bool gradient,
+                              hap_box *box, void **data, size_t *elem, hap_err *err);
+/* Collective over the stage's group (a 2-D program: the rank's replica): partial sums of stage
+ * tensor t (src: the whole (replica's) box, float32) summed, this rank keeping its box of
+ * Gather(dim) under the ratios of `segment`: *box (micro-batch coordinates) and *out, a buffer of
+ * the runner's valid until the next call. */
+hap_status hap_run_stage_reduce_scatter(hap_run *r, int32_t t, int32_t dim, int32_t segment,
+                                        const float *src, hap_box *box, const float **out,
+                                        hap_err *err);
+/* Collective over the stage's group: every rank's box of Gather(dim, segment) of stage tensor t
+ * (src, as hap_run_stage_box says) into the whole (replica's) box in dst (elem bytes each). */
+hap_status hap_run_stage_all_gather(hap_run *r, int32_t t, int32_t dim, int32_t segment,
+                                    const void *src, void *dst, hap_err *err);
+/* This rank's box of stage tensor t held as Gather(dim, segment) (or whole: dim < 0), in the
+ * micro-batch's coordinates. */
+hap_status hap_run_stage_box(hap_run *r, int32_t t, int32_t dim, int32_t segment, hap_box *box,
+                             hap_err *err);
 
 /* The last iteration's loss, the same value on every rank (collective). */
 hap_status hap_run_loss(hap_run *r, double *loss, hap_err *err);
@@ -117,6 +185,16 @@ typedef struct hap_run_copies {
   int32_t *same_as; /* [n_ranks] -1, or the lower rank whose identical copy stands for r's */
   float *data;      /* the distinct copies' elements, row-major, one after another */
 } hap_run_copies;
+
+/* This rank's stored copy of parameter `tensor` (quantity q), as hap_run_gather_copies gathers
+ * it: *box and *data (the runner's buffer). false when the plan does not source the tensor. */
+bool hap_run_local_copy(hap_run *r, int32_t tensor, hap_run_quantity q, hap_box *box,
+                        const float **data, hap_err *err);
+
+/* Collective over `world`: each rank's copy (box, data; numel elements: an empty box when it holds
+ * none) onto world rank 0, as hap_run_gather_copies does. */
+hap_status hap_run_gather_copy_of(hap_comm *world, const hap_box *box, const float *data,
+                                  hap_run_copies *out, hap_err *err);
 
 /* Collective over every world rank: gather each rank's copy of parameter `tensor` (quantity q)
  * onto world rank 0, where *out is filled; on other ranks *out stays empty. */
