@@ -364,50 +364,60 @@ hap_status hap_stage_crossing_bytes(const hap_graph *g, double *crossing, hap_er
   return HAP_OK;
 }
 
-/* The cost of nodes [i, j): its compute time, or the time to send its boundary on and take the
- * gradient back (2x), whichever is longer (the sends overlap the compute), s. */
-static double range_cost(const double *pre, const double *cross, int32_t i, int32_t j,
-                         double bytes_per_s) {
-  double compute = pre[j] - pre[i], send = 2 * cross[j] / bytes_per_s;
+/* Training FLOPs before node i (pre[i]), the crossing bytes at each cut, and each range's rate. */
+typedef struct cut_costs {
+  const double *pre, *cross;
+  const double *rate; /* [stages] FLOP/s of range k */
+  double bytes_per_s;
+  int32_t n, stages;
+} cut_costs;
+
+/* The compute time of nodes [i, j) as range k, s. */
+static double range_compute(const cut_costs *cc, int32_t k, int32_t i, int32_t j) {
+  return (cc->pre[j] - cc->pre[i]) / cc->rate[k];
+}
+
+/* The cost of nodes [i, j) as range k: its compute time, or the time to send its boundary on and
+ * take the gradient back (2x), whichever is longer (the sends overlap the compute), s. */
+static double range_cost(const cut_costs *cc, int32_t k, int32_t i, int32_t j) {
+  double compute = range_compute(cc, k, i, j), send = 2 * cc->cross[j] / cc->bytes_per_s;
   return compute > send ? compute : send;
 }
 
-/* Pass 1: the smallest largest range cost over `stages` ranges of n nodes. f: (stages+1) x w. */
-static double minimax_cost(const double *pre, const double *cross, int32_t n, int32_t stages,
-                           double bytes_per_s, double *f) {
-  size_t w = (size_t)n + 1;
+/* Pass 1: the smallest largest range cost over the ranges. f: (stages+1) x w. */
+static double minimax_cost(const cut_costs *cc, double *f) {
+  size_t w = (size_t)cc->n + 1;
   for (size_t j = 0; j < w; j++)
     f[j] = j == 0 ? 0 : INFINITY;
-  for (int32_t k = 1; k <= stages; k++)
-    for (int32_t j = k; j <= n; j++) {
+  for (int32_t k = 1; k <= cc->stages; k++)
+    for (int32_t j = k; j <= cc->n; j++) {
       double best = INFINITY;
       for (int32_t i = k - 1; i < j; i++) {
         double prev = f[(size_t)(k - 1) * w + (size_t)i];
-        double here = range_cost(pre, cross, i, j, bytes_per_s);
+        double here = range_cost(cc, k - 1, i, j);
         double c = prev > here ? prev : here;
         best = c < best ? c : best;
       }
       f[(size_t)k * w + (size_t)j] = best;
     }
-  return f[(size_t)stages * w + (size_t)n];
+  return f[(size_t)cc->stages * w + (size_t)cc->n];
 }
 
 /* Pass 2: among the cuts whose every range costs at most `bound`, those with the smallest sum of
  * squared compute times (the most even compute), into cuts. */
-static void even_cuts(const double *pre, const double *cross, int32_t n, int32_t stages,
-                      double bytes_per_s, double bound, double *f, int32_t *arg, int32_t *cuts) {
-  size_t w = (size_t)n + 1;
+static void even_cuts(const cut_costs *cc, double bound, double *f, int32_t *arg, int32_t *cuts) {
+  size_t w = (size_t)cc->n + 1;
   for (size_t j = 0; j < w; j++)
     f[j] = j == 0 ? 0 : INFINITY;
-  for (int32_t k = 1; k <= stages; k++)
-    for (int32_t j = k; j <= n; j++) {
+  for (int32_t k = 1; k <= cc->stages; k++)
+    for (int32_t j = k; j <= cc->n; j++) {
       double best = INFINITY;
       int32_t from = -1;
       for (int32_t i = k - 1; i < j; i++) {
         double prev = f[(size_t)(k - 1) * w + (size_t)i];
-        if (!isfinite(prev) || range_cost(pre, cross, i, j, bytes_per_s) > bound)
+        if (!isfinite(prev) || range_cost(cc, k - 1, i, j) > bound)
           continue;
-        double c = prev + (pre[j] - pre[i]) * (pre[j] - pre[i]);
+        double t = range_compute(cc, k - 1, i, j), c = prev + t * t;
         if (c < best) { /* strict: ties keep the earliest cut */
           best = c;
           from = i;
@@ -416,24 +426,29 @@ static void even_cuts(const double *pre, const double *cross, int32_t n, int32_t
       f[(size_t)k * w + (size_t)j] = best;
       arg[(size_t)k * w + (size_t)j] = from;
     }
-  for (int32_t k = stages, j = n; k >= 1; k--) {
+  for (int32_t k = cc->stages, j = cc->n; k >= 1; k--) {
     cuts[k] = j;
     j = arg[(size_t)k * w + (size_t)j];
   }
   cuts[0] = 0;
 }
 
-hap_status hap_stage_cuts_costed(const hap_graph *g, int32_t stages, double flops_per_s,
-                                 double bytes_per_s, int32_t *cuts, hap_err *err) {
+hap_status hap_stage_cuts_rated(const hap_graph *g, int32_t stages, const double *flops_per_s,
+                                double bytes_per_s, int32_t *cuts, hap_err *err) {
   int32_t n = g->n_nodes;
   if (stages < 1 || stages > n)
     return hap_err_set(err, HAP_EINVAL,
                        "%d stages of '%s': expected 1 to %d (one node at least each)", stages,
                        g->name, n);
-  if (!(flops_per_s > 0) || !isfinite(flops_per_s) || !(bytes_per_s > 0) || !isfinite(bytes_per_s))
-    return hap_err_set(err, HAP_EINVAL,
-                       "stage costs: %g FLOP/s and %g bytes/s, expected finite rates > 0",
-                       flops_per_s, bytes_per_s);
+  for (int32_t k = 0; k < stages; k++)
+    if (!(flops_per_s[k] > 0) || !isfinite(flops_per_s[k]))
+      return hap_err_set(err, HAP_EINVAL,
+                         "stage costs: stage %d at %g FLOP/s, expected a finite "
+                         "rate > 0",
+                         k, flops_per_s[k]);
+  if (!(bytes_per_s > 0) || !isfinite(bytes_per_s))
+    return hap_err_set(err, HAP_EINVAL, "stage costs: %g bytes/s, expected a finite rate > 0",
+                       bytes_per_s);
   size_t w = (size_t)n + 1;
   double *pre = malloc(w * sizeof *pre), *cross = malloc(w * sizeof *cross);
   double *f = malloc(w * (size_t)(stages + 1) * sizeof *f);
@@ -446,13 +461,28 @@ hap_status hap_stage_cuts_costed(const hap_graph *g, int32_t stages, double flop
   if (st == HAP_OK) {
     pre[0] = 0;
     for (int32_t i = 0; i < n; i++)
-      pre[i + 1] = pre[i] + hap_node_train_flops(g, i) / flops_per_s;
-    double bound = minimax_cost(pre, cross, n, stages, bytes_per_s, f);
-    even_cuts(pre, cross, n, stages, bytes_per_s, bound * (1 + 1e-9), f, arg, cuts);
+      pre[i + 1] = pre[i] + hap_node_train_flops(g, i);
+    cut_costs cc = {pre, cross, flops_per_s, bytes_per_s, n, stages};
+    double bound = minimax_cost(&cc, f);
+    even_cuts(&cc, bound * (1 + 1e-9), f, arg, cuts);
   }
   free(pre);
   free(cross);
   free(f);
   free(arg);
+  return st;
+}
+
+hap_status hap_stage_cuts_costed(const hap_graph *g, int32_t stages, double flops_per_s,
+                                 double bytes_per_s, int32_t *cuts, hap_err *err) {
+  if (stages < 1 || stages > g->n_nodes)
+    return hap_stage_cuts_rated(g, stages, &flops_per_s, bytes_per_s, cuts, err);
+  double *rate = malloc((size_t)stages * sizeof *rate);
+  if (rate == NULL)
+    return hap_err_set(err, HAP_ENOMEM, "out of memory cutting '%s' into stages", g->name);
+  for (int32_t k = 0; k < stages; k++)
+    rate[k] = flops_per_s;
+  hap_status st = hap_stage_cuts_rated(g, stages, rate, bytes_per_s, cuts, err);
+  free(rate);
   return st;
 }

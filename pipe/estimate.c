@@ -190,19 +190,17 @@ static hap_pipe_link slowest_link(const hap_cluster *c, int32_t groups, int32_t 
 
 /* The smallest group's sustained FLOP/s in the policy's compute precision (the sum over its
  * devices): what the cuts weigh a stage's FLOPs by. */
-static double slowest_group_flops(const hap_cluster *c, int32_t groups, int32_t size,
-                                  const hap_train_policy *pol) {
+/* Group gi's sustained FLOP/s in the policy's compute precision: its devices' summed (its stage
+ * program balances the work over them). */
+static double group_flops(const hap_cluster *c, int32_t gi, int32_t size,
+                          const hap_train_policy *pol) {
   hap_dtype dt = hap_policy_compute_dtype(pol);
-  double worst = INFINITY;
-  for (int32_t gi = 0; gi < groups; gi++) {
-    double sum = 0;
-    for (int32_t i = 0; i < size; i++) {
-      const hap_device *d = &c->devices[gi * size + i];
-      sum += d->sustained_flops[dt] > 0 ? d->sustained_flops[dt] : d->sustained_flops[HAP_F32];
-    }
-    worst = sum < worst ? sum : worst;
+  double sum = 0;
+  for (int32_t i = 0; i < size; i++) {
+    const hap_device *d = &c->devices[gi * size + i];
+    sum += d->sustained_flops[dt] > 0 ? d->sustained_flops[dt] : d->sustained_flops[HAP_F32];
   }
-  return worst;
+  return sum;
 }
 
 static hap_status simulate_order(hap_pipe_estimate *e, const hap_pipe_order *order, hap_err *err) {
@@ -270,8 +268,12 @@ hap_status hap_pipe_estimate_run(const hap_graph *g, const hap_cluster *c,
     e->n_stages = n;
     e->group_size = c->n_devices / s.stages;
     e->link = slowest_link(c, s.stages, e->group_size);
-    st = hap_stage_cuts_costed(g, n, slowest_group_flops(c, s.stages, e->group_size, &o->policy),
-                               e->link.bandwidth_Bps, cuts, err);
+    double *rate = malloc((size_t)n * sizeof *rate); /* virtual stage k on group k % p */
+    for (int32_t k = 0; rate != NULL && k < n; k++)
+      rate[k] = group_flops(c, k % s.stages, e->group_size, &o->policy);
+    st = rate != NULL ? hap_stage_cuts_rated(g, n, rate, e->link.bandwidth_Bps, cuts, err)
+                      : hap_err_set(err, HAP_ENOMEM, "pipeline: out of memory");
+    free(rate);
   }
   if (st == HAP_OK) {
     int32_t *sizes = malloc((size_t)s.stages * sizeof *sizes);

@@ -154,9 +154,9 @@ hap_status hap_pipe_run_create(hap_pipe_lowered *pw, hap_comm *world, const hap_
         pr->my_group = gi;
   }
   hap_status st = world->ops->split(world, pr->my_group, world->rank, &pr->group, err);
-  if (st == HAP_OK && ((pr->runner = calloc((size_t)pr->v, sizeof *pr->runner)) == NULL ||
-                       (pr->start = calloc((size_t)pr->v, sizeof *pr->start)) == NULL ||
-                       (pr->end = calloc((size_t)pr->v, sizeof *pr->end)) == NULL))
+  if (st == HAP_OK && ((pr->runner = calloc((size_t)pr->v, sizeof(hap_run *))) == NULL ||
+                       (pr->start = calloc((size_t)pr->v, sizeof(double *))) == NULL ||
+                       (pr->end = calloc((size_t)pr->v, sizeof(double *))) == NULL))
     st = oom(err);
   if (st == HAP_OK)
     st = find_tied(pr, err);
@@ -279,7 +279,9 @@ static void *take_self(hap_pipe_run *pr, int32_t xi, int32_t micro, int32_t pair
     self_msg *m = &pr->self[i];
     if (m->xfer == xi && m->micro == micro && m->pair == pair) {
       void *data = m->data;
-      pr->self[i] = pr->self[--pr->n_self];
+      pr->n_self--;
+      *m = pr->self[pr->n_self];
+      pr->self[pr->n_self].data = NULL;
       return data;
     }
   }

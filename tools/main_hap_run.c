@@ -47,6 +47,9 @@ static void usage(FILE *f) {
       "to the simulated one for CLUSTER, the loss, and the tasks whose times differ most. A\n"
       "plan made with hap-synth --policy trains that way (docs/execution.md): half-precision\n"
       "storage, the optimizer, recomputation, micro-batches (cpu backend; ZeRO stages not yet).\n"
+      "A pipelined plan (hap-synth --pipeline ... -o PLAN) runs its stages on their device\n"
+      "groups in its schedule's order (GPipe, 1F1B, interleaved), boundaries sent between the\n"
+      "stages' ranks, and is compared with hap-sim --plan's simulation of every device.\n"
       "\n"
       "  -m, --model MODEL      the model the plan was made for (zoo spec or hap-graph file)\n"
       "  -c, --cluster C        the cluster the plan was made for: a hap-profile .h5 measured\n"
@@ -126,6 +129,86 @@ static double quantile(double *v, int n, double q) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   int i = (int)floor(q * (n - 1) + 0.5);
   return v[i < 0 ? 0 : i >= n ? n - 1 : i];
+}
+
+/* What both reports say: the measured iterations against the simulated one, the losses and the
+ * optimizer's steps. */
+typedef struct run_summary {
+  int n_iter;
+  double mean, p50, p95, sim, e; /* s; e = (mean - sim) / mean */
+  const double *losses;          /* every iteration's, warm-up included */
+  int n_losses;
+  hap_run_steps steps;
+  const hap_train_policy *policy;
+} run_summary;
+
+/* The summary of n_iter measured iterations (iter_s is sorted in place) against `sim`, s. */
+static run_summary summarize(double *iter_s, int n_iter, double sim, const double *losses,
+                             int n_losses, hap_run_steps steps, const hap_train_policy *policy) {
+  run_summary r = {.n_iter = n_iter,
+                   .sim = sim,
+                   .losses = losses,
+                   .n_losses = n_losses,
+                   .steps = steps,
+                   .policy = policy};
+  for (int i = 0; i < n_iter; i++)
+    r.mean += iter_s[i] / n_iter;
+  r.p50 = quantile(iter_s, n_iter, 0.5);
+  r.p95 = quantile(iter_s, n_iter, 0.95);
+  r.e = (r.mean - sim) / r.mean;
+  return r;
+}
+
+static void json_timing(hap_jw *w, const run_summary *r) {
+  hap_jw_key(w, "iterations");
+  hap_jw_int(w, r->n_iter);
+  hap_jw_key(w, "measured_mean_s");
+  hap_jw_double(w, r->mean);
+  hap_jw_key(w, "measured_p50_s");
+  hap_jw_double(w, r->p50);
+  hap_jw_key(w, "measured_p95_s");
+  hap_jw_double(w, r->p95);
+  hap_jw_key(w, "simulated_s");
+  hap_jw_double(w, r->sim);
+  hap_jw_key(w, "error");
+  hap_jw_double(w, r->e);
+}
+
+static void json_training(hap_jw *w, const run_summary *r) {
+  char pol[160];
+  hap_jw_key(w, "policy");
+  hap_jw_str(w, hap_policy_brief(r->policy, pol, sizeof pol));
+  hap_jw_key(w, "losses"); /* every iteration's, warm-up included */
+  hap_jw_begin_array(w);
+  for (int i = 0; i < r->n_losses; i++)
+    hap_jw_double(w, r->losses[i]);
+  hap_jw_end_array(w);
+  hap_jw_key(w, "steps_taken");
+  hap_jw_int(w, r->steps.taken);
+  hap_jw_key(w, "steps_skipped"); /* fp16: gradients overflowed at the loss scale */
+  hap_jw_int(w, r->steps.skipped);
+  hap_jw_key(w, "loss_scale");
+  hap_jw_double(w, r->steps.loss_scale);
+}
+
+static void print_iteration(const run_summary *r) {
+  printf("iteration   measured mean %.3f ms, p50 %.3f ms, p95 %.3f ms over %d iterations\n",
+         1e3 * r->mean, 1e3 * r->p50, 1e3 * r->p95, r->n_iter);
+}
+
+static void print_training(const run_summary *r) {
+  if (r->n_losses > 0)
+    printf("loss        %.6g (iteration 1) -> %.6g (iteration %d)\n", r->losses[0],
+           r->losses[r->n_losses - 1], r->n_losses);
+  if (hap_policy_is_default(r->policy))
+    return;
+  char pol[160];
+  printf("policy      %s; %lld optimizer steps taken", hap_policy_brief(r->policy, pol, sizeof pol),
+         (long long)r->steps.taken);
+  if (r->policy->precision == HAP_PREC_FP16)
+    printf(", %lld skipped (fp16 gradients overflowed), loss scale now %g",
+           (long long)r->steps.skipped, r->steps.loss_scale);
+  printf("\n");
 }
 
 /* ---- --check ------------------------------------------------------------------------- */
@@ -210,13 +293,9 @@ static void report(const opts *o, const hap_plan_sim *ps, const double *iter_s, 
     free(rel);
     return;
   }
-  double mean = 0;
-  for (int i = 0; i < n_iter; i++) {
-    v[i] = iter_s[i];
-    mean += iter_s[i] / n_iter;
-  }
-  double p50 = quantile(v, n_iter, 0.5), p95 = quantile(v, n_iter, 0.95);
-  double sim = ps->iteration_s, e = (mean - sim) / mean;
+  memcpy(v, iter_s, (size_t)n_iter * sizeof *v);
+  run_summary sum =
+      summarize(v, n_iter, ps->iteration_s, losses, n_losses, steps, &lw->plan->policy);
   int ne = 0, nrel = 0;
   for (int32_t r = 0; r < n_ranks; r++)
     for (int32_t t = 0; t < lw->n_tasks; t++) {
@@ -231,18 +310,7 @@ static void report(const opts *o, const hap_plan_sim *ps, const double *iter_s, 
     hap_jw w;
     hap_jw_init(&w, stdout, 2);
     hap_jw_begin_object(&w);
-    hap_jw_key(&w, "iterations");
-    hap_jw_int(&w, n_iter);
-    hap_jw_key(&w, "measured_mean_s");
-    hap_jw_double(&w, mean);
-    hap_jw_key(&w, "measured_p50_s");
-    hap_jw_double(&w, p50);
-    hap_jw_key(&w, "measured_p95_s");
-    hap_jw_double(&w, p95);
-    hap_jw_key(&w, "simulated_s");
-    hap_jw_double(&w, sim);
-    hap_jw_key(&w, "error");
-    hap_jw_double(&w, e);
+    json_timing(&w, &sum);
     hap_jw_key(&w, "median_task_error");
     hap_jw_double(&w, isfinite(med_rel) ? med_rel : -1);
     hap_jw_key(&w, "tasks_compared");
@@ -251,43 +319,18 @@ static void report(const opts *o, const hap_plan_sim *ps, const double *iter_s, 
     hap_jw_str(&w, o->cuda ? "cuda" : "cpu");
     hap_jw_key(&w, "staging_s");
     hap_jw_double(&w, staging_s);
-    char pol[160];
-    hap_jw_key(&w, "policy");
-    hap_jw_str(&w, hap_policy_brief(&lw->plan->policy, pol, sizeof pol));
-    hap_jw_key(&w, "losses"); /* every iteration's, warm-up included */
-    hap_jw_begin_array(&w);
-    for (int i = 0; i < n_losses; i++)
-      hap_jw_double(&w, losses[i]);
-    hap_jw_end_array(&w);
-    hap_jw_key(&w, "steps_taken");
-    hap_jw_int(&w, steps.taken);
-    hap_jw_key(&w, "steps_skipped"); /* fp16: gradients overflowed at the loss scale */
-    hap_jw_int(&w, steps.skipped);
-    hap_jw_key(&w, "loss_scale");
-    hap_jw_double(&w, steps.loss_scale);
+    json_training(&w, &sum);
     hap_jw_end_object(&w);
     hap_jw_finish(&w);
   } else {
-    printf("iteration   measured mean %.3f ms, p50 %.3f ms, p95 %.3f ms over %d iterations\n",
-           1e3 * mean, 1e3 * p50, 1e3 * p95, n_iter);
-    printf("simulated   %.3f ms (%s)  error %+.1f%%\n", 1e3 * sim,
-           ps->cluster->source ? ps->cluster->source : ps->cluster->name, 100 * e);
+    print_iteration(&sum);
+    printf("simulated   %.3f ms (%s)  error %+.1f%%\n", 1e3 * sum.sim,
+           ps->cluster->source ? ps->cluster->source : ps->cluster->name, 100 * sum.e);
     if (o->cuda)
       printf("staging     %.3f ms per iteration copying compute tasks' data between host and GPU "
              "(not in task times; task times are cudaEvent kernel times)\n",
              1e3 * staging_s);
-    if (n_losses > 0)
-      printf("loss        %.6g (iteration 1) -> %.6g (iteration %d)\n", losses[0],
-             losses[n_losses - 1], n_losses);
-    if (!hap_policy_is_default(&lw->plan->policy)) {
-      char pol[160];
-      printf("policy      %s; %lld optimizer steps taken",
-             hap_policy_brief(&lw->plan->policy, pol, sizeof pol), (long long)steps.taken);
-      if (lw->plan->policy.precision == HAP_PREC_FP16)
-        printf(", %lld skipped (fp16 gradients overflowed), loss scale now %g",
-               (long long)steps.skipped, steps.loss_scale);
-      printf("\n");
-    }
+    print_training(&sum);
     if (isfinite(med_rel))
       printf("tasks       median |measured - simulated| / simulated over %d compute tasks >= "
              "20 us: %.1f%%\n",
@@ -349,7 +392,89 @@ static hap_status write_trace(const opts *o, hap_plan_sim *ps, const double *sta
   return hap_trace_close(t, err);
 }
 
+/* What the measured loop runs: an ordinary plan's runner (with its task times) or a pipeline's. */
+typedef struct under_test {
+  hap_run *run;
+  hap_pipe_run *pipe;
+  double *start, *end; /* run: [iterations][nt] task times */
+  size_t nt;
+  double staging; /* run: this rank's mean staging per timed iteration, s */
+} under_test;
+
+/* The warm-up and timed iterations: each between barriers, its slowest rank's time into iter_s,
+ * its loss into losses, and --check after each until it is decided. A failing iteration or check
+ * ends every rank (the others may wait in a collective). */
+static hap_status iterate(const opts *o, hap_comm *comm, under_test *u, hap_checker *checker,
+                          hap_check_result *res, double *iter_s, double *losses, bool *check_ok,
+                          hap_err *err) {
+  int me = comm->rank;
+  bool check_done = false;
+  for (int i = 0; i < o->warmup + o->iters; i++) {
+    hap_watchdog_arm();
+    HAP_TRY(comm->ops->barrier(comm, err));
+    double t0 = hap_clock_s();
+    hap_status st = u->pipe != NULL ? hap_pipe_run_iteration(u->pipe, err)
+                                    : hap_run_iteration(u->run, u->start + (size_t)i * u->nt,
+                                                        u->end + (size_t)i * u->nt, err);
+    double local = hap_clock_s() - t0, slowest = 0;
+    if (st != HAP_OK && u->pipe != NULL) {
+      const char *where = hap_pipe_run_failed(u->pipe);
+      hap_report(prog, me, "%s: %s", where ? where : "pipeline", err->msg);
+      comm->ops->abort(comm, 1);
+    } else if (st != HAP_OK) {
+      const char *task = hap_run_failed_task(u->run);
+      hap_report(prog, me, "task '%s': %s", task ? task : "?", err->msg);
+      comm->ops->abort(comm, 1);
+    }
+    hap_watchdog_disarm();
+    HAP_TRY(comm->ops->all_reduce(comm, &local, &slowest, 1, HAP_F64, HAP_REDUCE_MAX, err));
+    iter_s[i] = slowest;
+    /* outside the timed part */
+    HAP_TRY(u->pipe != NULL ? hap_pipe_run_loss(u->pipe, &losses[i], err)
+                            : hap_run_loss(u->run, &losses[i], err));
+    if (u->run != NULL && i >= o->warmup)
+      u->staging += hap_run_staging_s(u->run) / o->iters;
+    if (o->check && *check_ok && !check_done) {
+      hap_watchdog_arm();
+      if (check(checker, u->run, u->pipe, comm, res, check_ok, &check_done, err) != HAP_OK) {
+        hap_report(prog, me, "--check: %s", err->msg);
+        comm->ops->abort(comm, 1);
+      }
+      hap_watchdog_disarm();
+    }
+  }
+  return HAP_OK;
+}
+
+/* --check fails closed: fewer optimizer steps than it compares (fp16 skipping) is a failure. */
+static void check_steps(const opts *o, hap_comm *comm, hap_run_steps steps, bool *check_ok) {
+  if (!o->check || !*check_ok || steps.taken >= HAP_CHECK_MIN_ITERATIONS)
+    return;
+  if (comm->rank == 0)
+    printf("check: FAILED: only %lld of %d iterations took an optimizer step (fp16's loss scale "
+           "overflowed in %lld; now %g): the updates were not compared, run more iterations "
+           "(--iters)\n",
+           (long long)steps.taken, o->warmup + o->iters, (long long)steps.skipped,
+           steps.loss_scale);
+  *check_ok = false;
+}
+
 /* ---- main flow ------------------------------------------------------------------------- */
+
+/* The runner's options from the command line; --backend cuda: the GPU's kernel table in *cuda
+ * (which must outlive the runner). */
+static hap_run_options run_options(const opts *o, int me, hap_cuda_kernels *ck,
+                                   hap_run_kernels *cuda) {
+  hap_run_options ro = {.seed = o->seed,
+                        .lr = o->lr,
+                        .speed = o->n_speeds > 0 ? o->speeds[me] : 1,
+                        .current_task = &current_task,
+                        .on_task = rearm};
+  *cuda = (hap_run_kernels){"cuda", ck, hap_cuda_staged_forward, hap_cuda_staged_backward};
+  if (o->cuda)
+    ro.kernels = cuda;
+  return ro;
+}
 
 /* --backend cuda: this rank's GPU. Every rank opens its own; when any fails, the lowest failing
  * rank says why (one line) and every rank returns 1. */
@@ -450,14 +575,8 @@ static int run(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster *c, hap_
   if ((st = hap_plan_sim_run(lw, c, &so, &ps, &err)) != HAP_OK)
     goto out;
   hap_watchdog_set_phase_fn(task_phase, lw);
-  hap_run_options ro = {.seed = o->seed,
-                        .lr = o->lr,
-                        .speed = o->n_speeds > 0 ? o->speeds[me] : 1,
-                        .current_task = &current_task,
-                        .on_task = rearm};
-  hap_run_kernels cuda_kernels = {"cuda", ck, hap_cuda_staged_forward, hap_cuda_staged_backward};
-  if (o->cuda)
-    ro.kernels = &cuda_kernels;
+  hap_run_kernels cuda_kernels;
+  hap_run_options ro = run_options(o, me, ck, &cuda_kernels);
   if ((st = hap_run_create(lw, g, comm, &ro, &run, &err)) != HAP_OK)
     goto out;
   char fault[256];
@@ -476,7 +595,7 @@ static int run(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster *c, hap_
     st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
     goto out;
   }
-  bool check_ok = true, check_done = false;
+  bool check_ok = true;
   if (o->check &&
       (st = hap_checker_create(g, comm, o->seed, o->lr, &plan->policy, &checker, &err)) != HAP_OK)
     goto out;
@@ -484,37 +603,10 @@ static int run(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster *c, hap_
     st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
     goto out;
   }
-  for (int i = 0; i < total; i++) {
-    hap_watchdog_arm();
-    if ((st = comm->ops->barrier(comm, &err)) != HAP_OK)
-      goto out;
-    double t0 = hap_clock_s();
-    st = hap_run_iteration(run, start + (size_t)i * nt, end + (size_t)i * nt, &err);
-    double local = hap_clock_s() - t0, slowest = 0;
-    if (st != HAP_OK) {
-      const char *task = hap_run_failed_task(run);
-      hap_report(prog, me, "task '%s': %s", task ? task : "?", err.msg);
-      comm->ops->abort(comm, 1);
-    }
-    hap_watchdog_disarm();
-    if ((st = comm->ops->all_reduce(comm, &local, &slowest, 1, HAP_F64, HAP_REDUCE_MAX, &err)) !=
-        HAP_OK)
-      goto out;
-    iter_s[i] = slowest;
-    if ((st = hap_run_loss(run, &losses[i], &err)) != HAP_OK) /* outside the timed part */
-      goto out;
-    if (i >= o->warmup)
-      staging += hap_run_staging_s(run) / o->iters;
-    if (o->check && check_ok && !check_done) {
-      hap_watchdog_arm();
-      if (check(checker, run, NULL, comm, check_res, &check_ok, &check_done, &err) != HAP_OK) {
-        /* the other ranks may be inside a collective of the check: stop them all */
-        hap_report(prog, me, "--check: %s", err.msg);
-        comm->ops->abort(comm, 1);
-      }
-      hap_watchdog_disarm();
-    }
-  }
+  under_test u = {.run = run, .start = start, .end = end, .nt = nt};
+  if ((st = iterate(o, comm, &u, checker, check_res, iter_s, losses, &check_ok, &err)) != HAP_OK)
+    goto out;
+  staging = u.staging;
   /* the timed iteration closest to the median, from every rank, for the report and the trace */
   int pick = o->warmup;
   if (o->iters > 0) {
@@ -559,14 +651,7 @@ static int run(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster *c, hap_
       goto out;
   }
   hap_run_steps steps = hap_run_steps_taken(run);
-  if (o->check && check_ok && steps.taken < HAP_CHECK_MIN_ITERATIONS) { /* fails closed */
-    if (me == 0)
-      printf("check: FAILED: only %lld of %d iterations took an optimizer step (fp16's loss scale "
-             "overflowed in %lld; now %g): the updates were not compared, run more iterations "
-             "(--iters)\n",
-             (long long)steps.taken, total, (long long)steps.skipped, steps.loss_scale);
-    check_ok = false;
-  }
+  check_steps(o, comm, steps, &check_ok);
   rc = check_ok ? 0 : 1;
 out:
   if (st != HAP_OK && rc != 0)
@@ -624,29 +709,13 @@ static const char *pipe_task_phase(const void *ctx) {
 static void report_pipeline(const opts *o, const hap_pipeline *pl, const hap_pipe_plan_sim *ps,
                             const char *cluster_name, double *iter_s, int n_iter,
                             const double *losses, int n_losses, hap_run_steps steps) {
-  double mean = 0;
-  for (int i = 0; i < n_iter; i++)
-    mean += iter_s[i] / n_iter;
-  double p50 = quantile(iter_s, n_iter, 0.5), p95 = quantile(iter_s, n_iter, 0.95);
-  double sim = ps->iteration_s, e = (mean - sim) / mean;
-  char pol[160];
-  hap_policy_brief(&pl->policy, pol, sizeof pol);
+  run_summary sum =
+      summarize(iter_s, n_iter, ps->iteration_s, losses, n_losses, steps, &pl->policy);
   if (o->format == HAP_FORMAT_JSON) {
     hap_jw w;
     hap_jw_init(&w, stdout, 2);
     hap_jw_begin_object(&w);
-    hap_jw_key(&w, "iterations");
-    hap_jw_int(&w, n_iter);
-    hap_jw_key(&w, "measured_mean_s");
-    hap_jw_double(&w, mean);
-    hap_jw_key(&w, "measured_p50_s");
-    hap_jw_double(&w, p50);
-    hap_jw_key(&w, "measured_p95_s");
-    hap_jw_double(&w, p95);
-    hap_jw_key(&w, "simulated_s");
-    hap_jw_double(&w, sim);
-    hap_jw_key(&w, "error");
-    hap_jw_double(&w, e);
+    json_timing(&w, &sum);
     hap_jw_key(&w, "simulated_bubble");
     hap_jw_double(&w, ps->mean_bubble);
     hap_jw_key(&w, "stages");
@@ -659,39 +728,17 @@ static void report_pipeline(const opts *o, const hap_pipeline *pl, const hap_pip
     hap_jw_int(&w, pl->policy.micro_batches);
     hap_jw_key(&w, "backend");
     hap_jw_str(&w, o->cuda ? "cuda" : "cpu");
-    hap_jw_key(&w, "policy");
-    hap_jw_str(&w, pol);
-    hap_jw_key(&w, "losses");
-    hap_jw_begin_array(&w);
-    for (int i = 0; i < n_losses; i++)
-      hap_jw_double(&w, losses[i]);
-    hap_jw_end_array(&w);
-    hap_jw_key(&w, "steps_taken");
-    hap_jw_int(&w, steps.taken);
-    hap_jw_key(&w, "steps_skipped");
-    hap_jw_int(&w, steps.skipped);
-    hap_jw_key(&w, "loss_scale");
-    hap_jw_double(&w, steps.loss_scale);
+    json_training(&w, &sum);
     hap_jw_end_object(&w);
     hap_jw_finish(&w);
     return;
   }
   printf("pipeline    %d stages on %d device groups, %s, %d micro-batches\n", pl->n_stages,
          pl->n_groups, hap_pipe_schedule_name(pl->schedule), pl->policy.micro_batches);
-  printf("iteration   measured mean %.3f ms, p50 %.3f ms, p95 %.3f ms over %d iterations\n",
-         1e3 * mean, 1e3 * p50, 1e3 * p95, n_iter);
+  print_iteration(&sum);
   printf("simulated   %.3f ms (%s, every device on one engine; bubble %.1f%%)  error %+.1f%%\n",
-         1e3 * sim, cluster_name, 100 * ps->mean_bubble, 100 * e);
-  if (n_losses > 0)
-    printf("loss        %.6g (iteration 1) -> %.6g (iteration %d)\n", losses[0],
-           losses[n_losses - 1], n_losses);
-  if (!hap_policy_is_default(&pl->policy)) {
-    printf("policy      %s; %lld optimizer steps taken", pol, (long long)steps.taken);
-    if (pl->policy.precision == HAP_PREC_FP16)
-      printf(", %lld skipped (fp16 gradients overflowed), loss scale now %g",
-             (long long)steps.skipped, steps.loss_scale);
-    printf("\n");
-  }
+         1e3 * sum.sim, cluster_name, 100 * ps->mean_bubble, 100 * sum.e);
+  print_training(&sum);
 }
 
 static int run_pipeline(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster *c,
@@ -725,19 +772,13 @@ static int run_pipeline(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster
   hap_pipe_plan_sim_options so = {.serial = true}; /* cpu + mpi: communication blocks the rank */
   if (st == HAP_OK)
     st = hap_pipe_plan_sim_run(sim_pw != NULL ? sim_pw : pw, &so, &ps, &err);
-  if (said_by_first(comm, st, &err))
+  if (said_by_first(comm, st, &err) || ps == NULL)
     goto out_quiet;
   if (o->cuda && open_cuda(comm, &ck) != 0)
     goto out_quiet;
-  hap_run_options ro = {.seed = o->seed,
-                        .lr = o->lr,
-                        .speed = o->n_speeds > 0 ? o->speeds[me] : 1,
-                        .current_task = &current_task,
-                        .on_task = rearm};
-  hap_run_kernels cuda_kernels = {"cuda", ck, hap_cuda_staged_forward, hap_cuda_staged_backward};
-  if (o->cuda)
-    ro.kernels = &cuda_kernels;
-  if (said_by_first(comm, hap_pipe_run_create(pw, comm, &ro, &pr, &err), &err))
+  hap_run_kernels cuda_kernels;
+  hap_run_options ro = run_options(o, me, ck, &cuda_kernels);
+  if (said_by_first(comm, hap_pipe_run_create(pw, comm, &ro, &pr, &err), &err) || pr == NULL)
     goto out_quiet;
   running_pw = pw;
   running_pr = pr;
@@ -748,7 +789,7 @@ static int run_pipeline(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster
     st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
     goto out;
   }
-  bool check_ok = true, check_done = false;
+  bool check_ok = true;
   if (o->check &&
       ((st = hap_checker_create(g, comm, o->seed, o->lr, &pl->policy, &checker, &err)) != HAP_OK ||
        (check_res = calloc(1, sizeof *check_res)) == NULL)) {
@@ -756,45 +797,14 @@ static int run_pipeline(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster
       st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
     goto out;
   }
-  for (int i = 0; i < total; i++) {
-    hap_watchdog_arm();
-    if ((st = comm->ops->barrier(comm, &err)) != HAP_OK)
-      goto out;
-    double t0 = hap_clock_s();
-    st = hap_pipe_run_iteration(pr, &err);
-    double local = hap_clock_s() - t0, slowest = 0;
-    if (st != HAP_OK) {
-      const char *where = hap_pipe_run_failed(pr);
-      hap_report(prog, me, "%s: %s", where ? where : "pipeline", err.msg);
-      comm->ops->abort(comm, 1);
-    }
-    hap_watchdog_disarm();
-    if ((st = comm->ops->all_reduce(comm, &local, &slowest, 1, HAP_F64, HAP_REDUCE_MAX, &err)) !=
-            HAP_OK ||
-        (st = hap_pipe_run_loss(pr, &losses[i], &err)) != HAP_OK)
-      goto out;
-    iter_s[i] = slowest;
-    if (o->check && check_ok && !check_done) {
-      hap_watchdog_arm();
-      if (check(checker, NULL, pr, comm, check_res, &check_ok, &check_done, &err) != HAP_OK) {
-        hap_report(prog, me, "--check: %s", err.msg);
-        comm->ops->abort(comm, 1);
-      }
-      hap_watchdog_disarm();
-    }
-  }
+  under_test u = {.pipe = pr};
+  if ((st = iterate(o, comm, &u, checker, check_res, iter_s, losses, &check_ok, &err)) != HAP_OK)
+    goto out;
   hap_run_steps steps = hap_pipe_run_steps_taken(pr);
   if (me == 0 && o->iters > 0)
     report_pipeline(o, pl, ps, (sim_c != NULL ? sim_c : c)->name, iter_s + o->warmup, o->iters,
                     losses, total, steps);
-  if (o->check && check_ok && steps.taken < HAP_CHECK_MIN_ITERATIONS) { /* fails closed */
-    if (me == 0)
-      printf("check: FAILED: only %lld of %d iterations took an optimizer step (fp16's loss scale "
-             "overflowed in %lld; now %g): the updates were not compared, run more iterations "
-             "(--iters)\n",
-             (long long)steps.taken, total, (long long)steps.skipped, steps.loss_scale);
-    check_ok = false;
-  }
+  check_steps(o, comm, steps, &check_ok);
   if (o->trace != NULL && me == 0)
     fprintf(stderr,
             "%s: --trace: not written for a pipelined plan yet (hap-sim --plan %s --trace "
@@ -836,7 +846,7 @@ static int start(const opts *o, hap_comm *comm) {
   if ((st = hap_model_load(o->model, &g, &err)) == HAP_OK &&
       (st = hap_cluster_open(o->cluster, &c, &err)) == HAP_OK)
     st = hap_pipeline_read_file(o->plan, g, c, &pl, &err);
-  if (said_by_first(comm, st, &err)) {
+  if (said_by_first(comm, st, &err) || pl == NULL) {
     hap_pipeline_destroy(pl);
     hap_cluster_destroy(c);
     hap_graph_destroy(g);

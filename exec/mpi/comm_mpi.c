@@ -214,7 +214,7 @@ static hap_status mpi_send_start(hap_comm *c, const void *buf, int64_t bytes, in
   mpi_impl *m = c->impl;
   if (m->n_pending == m->cap_pending) {
     int cap = m->cap_pending > 0 ? 2 * m->cap_pending : 16;
-    MPI_Request *grown = realloc(m->pending, (size_t)cap * sizeof *grown);
+    MPI_Request *grown = realloc(m->pending, (size_t)cap * sizeof(MPI_Request));
     if (grown == NULL)
       return hap_err_set(err, HAP_ENOMEM, "mpi: MPI_Isend: out of memory");
     m->pending = grown;

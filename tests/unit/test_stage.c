@@ -384,11 +384,36 @@ Test(stage, costed_cuts_refuse_bad_rates) {
   int32_t cuts[4];
   hap_err err = {0};
   cr_expect_eq(hap_stage_cuts_costed(g, 2, 0, 1e9, cuts, &err), HAP_EINVAL);
-  cr_expect_not_null(strstr(err.msg, "expected finite rates > 0"), "%s", err.msg);
+  cr_expect_not_null(strstr(err.msg, "stage 0 at 0 FLOP/s, expected a finite rate > 0"), "%s",
+                     err.msg);
   hap_err e2 = {0};
   cr_expect_eq(hap_stage_cuts_costed(g, 2, 1e12, INFINITY, cuts, &e2), HAP_EINVAL);
   hap_err e3 = {0};
   cr_expect_eq(hap_stage_cuts_costed(g, 9, 1e12, 1e9, cuts, &e3), HAP_EINVAL);
   cr_expect_not_null(strstr(e3.msg, "9 stages of 'mlp'"), "%s", e3.msg);
+  hap_graph_destroy(g);
+}
+
+/* Unequal groups: a range at half the rate gets about a third of the FLOPs, the fast one two
+ * thirds, and each range's compute time is close to the other's. */
+Test(stage, rated_cuts_give_a_slow_range_less) {
+  hap_graph *g = model("mlp:layers=12,batch=8,seq=4,hidden=64");
+  int32_t even[3], rated[3];
+  double rates[2] = {2e12, 1e12};
+  hap_err err = {0};
+  cr_assert_eq(hap_stage_cuts_costed(g, 2, 1e12, 1e30, even, &err), HAP_OK, "%s", err.msg);
+  cr_assert_eq(hap_stage_cuts_rated(g, 2, rates, 1e30, rated, &err), HAP_OK, "%s", err.msg);
+  double f[2] = {0, 0};
+  for (int32_t k = 0; k < 2; k++)
+    for (int32_t i = rated[k]; i < rated[k + 1]; i++)
+      f[k] += hap_node_train_flops(g, i);
+  cr_expect_gt(rated[1], even[1], "the fast first range takes more nodes (%d vs %d)", rated[1],
+               even[1]);
+  double t0 = f[0] / rates[0], t1 = f[1] / rates[1];
+  cr_expect_lt(fabs(t0 / t1 - 1), 0.25, "compute times %g s and %g s", t0, t1);
+  cr_expect_gt(f[0], 1.5 * f[1], "FLOPs %g and %g", f[0], f[1]);
+  double bad[2] = {1e12, NAN};
+  cr_expect_eq(hap_stage_cuts_rated(g, 2, bad, 1e9, rated, &err), HAP_EINVAL);
+  cr_expect_not_null(strstr(err.msg, "stage 1 at nan FLOP/s"), "%s", err.msg);
   hap_graph_destroy(g);
 }

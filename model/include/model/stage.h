@@ -65,4 +65,10 @@ hap_status hap_stage_crossing_bytes(const hap_graph *g, double *crossing, hap_er
 hap_status hap_stage_cuts_costed(const hap_graph *g, int32_t stages, double flops_per_s,
                                  double bytes_per_s, int32_t *cuts, hap_err *err);
 
+/* hap_stage_cuts_costed with a rate per range: range k runs at flops_per_s[k] (stages entries;
+ * unequal device groups, e.g. a slower group gets fewer FLOPs). The same rules and errors (naming
+ * the range whose rate is not a finite number > 0). */
+hap_status hap_stage_cuts_rated(const hap_graph *g, int32_t stages, const double *flops_per_s,
+                                double bytes_per_s, int32_t *cuts, hap_err *err);
+
 #endif

@@ -1,7 +1,8 @@
 /* estimate.h — what a pipeline would do, at stage granularity (docs/design-pipeline.md): the
- * graph's node order cut into p*v ranges (hap_stage_cuts_costed: a range costs its training FLOPs
- * at the slowest group's rate or its boundary sent on and its gradient back over the slowest
- * group-to-group link, whichever is longer), virtual stage k on device group k % p (p groups of
+ * graph's node order cut into p*v ranges (hap_stage_cuts_rated: a range costs its training FLOPs
+ * at its group's rate, the sum of its devices' sustained FLOP/s, so a slower group gets fewer, or
+ * its boundary sent on and its gradient back over the slowest group-to-group link, whichever is
+ * longer), virtual stage k on device group k % p (p groups of
  * consecutive, equally many devices), each stage's program synthesised for one micro-batch of its
  * stage graph on its group's cluster and simulated (stage_times.h), and one iteration of the
  * schedule simulated from those times (pipeline_sim.h). A group sends a boundary with all its

@@ -21,8 +21,9 @@
  * the consuming stage as the gradient of the input's source: the same Gather, or, for an input
  * sourced whole (Identity) on several devices, partial sums that are reduce-scattered like a
  * Reduce value (Megatron-LM's tensor-parallel all-reduce before the send, halved); it arrives in
- * the layout the producing stage sources "<y>@grad" in. Not yet: a parameter
- * used by several stages (GPT's tied embedding) has its gradients summed across them. Ownership:
+ * the layout the producing stage sources "<y>@grad" in. A parameter used by several stages
+ * (GPT's tied embedding) has its gradients summed across them by the executor
+ * (run/pipeline_run.h); the simulation does not price that sum yet. Ownership:
  * hap_pipe_lower returns an owned hap_pipe_lowered freed with hap_pipe_lowered_destroy; it borrows
  * the pipeline, the graph and the cluster. */
 #ifndef HAP_PLAN_PIPELINE_LOWER_H
