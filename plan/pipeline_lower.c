@@ -361,3 +361,31 @@ hap_status hap_pipe_lower(const hap_pipeline *pl, const hap_graph *g, const hap_
   *out = pw;
   return HAP_OK;
 }
+
+double hap_pipe_stage_memory(const hap_pipe_lowered *pw, int32_t k, int32_t d) {
+  const hap_pipeline *pl = pw->pipeline;
+  const hap_plan *sp = pl->stages[k].plan;
+  if (!sp->memory_recorded || d < 0 || d >= sp->n_devices)
+    return -1;
+  hap_memory_breakdown mb = sp->device_memory[d];
+  mb.activations *= (double)hap_pipe_order_in_flight(pw->order, pl->stages[k].group) / pl->chunks;
+  return hap_memory_total(&mb);
+}
+
+bool hap_pipe_first_overflow(const hap_pipe_lowered *pw, double limit_bytes, int32_t *stage,
+                             int32_t *device) {
+  const hap_pipeline *pl = pw->pipeline;
+  for (int32_t k = 0; k < pl->n_stages; k++) {
+    int32_t n;
+    const int32_t *dev = hap_pipeline_group(pl, pl->stages[k].group, &n);
+    for (int32_t d = 0; d < n; d++) {
+      double limit = limit_bytes > 0 ? limit_bytes : pw->cluster->devices[dev[d]].memory_bytes;
+      if (hap_pipe_stage_memory(pw, k, d) > limit) {
+        *stage = k;
+        *device = d;
+        return true;
+      }
+    }
+  }
+  return false;
+}

@@ -741,6 +741,26 @@ static void report_pipeline(const opts *o, const hap_pipeline *pl, const hap_pip
   print_training(&sum);
 }
 
+/* A stage whose memory (its program's, with the schedule's in-flight micro-batches) is above its
+ * device's is refused before any work. */
+static hap_status refuse_overflow(const opts *o, const hap_pipe_lowered *pw, hap_err *err) {
+  int32_t k = 0, d = 0;
+  if (!hap_pipe_first_overflow(pw, 0, &k, &d))
+    return HAP_OK;
+  const hap_pipeline *pl = pw->pipeline;
+  int32_t n;
+  int32_t dev = hap_pipeline_group(pl, pl->stages[k].group, &n)[d];
+  return hap_err_set(err, HAP_EINVAL,
+                     "%s: stages[%d] needs %.3f MiB on device %d ('%s'), which has %.3f MiB (%d "
+                     "micro-batches in flight under %s): use more stages or micro-batches, "
+                     "recomputation, or devices with more memory",
+                     o->plan, k, hap_pipe_stage_memory(pw, k, d) / 1048576.0, dev,
+                     pw->cluster->devices[dev].name,
+                     pw->cluster->devices[dev].memory_bytes / 1048576.0,
+                     hap_pipe_order_in_flight(pw->order, pl->stages[k].group),
+                     hap_pipe_schedule_name(pl->schedule));
+}
+
 static int run_pipeline(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster *c,
                         hap_pipeline *pl) {
   hap_err err = {0};
@@ -767,6 +787,8 @@ static int run_pipeline(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster
   if (st == HAP_OK && (st = hap_pipe_lower(pl, g, c, &pw, &err)) == HAP_OK &&
       (st = open_sim_cluster(o, c, &sim_c, &err)) == HAP_OK && sim_c != NULL)
     st = hap_pipe_lower(pl, g, sim_c, &sim_pw, &err);
+  if (st == HAP_OK)
+    st = refuse_overflow(o, pw, &err);
   if (st == HAP_OK)
     st = hap_dev_cpu_open(o->threads, o->n_speeds > 0 ? o->speeds[me] : 1, &dev, &err);
   hap_pipe_plan_sim_options so = {.serial = true}; /* cpu + mpi: communication blocks the rank */

@@ -320,14 +320,11 @@ static hap_status run_pipelined(const opts *o, const hap_graph *g, const hap_clu
     int32_t over = 0, fullest = -1;
     double fullest_frac = 0, fullest_bytes = 0, fullest_limit = 0;
     for (int32_t k = 0; k < pl->n_stages; k++) {
-      const hap_plan *sp = pl->stages[k].plan;
-      int32_t in_flight = hap_pipe_order_in_flight(pw->order, pl->stages[k].group), n;
+      int32_t n;
       const int32_t *dev = hap_pipeline_group(pl, pl->stages[k].group, &n);
       bool fits = true;
-      for (int32_t d = 0; d < sp->n_devices && sp->memory_recorded; d++) {
-        hap_memory_breakdown mb = sp->device_memory[d];
-        mb.activations *= (double)in_flight / pl->chunks;
-        double bytes = hap_memory_total(&mb);
+      for (int32_t d = 0; d < n && pl->stages[k].plan->memory_recorded; d++) {
+        double bytes = hap_pipe_stage_memory(pw, k, d);
         double limit = o->memory_limit > 0 ? o->memory_limit : c->devices[dev[d]].memory_bytes;
         r->peak_bytes = fmax(r->peak_bytes, bytes);
         fits = fits && bytes <= limit;

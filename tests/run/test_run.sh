@@ -73,6 +73,22 @@ expect pipelined-ranks 1 mpirun --oversubscribe -np 3 "$run" "$tmp/pipe.json" -m
 check pipelined-ranks-msg grep -q "pipe.json: the pipelined plan is for 2 devices (2 stages on 2 groups) but 3 ranks are running (start it with mpirun -np 2)" "$tmp/err"
 check pipelined-ranks-once [ "$(grep -c '^hap-run:' "$tmp/err")" -eq 1 ]
 check pipelined-ranks-no-work [ ! -s "$tmp/out" ]
+# a stage that does not fit its devices once the schedule's in-flight micro-batches are counted
+# (GPipe holds all 4 on stage 0) is refused in one line before any work
+cat >"$tmp/small.json" <<'JSON'
+{"format": "hap-cluster", "version": "1.0", "name": "small",
+ "hosts": [{"name": "h", "count": 1, "devices_per_host": 2,
+   "device": {"kind": "cpu", "sustained_flops": {"float32": 1e10}, "memory_bytes": 100000,
+              "memory_bw_Bps": 1e10},
+   "intra_host": {"bandwidth_Bps": 1e10, "latency_s": 1e-6},
+   "nic": {"bandwidth_Bps": 1e9, "latency_s": 1e-5}}]}
+JSON
+mlp="mlp:layers=2,batch=24,seq=8,hidden=32"
+"$synth" "$mlp" -c "$tmp/small.json" --pipeline stages=2,schedule=gpipe,micro_batches=4 \
+  -o "$tmp/small-plan.json" -q || { echo "hap-synth small failed"; exit 1; }
+expect stage-too-big 1 "${mpi[@]}" "$run" "$tmp/small-plan.json" -m "$mlp" -c "$tmp/small.json" -n 1 -w 1
+check stage-too-big-msg grep -q "small-plan.json: stages\[0\] needs 0.125 MiB on device 0 ('h:0'), which has 0.095 MiB (4 micro-batches in flight under gpipe)" "$tmp/err"
+check stage-too-big-once [ "$(grep -c '^hap-run:' "$tmp/err")" -eq 1 ]
 # a 2-D plan (megatron-tp: one replica per host) runs, with its replica all-reduces in the trace
 two_hosts=paper-homo:gpus_per_host=1,hosts=2
 "$synth" "$m" -c "$two_hosts" -s megatron-tp -o "$tmp/mtp.json" -q || { echo "hap-synth megatron-tp failed"; exit 1; }

@@ -131,4 +131,15 @@ hap_status hap_pipe_lower(const hap_pipeline *pl, const hap_graph *g, const hap_
                           hap_pipe_lowered **out, hap_err *err);
 void hap_pipe_lowered_destroy(hap_pipe_lowered *pw);
 
+/* Stage k's memory on device d of its group (index in the group), bytes: its program's
+ * (hap_plan.device_memory, as the synthesizer recorded it for one micro-batch) with the
+ * activations of the micro-batches the schedule keeps in flight on the group
+ * (hap_pipe_order_in_flight, a chunk's share: / v); -1 when the program recorded none. */
+double hap_pipe_stage_memory(const hap_pipe_lowered *pw, int32_t k, int32_t d);
+
+/* The first (stage, device of its group) whose memory (hap_pipe_stage_memory) is above its
+ * device's memory_bytes, or limit_bytes when > 0: false when every recorded one fits. */
+bool hap_pipe_first_overflow(const hap_pipe_lowered *pw, double limit_bytes, int32_t *stage,
+                             int32_t *device);
+
 #endif
