@@ -541,3 +541,14 @@ const double *hap_pipe_run_task_times(const hap_pipe_run *pr, int32_t stage, con
   *n_tasks = pr->pw->stages[stage].lw->n_tasks;
   return pr->start[c];
 }
+
+double hap_pipe_run_busy_s(const hap_pipe_run *pr) {
+  double busy = 0;
+  for (int32_t c = 0; c < pr->v; c++) {
+    const hap_pipe_lowered_stage *ls = &pr->pw->stages[c * pr->p + pr->my_group];
+    for (int32_t t = 0; t < ls->lw->n_tasks; t++)
+      if (ls->part[t] != HAP_PIPE_PART_TAIL)
+        busy += pr->end[c][t] - pr->start[c][t];
+  }
+  return busy;
+}

@@ -31,6 +31,8 @@
 #include "harness/watchdog.h"
 #include "model/zoo.h"
 #include "plan/lower.h"
+#include "plan/pipeline_io.h"
+#include "plan/pipeline_lower.h"
 #include "plan/plan_io.h"
 #include "profile/kernel_times.h"
 #include "profile/measure.h"
@@ -77,7 +79,8 @@ static void usage(FILE *f) {
          "                        under this hap-plan (needs --model and --cluster, the ones\n"
          "                        the plan was made for), instead of the built-in shape grid,\n"
          "                        and extend each collective's sweep to the plan's largest\n"
-         "                        message of that kind\n"
+         "                        message of that kind; a pipelined plan: the programs of\n"
+         "                        each rank's stages, one micro-batch each, on its group\n"
          "      --kernel-timing HOW  with --plan: replay (default) times each compute task\n"
          "                        inside the rank's whole task list run in plan order, as\n"
          "                        hap-run runs it (caches as the iteration leaves them, the\n"
@@ -267,9 +270,16 @@ static hap_status plan_messages(const hap_plan *p, const hap_graph *g, int64_t *
 
 /* --plan replayed (replay.h): what the kernel_rows hook of the measure configuration needs. */
 typedef struct replay_ctx {
-  hap_plan *plan; /* owned, with its graph */
+  hap_plan *plan; /* owned, with its graph; NULL for a pipelined plan */
   hap_graph *graph;
   hap_comm *world;
+  /* a pipelined plan: its lowering (owned, with the pipeline, graph and cluster it borrows), this
+   * rank's device group's communicator (owned) and group */
+  hap_pipe_lowered *pw;
+  hap_pipeline *pl;
+  hap_cluster *cluster;
+  hap_comm *group;
+  int32_t my_group;
   const progress_state *ps;
   int32_t warmup, iters, max_iters;
   double min_s;
@@ -283,10 +293,52 @@ static void replay_progress(void *arg, int32_t i, int32_t n) {
 }
 
 static void replay_free(replay_ctx *x) {
+  hap_pipe_lowered_destroy(x->pw);
+  hap_pipeline_destroy(x->pl);
+  hap_cluster_destroy(x->cluster);
+  hap_comm_destroy(x->group);
   hap_plan_destroy(x->plan);
   hap_graph_destroy(x->graph);
+  x->pw = NULL;
+  x->pl = NULL;
+  x->cluster = NULL;
+  x->group = NULL;
   x->plan = NULL;
   x->graph = NULL;
+}
+
+/* A pipelined plan: each stage of this rank's group replayed on the group (the stage program on
+ * one micro-batch of its stage graph, as hap-run runs it), the rows one after another. */
+static hap_status replay_stages(const replay_ctx *x, const hap_replay_options *ro,
+                                hap_profile_kernel **rows, int32_t *n_rows, double *update_Bps,
+                                hap_err *err) {
+  *rows = NULL;
+  *n_rows = 0;
+  *update_Bps = 0;
+  hap_status st = HAP_OK;
+  for (int32_t k = x->my_group; k < x->pw->n_stages && st == HAP_OK; k += x->pl->n_groups) {
+    const hap_pipe_lowered_stage *ls = &x->pw->stages[k];
+    hap_profile_kernel *more = NULL;
+    int32_t n_more = 0;
+    double bps = 0;
+    st = hap_replay_kernel_rows(ls->plan, ls->graph, x->group, ro, &more, &n_more, &bps, err);
+    if (st != HAP_OK) {
+      hap_err_prefix(err, "stages[%d]", k);
+      break;
+    }
+    hap_profile_kernel *all = realloc(*rows, (size_t)(*n_rows + n_more + 1) * sizeof *all);
+    if (all == NULL) {
+      free(more);
+      st = hap_err_set(err, HAP_ENOMEM, "out of memory");
+      break;
+    }
+    memcpy(all + *n_rows, more, (size_t)n_more * sizeof *all);
+    *rows = all;
+    *n_rows += n_more;
+    *update_Bps = fmax(*update_Bps, bps);
+    free(more);
+  }
+  return st;
 }
 
 static hap_status replay_rows(void *arg, double speed, hap_profile_kernel **rows, int32_t *n_rows,
@@ -300,8 +352,9 @@ static hap_status replay_rows(void *arg, double speed, hap_profile_kernel **rows
                            .seed = 1,
                            .progress = replay_progress,
                            .progress_arg = (void *)x->ps};
-  hap_status st =
-      hap_replay_kernel_rows(x->plan, x->graph, x->world, &ro, rows, n_rows, update_Bps, err);
+  hap_status st = x->pw != NULL ? replay_stages(x, &ro, rows, n_rows, update_Bps, err)
+                                : hap_replay_kernel_rows(x->plan, x->graph, x->world, &ro, rows,
+                                                         n_rows, update_Bps, err);
   if (st != HAP_OK && st != HAP_ENOMEM) { /* e.g. a float16 plan: hap-run's runner is float32 */
     char why[sizeof err->msg];
     snprintf(why, sizeof why, "%s", err->msg);
@@ -315,6 +368,65 @@ static hap_status replay_rows(void *arg, double speed, hap_profile_kernel **rows
 /* This rank's kernel cases: the plan's local shapes for this rank, or the built-in grid; with a
  * plan also its largest message per collective kind (extend, zeroed otherwise). When replaying,
  * no cases: the plan and its graph go to rx instead. */
+/* `more` (n_more cases) appended to *all (*n cases); every case's attrs re-pointed after the copy.
+ */
+static hap_status add_kcases(hap_kcase **all, int32_t *n, const hap_kcase *more, int32_t n_more,
+                             hap_err *err) {
+  hap_kcase *grown = realloc(*all, (size_t)(*n + n_more + 1) * sizeof *grown);
+  if (grown == NULL)
+    return hap_err_set(err, HAP_ENOMEM, "out of memory");
+  memcpy(grown + *n, more, (size_t)n_more * sizeof *grown);
+  *all = grown;
+  *n += n_more;
+  for (int32_t i = 0; i < *n; i++)
+    hap_kcase_fix(&grown[i]);
+  return HAP_OK;
+}
+
+/* A pipelined plan (its stages on this rank's device group): the kernel cases of each, or the
+ * lowering kept for the replay; the largest messages of every stage program. The world is split
+ * into the device groups (collective: every rank calls this with --plan, st saying whether it
+ * got this far). */
+static hap_status pipeline_cases(const measure_opts *o, hap_status st, hap_graph *g, hap_cluster *c,
+                                 hap_pipeline *pl, int32_t rank, hap_kcase **out, int32_t *n,
+                                 int64_t *extend, replay_ctx *rx, hap_err *err) {
+  int32_t my_group = -1;
+  for (int32_t gi = 0; st == HAP_OK && gi < pl->n_groups; gi++) {
+    int32_t nd;
+    const int32_t *dev = hap_pipeline_group(pl, gi, &nd);
+    for (int32_t i = 0; i < nd; i++)
+      my_group = dev[i] == rank ? gi : my_group;
+  }
+  hap_err split_err = {0};
+  hap_status sst = rx->world->ops->split(rx->world, my_group, rank, &rx->group, &split_err);
+  if (st != HAP_OK)
+    return st;
+  if (sst != HAP_OK)
+    return hap_err_set(err, sst, "%s", split_err.msg);
+  rx->my_group = my_group;
+  HAP_TRY(hap_pipe_lower(pl, g, c, &rx->pw, err));
+  rx->pl = pl;
+  rx->graph = g;
+  rx->cluster = c;
+  for (int32_t k = my_group; k < rx->pw->n_stages; k += pl->n_groups) {
+    const hap_pipe_lowered_stage *ls = &rx->pw->stages[k];
+    HAP_TRY(plan_messages(ls->plan, ls->graph, extend, err));
+    if (replaying(o))
+      continue;
+    hap_kcase *more = NULL;
+    int32_t n_more = 0;
+    HAP_TRY(hap_kcases_from_plan(ls->plan, ls->graph, rx->group->rank, &more, &n_more, err));
+    hap_status ast = add_kcases(out, n, more, n_more, err);
+    free(more);
+    HAP_TRY(ast);
+  }
+  return HAP_OK;
+}
+
+/* This rank's kernel cases: the plan's local shapes for this rank, or the built-in grid; with a
+ * plan also its largest message per collective kind (extend, zeroed otherwise). When replaying,
+ * no cases: the plan and its graph go to rx instead. A pipelined plan: its stages on this rank's
+ * device group (pipeline_cases). */
 static hap_status kernel_cases(const measure_opts *o, int32_t rank, int32_t size, hap_kcase **out,
                                int32_t *n, int64_t *extend, replay_ctx *rx, hap_err *err) {
   memset(extend, 0, HAP_COLL_KIND_COUNT * sizeof *extend);
@@ -322,18 +434,31 @@ static hap_status kernel_cases(const measure_opts *o, int32_t rank, int32_t size
     return hap_kcases_default(o->quick, out, n, err);
   hap_graph *g = NULL;
   hap_cluster *c = NULL;
+  hap_pipeline *pl = NULL;
   hap_plan *p = NULL;
   hap_status st = hap_model_load(o->model, &g, err);
   if (st == HAP_OK)
     st = hap_cluster_open(o->cluster, &c, err);
   if (st == HAP_OK)
-    st = hap_plan_read_file(o->plan, g, c, &p, err);
-  if (st == HAP_OK && p->n_devices != size)
+    st = hap_pipeline_read_file(o->plan, g, c, &pl, err);
+  if (st == HAP_OK && pl->n_devices != size)
     st = hap_err_set(err, HAP_EINVAL,
                      "%s: the plan has %d devices, this job %d ranks (rank i "
                      "runs device i)",
-                     o->plan, p->n_devices, size);
-  if (st == HAP_OK && !replaying(o))
+                     o->plan, pl->n_devices, size);
+  if (st != HAP_OK || !hap_pipeline_is_flat(pl)) { /* every rank splits the world */
+    st = pipeline_cases(o, st, g, c, pl, rank, out, n, extend, rx, err);
+    if (rx->pl == NULL) { /* not kept */
+      hap_pipeline_destroy(pl);
+      hap_cluster_destroy(c);
+      hap_graph_destroy(g);
+    }
+    return st;
+  }
+  p = pl->stages[0].plan;
+  pl->stages[0].plan = NULL;
+  hap_pipeline_destroy(pl);
+  if (!replaying(o))
     st = hap_kcases_from_plan(p, g, rank, out, n, err);
   if (st == HAP_OK)
     st = plan_messages(p, g, extend, err);
@@ -446,7 +571,7 @@ static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const cha
   rx.iters = cfg.kernel_reps;
   rx.min_s = o->quick ? 0.5 : 2.0; /* samples spread over time: robust to a noisy neighbour */
   rx.max_iters = o->quick ? 50 : 200;
-  if (rx.plan != NULL && cfg.kernels) {
+  if ((rx.plan != NULL || (rx.pw != NULL && replaying(o))) && cfg.kernels) {
     cfg.kernel_rows = replay_rows;
     cfg.kernel_rows_arg = &rx;
   }

@@ -708,7 +708,8 @@ static const char *pipe_task_phase(const void *ctx) {
 /* Rank 0: the pipelined run's measured iterations against the simulated one. */
 static void report_pipeline(const opts *o, const hap_pipeline *pl, const hap_pipe_plan_sim *ps,
                             const char *cluster_name, double *iter_s, int n_iter,
-                            const double *losses, int n_losses, hap_run_steps steps) {
+                            const double *losses, int n_losses, hap_run_steps steps,
+                            const double *busy_s) {
   run_summary sum =
       summarize(iter_s, n_iter, ps->iteration_s, losses, n_losses, steps, &pl->policy);
   if (o->format == HAP_FORMAT_JSON) {
@@ -728,6 +729,16 @@ static void report_pipeline(const opts *o, const hap_pipeline *pl, const hap_pip
     hap_jw_int(&w, pl->policy.micro_batches);
     hap_jw_key(&w, "backend");
     hap_jw_str(&w, o->cuda ? "cuda" : "cpu");
+    hap_jw_key(&w, "measured_busy_s"); /* per rank, the last iteration's ops (tails excluded) */
+    hap_jw_begin_array(&w);
+    for (int32_t d = 0; d < ps->n_devices; d++)
+      hap_jw_double(&w, busy_s[d]);
+    hap_jw_end_array(&w);
+    hap_jw_key(&w, "simulated_busy_s");
+    hap_jw_begin_array(&w);
+    for (int32_t d = 0; d < ps->n_devices; d++)
+      hap_jw_double(&w, ps->busy_s[d]);
+    hap_jw_end_array(&w);
     json_training(&w, &sum);
     hap_jw_end_object(&w);
     hap_jw_finish(&w);
@@ -738,6 +749,10 @@ static void report_pipeline(const opts *o, const hap_pipeline *pl, const hap_pip
   print_iteration(&sum);
   printf("simulated   %.3f ms (%s, every device on one engine; bubble %.1f%%)  error %+.1f%%\n",
          1e3 * sum.sim, cluster_name, 100 * ps->mean_bubble, 100 * sum.e);
+  printf("busy        per rank in ops, ms (last iteration; simulated):");
+  for (int32_t d = 0; d < ps->n_devices && d < 16; d++)
+    printf(" %.2f (%.2f)", 1e3 * busy_s[d], 1e3 * ps->busy_s[d]);
+  printf("%s\n", ps->n_devices > 16 ? " ..." : "");
   print_training(&sum);
 }
 
@@ -772,7 +787,7 @@ static int run_pipeline(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster
   hap_cuda_kernels *ck = NULL;
   hap_checker *checker = NULL;
   hap_check_result *check_res = NULL;
-  double *iter_s = NULL, *losses = NULL;
+  double *iter_s = NULL, *losses = NULL, *busy_s = NULL;
   int rc = 1, me = comm->rank, total = o->warmup + o->iters;
   /* set-up, refused before any work: every rank agrees, the lowest failing one says why */
   hap_status st = refuse_policy(o, &pl->policy, &err);
@@ -823,9 +838,15 @@ static int run_pipeline(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster
   if ((st = iterate(o, comm, &u, checker, check_res, iter_s, losses, &check_ok, &err)) != HAP_OK)
     goto out;
   hap_run_steps steps = hap_pipe_run_steps_taken(pr);
+  double busy = hap_pipe_run_busy_s(pr);
+  if ((busy_s = malloc((size_t)comm->size * sizeof *busy_s)) == NULL)
+    st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
+  if (st != HAP_OK ||
+      (st = comm->ops->all_gather(comm, &busy, busy_s, (int64_t)sizeof busy, &err)) != HAP_OK)
+    goto out;
   if (me == 0 && o->iters > 0)
     report_pipeline(o, pl, ps, (sim_c != NULL ? sim_c : c)->name, iter_s + o->warmup, o->iters,
-                    losses, total, steps);
+                    losses, total, steps, busy_s);
   check_steps(o, comm, steps, &check_ok);
   if (o->trace != NULL && me == 0)
     fprintf(stderr,
@@ -840,6 +861,7 @@ out_quiet:
   hap_watchdog_set_phase_fn(task_phase, NULL);
   running_pw = NULL;
   running_pr = NULL;
+  free(busy_s);
   free(iter_s);
   free(losses);
   free(check_res);

@@ -11,6 +11,8 @@
 
 #include "cluster/cost.h"
 #include "model/zoo.h"
+#include "plan/pipeline_io.h"
+#include "plan/pipeline_lower.h"
 #include "plan/plan_io.h"
 #include "profile/kernel_times.h"
 #include "store/cluster_open.h"
@@ -70,6 +72,39 @@ static int check_device(const hap_profile *p, const hap_cluster *c, int32_t dev,
   return matched;
 }
 
+/* The cases device `dev` runs under the plan: for a pipelined plan, each stage of its group's
+ * program on one micro-batch of its stage graph, as hap-profile --plan times them. */
+static hap_status plan_cases(const hap_pipe_lowered *pw, int32_t dev, hap_kcase **out, int32_t *n,
+                             hap_err *err) {
+  const hap_pipeline *pl = pw->pipeline;
+  *out = NULL;
+  *n = 0;
+  if (hap_pipeline_is_flat(pl))
+    return hap_kcases_from_plan(pl->stages[0].plan, pw->graph, dev, out, n, err);
+  for (int32_t k = 0; k < pw->n_stages; k++) {
+    const hap_pipe_lowered_stage *ls = &pw->stages[k];
+    for (int32_t i = 0; i < ls->lw->n_devices; i++) {
+      if (ls->devices[i] != dev)
+        continue;
+      hap_kcase *more = NULL;
+      int32_t n_more = 0;
+      HAP_TRY(hap_kcases_from_plan(ls->plan, ls->graph, i, &more, &n_more, err));
+      hap_kcase *all = realloc(*out, (size_t)(*n + n_more + 1) * sizeof *all);
+      if (all == NULL) {
+        free(more);
+        return hap_err_set(err, HAP_ENOMEM, "out of memory");
+      }
+      memcpy(all + *n, more, (size_t)n_more * sizeof *all);
+      free(more);
+      *out = all;
+      *n += n_more;
+      for (int32_t j = 0; j < *n; j++)
+        hap_kcase_fix(&all[j]);
+    }
+  }
+  return HAP_OK;
+}
+
 int main(int argc, char **argv) {
   const char *plan = NULL, *model = NULL, *cluster = NULL;
   if (argc == 8 && strcmp(argv[2], "--plan") == 0 && strcmp(argv[4], "--model") == 0 &&
@@ -93,10 +128,12 @@ int main(int argc, char **argv) {
   }
   hap_graph *g = NULL;
   hap_cluster *pc = NULL;
-  hap_plan *pl = NULL;
+  hap_pipeline *pl = NULL;
+  hap_pipe_lowered *pw = NULL;
   if (plan != NULL && (hap_model_load(model, &g, &err) != HAP_OK ||
                        hap_cluster_open(cluster, &pc, &err) != HAP_OK ||
-                       hap_plan_read_file(plan, g, pc, &pl, &err) != HAP_OK)) {
+                       hap_pipeline_read_file(plan, g, pc, &pl, &err) != HAP_OK ||
+                       hap_pipe_lower(pl, g, pc, &pw, &err) != HAP_OK)) {
     printf("FAIL: %s\n", err.msg);
     return 1;
   }
@@ -104,8 +141,8 @@ int main(int argc, char **argv) {
   for (int32_t dev = 0; dev < p->n_devices; dev++) {
     hap_kcase *kc = NULL;
     int32_t n = 0;
-    hap_status st = plan != NULL ? hap_kcases_from_plan(pl, g, dev, &kc, &n, &err)
-                                 : hap_kcases_default(true, &kc, &n, &err);
+    hap_status st =
+        plan != NULL ? plan_cases(pw, dev, &kc, &n, &err) : hap_kcases_default(true, &kc, &n, &err);
     CHECK(st == HAP_OK, "cases: %s", err.msg);
     CHECK(c->devices[dev].n_kernels == p->devices[dev].n_kernels, "%d rows loaded of %d",
           c->devices[dev].n_kernels, p->devices[dev].n_kernels);
@@ -141,7 +178,8 @@ int main(int argc, char **argv) {
   free(kc);
   printf("%d kernel rows matched on %d devices, %d check(s) failed\n", total, p->n_devices,
          failures);
-  hap_plan_destroy(pl);
+  hap_pipe_lowered_destroy(pw);
+  hap_pipeline_destroy(pl);
   hap_cluster_destroy(pc);
   hap_graph_destroy(g);
   hap_cluster_destroy(c);

@@ -2,7 +2,8 @@
 # Kernel timings end to end: a quick 2-rank CPU profile (--only compute) has kernel rows that the
 # cluster model serves back (test_kernel_rows); then a profile measured with --plan (hap-synth's)
 # has the rows of exactly the local shapes that plan gives each rank, both timed in a replay of the
-# plan (the default, also for a 2-D megatron-tp plan) and in hot loops. hap-synth and h5py
+# plan (the default, also for a 2-D megatron-tp plan and a pipelined plan's stages) and in hot
+# loops. hap-synth and h5py
 # (python3-h5py, scripts/setup-debian.sh) are prerequisites: without either the test fails.
 # Usage: test_kernel_rows.sh HAP_PROFILE MPIEXEC TEST_KERNEL_ROWS HAP_SYNTH
 set -eu
@@ -34,6 +35,14 @@ two=paper-homo:gpus_per_host=1,hosts=2
 "$mpiexec" -np 2 "$bin" measure --backend cpu --quick --only compute --quiet \
   --plan "$tmp/mtp.json" --model "$model" --cluster "$two" -o "$tmp/mtp.h5"
 "$check" "$tmp/mtp.h5" --plan "$tmp/mtp.json" --model "$model" --cluster "$two"
+# a pipelined plan (2 stages of 1 device): each rank's stage replayed on its group, and in loops
+"$synth" "$model" -c cpu-2 --pipeline stages=2,micro_batches=2 -o "$tmp/pipe.json" -q
+for how in replay loop; do
+  "$mpiexec" -np 2 "$bin" measure --backend cpu --quick --only compute --quiet \
+    --kernel-timing "$how" --plan "$tmp/pipe.json" --model "$model" --cluster cpu-2 \
+    -o "$tmp/pipe-$how.h5"
+  "$check" "$tmp/pipe-$how.h5" --plan "$tmp/pipe.json" --model "$model" --cluster cpu-2
+done
 /usr/bin/python3 - "$tmp/plan.h5" "$tmp/loop.h5" <<'PY'
 import sys
 try:

@@ -52,6 +52,10 @@ hap_status hap_pipe_run_gather_copies(hap_pipe_run *pr, int32_t tensor, hap_run_
 int32_t hap_pipe_run_stage_running(const hap_pipe_run *pr);
 const char *hap_pipe_run_failed(const hap_pipe_run *pr);
 
+/* This rank's time in its stages' tasks during ops in the last iteration (the tails excluded:
+ * what hap_pipe_plan_sim's busy_s counts), s. */
+double hap_pipe_run_busy_s(const hap_pipe_run *pr);
+
 /* Each of this rank's stages' task times in the last iteration (as hap_run_iteration fills
  * them: first start, summed duration over the micro-batches, s): *n_tasks entries of stage
  * `stage`; NULL when this rank does not run it. */
