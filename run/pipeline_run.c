@@ -19,6 +19,12 @@ typedef struct self_msg {
   void *data;
 } self_msg;
 
+/* A buffer a send reads until the iteration's sends completed. */
+typedef struct send_buf {
+  void *data;
+  size_t bytes;
+} send_buf;
+
 /* A parameter used by several stages: its id in each (-1: not there). */
 typedef struct tied_param {
   int32_t tensor;    /* the whole graph's */
@@ -35,8 +41,10 @@ struct hap_pipe_run {
   volatile sig_atomic_t running; /* stage, -1 between ops */
   int32_t failed_stage;
   char failed[256];
-  void **sent; /* this iteration's send buffers, freed once the sends completed */
-  int32_t n_sent, cap_sent;
+  /* send buffers: the iteration's i-th send uses sent[i] (kept across iterations: the same sends
+   * come every iteration, and a fresh buffer's page faults cost more than the copy) */
+  send_buf *sent;
+  int32_t n_sent, n_kept, cap_sent;
   self_msg *self;
   int32_t n_self, cap_self;
   tied_param *tied;
@@ -191,13 +199,36 @@ hap_status hap_pipe_run_create(hap_pipe_lowered *pw, hap_comm *world, const hap_
   return HAP_OK;
 }
 
-static void free_sent(hap_pipe_run *pr) {
-  for (int32_t i = 0; i < pr->n_sent; i++)
-    free(pr->sent[i]);
+/* The iteration's sends completed: their buffers are free for the next (self-sends taken). */
+static void end_sends(hap_pipe_run *pr) {
   pr->n_sent = 0;
   for (int32_t i = 0; i < pr->n_self; i++)
     free(pr->self[i].data);
   pr->n_self = 0;
+}
+
+/* The buffer of this iteration's next send, at least `bytes` (contents undefined). */
+static void *next_send_buffer(hap_pipe_run *pr, size_t bytes, hap_err *err) {
+  size_t want = bytes > 0 ? bytes : 1;
+  if (pr->n_sent == pr->n_kept) {
+    if (HAP_VEC_RESERVE(pr->sent, pr->cap_sent, pr->n_kept + 1, 16) != 0) {
+      oom(err);
+      return NULL;
+    }
+    pr->sent[pr->n_kept++] = (send_buf){NULL, 0};
+  }
+  send_buf *b = &pr->sent[pr->n_sent];
+  if (b->bytes < want) {
+    free(b->data);
+    b->data = malloc(want);
+    b->bytes = b->data != NULL ? want : 0;
+    if (b->data == NULL) {
+      oom(err);
+      return NULL;
+    }
+  }
+  pr->n_sent++;
+  return b->data;
 }
 
 void hap_pipe_run_destroy(hap_pipe_run *pr) {
@@ -207,7 +238,9 @@ void hap_pipe_run_destroy(hap_pipe_run *pr) {
     hap_err ignored = {0};
     (void)pr->world->ops->send_wait(pr->world, &ignored);
   }
-  free_sent(pr);
+  end_sends(pr);
+  for (int32_t i = 0; i < pr->n_kept; i++)
+    free(pr->sent[i].data);
   free(pr->sent);
   free(pr->self);
   for (int32_t c = 0; c < pr->v; c++) {
@@ -253,21 +286,20 @@ static hap_status send_xfer(hap_pipe_run *pr, int32_t xi, int32_t micro, hap_err
       continue;
     hap_box region = box_of_pair(&pp->box);
     int64_t bytes = hap_box_numel(&region) * (int64_t)elem;
-    void *buf = malloc((size_t)(bytes > 0 ? bytes : 1));
-    if (buf == NULL || HAP_VEC_RESERVE(pr->sent, pr->cap_sent, pr->n_sent + 1, 16) != 0) {
-      free(buf);
-      return oom(err);
-    }
-    hap_box_pack(&region, data, &box, buf, elem);
     if (pp->dst == me) { /* kept for this rank's receiving op */
-      if (HAP_VEC_RESERVE(pr->self, pr->cap_self, pr->n_self + 1, 8) != 0) {
-        free(buf);
+      void *own = malloc((size_t)(bytes > 0 ? bytes : 1));
+      if (own == NULL || HAP_VEC_RESERVE(pr->self, pr->cap_self, pr->n_self + 1, 8) != 0) {
+        free(own);
         return oom(err);
       }
-      pr->self[pr->n_self++] = (self_msg){xi, micro, i, buf};
+      hap_box_pack(&region, data, &box, own, elem);
+      pr->self[pr->n_self++] = (self_msg){xi, micro, i, own};
       continue;
     }
-    pr->sent[pr->n_sent++] = buf;
+    void *buf = next_send_buffer(pr, (size_t)bytes, err);
+    if (buf == NULL)
+      return HAP_ENOMEM;
+    hap_box_pack(&region, data, &box, buf, elem);
     HAP_TRY(pr->world->ops->send_start(pr->world, buf, bytes, pp->dst, xi, err));
   }
   return HAP_OK;
@@ -480,7 +512,7 @@ hap_status hap_pipe_run_iteration(hap_pipe_run *pr, hap_err *err) {
   }
   pr->running = -1;
   hap_status st = pr->world->ops->send_wait(pr->world, err);
-  free_sent(pr);
+  end_sends(pr);
   return st;
 }
 
