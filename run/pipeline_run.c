@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/vec.h"
+#include "exec/clock.h"
 #include "kernels/half.h"
 #include "model/policy.h"
 #include "run/box.h"
@@ -39,6 +40,7 @@ struct hap_pipe_run {
   hap_run **runner;              /* [v]: stage chunk * p + my_group */
   double **start, **end;         /* [v][its n_tasks]: the last iteration's task times */
   volatile sig_atomic_t running; /* stage, -1 between ops */
+  double *op_start, *op_end; /* [ops + 1]: the last iteration's ops and tails, s after its start */
   int32_t failed_stage;
   char failed[256];
   /* send buffers: the iteration's i-th send uses sent[i] (kept across iterations: the same sends
@@ -166,6 +168,10 @@ hap_status hap_pipe_run_create(hap_pipe_lowered *pw, hap_comm *world, const hap_
                        (pr->start = calloc((size_t)pr->v, sizeof(double *))) == NULL ||
                        (pr->end = calloc((size_t)pr->v, sizeof(double *))) == NULL))
     st = oom(err);
+  int32_t n_ops = hap_pipe_order_n_ops(pw->order, pr->my_group) + 1;
+  if (st == HAP_OK && ((pr->op_start = calloc((size_t)n_ops, sizeof(double))) == NULL ||
+                       (pr->op_end = calloc((size_t)n_ops, sizeof(double))) == NULL))
+    st = oom(err);
   if (st == HAP_OK)
     st = find_tied(pr, err);
   hap_fault fault;
@@ -259,6 +265,8 @@ void hap_pipe_run_destroy(hap_pipe_run *pr) {
   free(pr->tied);
   free(pr->recv_buf);
   free(pr->gather_buf);
+  free(pr->op_start);
+  free(pr->op_end);
   hap_comm_destroy(pr->group);
   free(pr);
 }
@@ -481,12 +489,16 @@ hap_status hap_pipe_run_iteration(hap_pipe_run *pr, hap_err *err) {
   for (int32_t c = 0; c < pr->v; c++)
     hap_run_stage_begin(pr->runner[c], pr->start[c], pr->end[c]);
   int32_t n_ops = hap_pipe_order_n_ops(order, pr->my_group);
+  double t0 = hap_clock_s();
   for (int32_t i = 0; i < n_ops; i++) {
     hap_pipe_op op = hap_pipe_order_op(order, pr->my_group, i);
+    pr->op_start[i] = hap_clock_s() - t0;
     hap_status st = run_op(pr, op, err);
+    pr->op_end[i] = hap_clock_s() - t0;
     if (st != HAP_OK)
       return fail_in(pr, op.chunk * pr->p + pr->my_group, st);
   }
+  pr->op_start[n_ops] = hap_clock_s() - t0;
   for (int32_t c = 0; c < pr->v; c++) {
     pr->running = c * pr->p + pr->my_group;
     hap_status st = hap_run_stage_sync(pr->runner[c], err);
@@ -513,6 +525,7 @@ hap_status hap_pipe_run_iteration(hap_pipe_run *pr, hap_err *err) {
   pr->running = -1;
   hap_status st = pr->world->ops->send_wait(pr->world, err);
   end_sends(pr);
+  pr->op_end[n_ops] = hap_clock_s() - t0;
   return st;
 }
 
@@ -583,4 +596,10 @@ double hap_pipe_run_busy_s(const hap_pipe_run *pr) {
         busy += pr->end[c][t] - pr->start[c][t];
   }
   return busy;
+}
+
+const double *hap_pipe_run_op_times(const hap_pipe_run *pr, const double **end_s, int32_t *n) {
+  *n = hap_pipe_order_n_ops(pr->pw->order, pr->my_group) + 1;
+  *end_s = pr->op_end;
+  return pr->op_start;
 }

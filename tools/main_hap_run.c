@@ -392,11 +392,29 @@ static hap_status write_trace(const opts *o, hap_plan_sim *ps, const double *sta
   return hap_trace_close(t, err);
 }
 
-/* What the measured loop runs: an ordinary plan's runner (with its task times) or a pipeline's. */
+/* The timed iteration whose time is the median (--iters >= 1; the first timed one when out of
+ * memory). */
+static int median_iteration(const opts *o, const double *iter_s) {
+  int pick = o->warmup;
+  double sorted[64], *v = o->iters <= 64 ? sorted : malloc((size_t)o->iters * sizeof *v);
+  if (v == NULL)
+    return pick;
+  memcpy(v, iter_s + o->warmup, (size_t)o->iters * sizeof *v);
+  double med = quantile(v, o->iters, 0.5);
+  if (v != sorted)
+    free(v);
+  for (int i = o->warmup; i < o->warmup + o->iters; i++)
+    if (iter_s[i] == med)
+      pick = i;
+  return pick;
+}
+
+/* What the measured loop runs: an ordinary plan's runner (with its task times) or a pipeline's
+ * (with its op times). */
 typedef struct under_test {
   hap_run *run;
   hap_pipe_run *pipe;
-  double *start, *end; /* run: [iterations][nt] task times */
+  double *start, *end; /* run: [iterations][nt] task times; pipe: [iterations][nt] op times */
   size_t nt;
   double staging; /* run: this rank's mean staging per timed iteration, s */
 } under_test;
@@ -429,6 +447,12 @@ static hap_status iterate(const opts *o, hap_comm *comm, under_test *u, hap_chec
     hap_watchdog_disarm();
     HAP_TRY(comm->ops->all_reduce(comm, &local, &slowest, 1, HAP_F64, HAP_REDUCE_MAX, err));
     iter_s[i] = slowest;
+    if (u->pipe != NULL && u->start != NULL) { /* the ops' times, for the trace */
+      int32_t n = 0;
+      const double *ends = NULL, *starts = hap_pipe_run_op_times(u->pipe, &ends, &n);
+      memcpy(u->start + (size_t)i * u->nt, starts, u->nt * sizeof *starts);
+      memcpy(u->end + (size_t)i * u->nt, ends, u->nt * sizeof *ends);
+    }
     /* outside the timed part */
     HAP_TRY(u->pipe != NULL ? hap_pipe_run_loss(u->pipe, &losses[i], err)
                             : hap_run_loss(u->run, &losses[i], err));
@@ -608,20 +632,7 @@ static int run(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster *c, hap_
     goto out;
   staging = u.staging;
   /* the timed iteration closest to the median, from every rank, for the report and the trace */
-  int pick = o->warmup;
-  if (o->iters > 0) {
-    double *sorted = malloc((size_t)o->iters * sizeof *sorted);
-    if (sorted == NULL) {
-      st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
-      goto out;
-    }
-    memcpy(sorted, iter_s + o->warmup, (size_t)o->iters * sizeof *sorted);
-    double med = quantile(sorted, o->iters, 0.5);
-    free(sorted);
-    for (int i = o->warmup; i < total; i++)
-      if (iter_s[i] == med)
-        pick = i;
-  }
+  int pick = median_iteration(o, iter_s);
   all_start = calloc(nt * (size_t)comm->size, sizeof *all_start);
   all_end = calloc(nt * (size_t)comm->size, sizeof *all_end);
   if (!all_start || !all_end) {
@@ -756,6 +767,57 @@ static void report_pipeline(const opts *o, const hap_pipeline *pl, const hap_pip
   print_training(&sum);
 }
 
+/* Rank 0: the simulated timeline of every device (hap_pipe_plan_sim's, task by task) and then
+ * each rank's measured ops of the median iteration (start[r * n + k], op k of its group's order,
+ * the last entry its tails; s after the rank's iteration start). */
+static hap_status write_pipeline_trace(const opts *o, hap_pipe_lowered *pw, const double *start,
+                                       const double *end, size_t n, hap_err *err) {
+  hap_trace *t = NULL;
+  HAP_TRY(hap_trace_open(o->trace, prog, &t, err));
+  hap_pipe_plan_sim_options so = {.serial = true, .trace = t};
+  hap_pipe_plan_sim *ps = NULL;
+  hap_status st = hap_pipe_plan_sim_run(pw, &so, &ps, err);
+  hap_pipe_plan_sim_destroy(ps);
+  const hap_pipeline *pl = pw->pipeline;
+  for (int32_t r = 0; r < pl->n_devices && st == HAP_OK; r++) {
+    st = hap_trace_rank(t, HAP_TRACE_MEASURED, r, pw->cluster->devices[r].name);
+    int32_t g = 0;
+    for (int32_t gi = 0; gi < pl->n_groups; gi++) { /* the group holding device r */
+      int32_t nd;
+      const int32_t *dev = hap_pipeline_group(pl, gi, &nd);
+      for (int32_t i = 0; i < nd; i++)
+        g = dev[i] == r ? gi : g;
+    }
+    for (size_t k = 0; k < n && st == HAP_OK; k++) {
+      char name[64];
+      if (k + 1 < n) {
+        hap_pipe_op op = hap_pipe_order_op(pw->order, g, (int32_t)k);
+        snprintf(name, sizeof name, "stage %d %s micro-batch %d",
+                 (int)(op.chunk * pl->n_groups + g), op.backward ? "bwd" : "fwd", (int)op.micro);
+      } else {
+        snprintf(name, sizeof name, "tails (gradient sync, updates)");
+      }
+      hap_trace_event ev = HAP_TRACE_EVENT_INIT;
+      ev.name = name;
+      ev.cat = k + 1 < n ? "op" : "tail";
+      ev.pid = hap_trace_pid(HAP_TRACE_MEASURED, r);
+      ev.tid = HAP_TRACE_LANE_COMPUTE;
+      ev.ts_ns = (int64_t)llround(start[(size_t)r * n + k] * 1e9);
+      ev.dur_ns = (int64_t)llround(end[(size_t)r * n + k] * 1e9) - ev.ts_ns;
+      st = hap_trace_complete(t, &ev);
+    }
+  }
+  if (st == HAP_OK)
+    st = hap_trace_meta(t, "plan_strategy", pl->strategy);
+  if (st != HAP_OK) {
+    hap_trace_abort(t);
+    if (err->status == HAP_OK)
+      hap_err_set(err, st, "writing the trace '%s' failed", o->trace);
+    return st;
+  }
+  return hap_trace_close(t, err);
+}
+
 /* A stage whose memory (its program's, with the schedule's in-flight micro-batches) is above its
  * device's is refused before any work. */
 static hap_status refuse_overflow(const opts *o, const hap_pipe_lowered *pw, hap_err *err) {
@@ -788,6 +850,7 @@ static int run_pipeline(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster
   hap_checker *checker = NULL;
   hap_check_result *check_res = NULL;
   double *iter_s = NULL, *losses = NULL, *busy_s = NULL;
+  double *op_start = NULL, *op_end = NULL, *all_start = NULL, *all_end = NULL;
   int rc = 1, me = comm->rank, total = o->warmup + o->iters;
   /* set-up, refused before any work: every rank agrees, the lowest failing one says why */
   hap_status st = refuse_policy(o, &pl->policy, &err);
@@ -834,7 +897,18 @@ static int run_pipeline(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster
       st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
     goto out;
   }
-  under_test u = {.pipe = pr};
+  int32_t n_ops = 0;
+  const double *ignored = NULL;
+  (void)hap_pipe_run_op_times(pr, &ignored, &n_ops);
+  size_t nt = (size_t)n_ops;
+  if ((op_start = malloc(nt * (size_t)total * sizeof *op_start)) == NULL ||
+      (op_end = malloc(nt * (size_t)total * sizeof *op_end)) == NULL ||
+      (all_start = malloc(nt * (size_t)comm->size * sizeof *all_start)) == NULL ||
+      (all_end = malloc(nt * (size_t)comm->size * sizeof *all_end)) == NULL) {
+    st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
+    goto out;
+  }
+  under_test u = {.pipe = pr, .start = op_start, .end = op_end, .nt = nt};
   if ((st = iterate(o, comm, &u, checker, check_res, iter_s, losses, &check_ok, &err)) != HAP_OK)
     goto out;
   hap_run_steps steps = hap_pipe_run_steps_taken(pr);
@@ -848,11 +922,17 @@ static int run_pipeline(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster
     report_pipeline(o, pl, ps, (sim_c != NULL ? sim_c : c)->name, iter_s + o->warmup, o->iters,
                     losses, total, steps, busy_s);
   check_steps(o, comm, steps, &check_ok);
-  if (o->trace != NULL && me == 0)
-    fprintf(stderr,
-            "%s: --trace: not written for a pipelined plan yet (hap-sim --plan %s --trace "
-            "draws its simulated timeline)\n",
-            prog, o->plan);
+  int pick = median_iteration(o, iter_s);
+  if (o->trace != NULL &&
+      ((st = comm->ops->all_gather(comm, op_start + (size_t)pick * nt, all_start,
+                                   (int64_t)(nt * sizeof *all_start), &err)) != HAP_OK ||
+       (st = comm->ops->all_gather(comm, op_end + (size_t)pick * nt, all_end,
+                                   (int64_t)(nt * sizeof *all_end), &err)) != HAP_OK))
+    goto out;
+  if (o->trace != NULL && me == 0 &&
+      (st = write_pipeline_trace(o, sim_pw != NULL ? sim_pw : pw, all_start, all_end, nt, &err)) !=
+          HAP_OK)
+    goto out;
   rc = check_ok ? 0 : 1;
 out:
   if (st != HAP_OK && rc != 0)
@@ -861,6 +941,10 @@ out_quiet:
   hap_watchdog_set_phase_fn(task_phase, NULL);
   running_pw = NULL;
   running_pr = NULL;
+  free(op_start);
+  free(op_end);
+  free(all_start);
+  free(all_end);
   free(busy_s);
   free(iter_s);
   free(losses);

@@ -67,8 +67,30 @@ check rank-count-msg grep -q 'mpirun -np 2' "$tmp/err"
 # the wrong number of ranks it is refused in one line before any work
 "$synth" "$m" -c cpu-2 --pipeline stages=2,micro_batches=2 -o "$tmp/pipe.json" -q ||
   { echo "hap-synth --pipeline failed"; exit 1; }
-expect pipelined-run 0 "${mpi[@]}" "$run" "$tmp/pipe.json" -m "$m" -c cpu-2 -n 1 -w 1
+expect pipelined-run 0 "${mpi[@]}" "$run" "$tmp/pipe.json" -m "$m" -c cpu-2 -n 2 -w 1 \
+  -t "$tmp/pipe-trace.json"
 check pipelined-run-msg grep -q "^pipeline    2 stages on 2 device groups, 1f1b, 2 micro-batches" "$tmp/out"
+check pipelined-busy grep -q "^busy        per rank in ops, ms" "$tmp/out"
+# the trace: every device's simulated rows, and each rank's 4 measured ops (1F1B, 2 micro-batches)
+# and its tails, in order and without overlaps
+check pipelined-trace python3 - "$tmp/pipe-trace.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = [e for e in d["traceEvents"] if e["ph"] == "X"]
+ops = [e for e in ev if e["name"].startswith(("stage ", "tails ("))]
+assert len(ops) < len(ev), "no simulated events"
+pids = sorted({e["pid"] for e in ops})
+assert len(pids) == 2, pids
+for pid, stage in zip(pids, (0, 1)):
+    meas = sorted((e for e in ops if e["pid"] == pid), key=lambda e: e["ts"])
+    names = [e["name"] for e in meas]
+    assert len(names) == 5 and names[-1].startswith("tails"), names
+    assert all(n.startswith("stage %d " % stage) for n in names[:4]), names
+    assert sorted(names[:4]) == sorted("stage %d %s micro-batch %d" % (stage, p, j)
+                                       for p in ("fwd", "bwd") for j in (0, 1)), names
+    for a, b in zip(meas, meas[1:]):
+        assert a["ts"] + a["dur"] <= b["ts"] + 1e-3, (a, b)
+PY
 expect pipelined-ranks 1 mpirun --oversubscribe -np 3 "$run" "$tmp/pipe.json" -m "$m" -c cpu-2 -n 1 -w 1
 check pipelined-ranks-msg grep -q "pipe.json: the pipelined plan is for 2 devices (2 stages on 2 groups) but 3 ranks are running (start it with mpirun -np 2)" "$tmp/err"
 check pipelined-ranks-once [ "$(grep -c '^hap-run:' "$tmp/err")" -eq 1 ]

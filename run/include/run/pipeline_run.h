@@ -52,6 +52,11 @@ hap_status hap_pipe_run_gather_copies(hap_pipe_run *pr, int32_t tensor, hap_run_
 int32_t hap_pipe_run_stage_running(const hap_pipe_run *pr);
 const char *hap_pipe_run_failed(const hap_pipe_run *pr);
 
+/* The last iteration's ops on this rank, in its group's schedule order (hap_pipe_order_op), then
+ * its tails (gradient synchronisation, tied sums, updates) as one more entry: *n = ops + 1 starts
+ * and ends after the iteration's start, s. */
+const double *hap_pipe_run_op_times(const hap_pipe_run *pr, const double **end_s, int32_t *n);
+
 /* This rank's time in its stages' tasks during ops in the last iteration (the tails excluded:
  * what hap_pipe_plan_sim's busy_s counts), s. */
 double hap_pipe_run_busy_s(const hap_pipe_run *pr);
