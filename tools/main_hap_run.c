@@ -350,6 +350,21 @@ static void report(const opts *o, const hap_plan_sim *ps, const double *iter_s, 
   free(rel);
 }
 
+/* The trace's end: its metadata and the rename into place, or (st: a failure writing it) its
+ * temporary removed. */
+static hap_status finish_trace(const opts *o, hap_trace *t, hap_status st, const char *strategy,
+                               hap_err *err) {
+  if (st == HAP_OK)
+    st = hap_trace_meta(t, "plan_strategy", strategy);
+  if (st != HAP_OK) {
+    hap_trace_abort(t);
+    if (err->status == HAP_OK)
+      hap_err_set(err, st, "writing the trace '%s' failed", o->trace);
+    return st;
+  }
+  return hap_trace_close(t, err);
+}
+
 /* Rank 0: simulated rows, then the measured rows of the median iteration (starts relative to
  * each rank's first task). */
 static hap_status write_trace(const opts *o, hap_plan_sim *ps, const double *start,
@@ -381,15 +396,7 @@ static hap_status write_trace(const opts *o, hap_plan_sim *ps, const double *sta
       st = hap_trace_complete(t, &ev);
     }
   }
-  if (st == HAP_OK)
-    st = hap_trace_meta(t, "plan_strategy", lw->plan->strategy);
-  if (st != HAP_OK) {
-    hap_trace_abort(t);
-    if (err->status == HAP_OK)
-      hap_err_set(err, st, "writing the trace '%s' failed", o->trace);
-    return st;
-  }
-  return hap_trace_close(t, err);
+  return finish_trace(o, t, st, lw->plan->strategy, err);
 }
 
 /* The timed iteration whose time is the median (--iters >= 1; the first timed one when out of
@@ -807,15 +814,7 @@ static hap_status write_pipeline_trace(const opts *o, hap_pipe_lowered *pw, cons
       st = hap_trace_complete(t, &ev);
     }
   }
-  if (st == HAP_OK)
-    st = hap_trace_meta(t, "plan_strategy", pl->strategy);
-  if (st != HAP_OK) {
-    hap_trace_abort(t);
-    if (err->status == HAP_OK)
-      hap_err_set(err, st, "writing the trace '%s' failed", o->trace);
-    return st;
-  }
-  return hap_trace_close(t, err);
+  return finish_trace(o, t, st, pl->strategy, err);
 }
 
 /* A stage whose memory (its program's, with the schedule's in-flight micro-batches) is above its
