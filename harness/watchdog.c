@@ -76,11 +76,17 @@ size_t hap_watchdog_message(int sig, char *buf, size_t len) {
   return l.len;
 }
 
+static volatile sig_atomic_t w_quiet; /* hap_watchdog_quiet */
+
+void hap_watchdog_quiet(void) { w_quiet = 1; }
+
 static void on_fatal(int sig) {
   char msg[1024];
-  size_t n = hap_watchdog_message(sig, msg, sizeof msg);
-  ssize_t rc = write(STDERR_FILENO, msg, n);
-  (void)rc;
+  if (!w_quiet || sig == SIGALRM) {
+    size_t n = hap_watchdog_message(sig, msg, sizeof msg);
+    ssize_t rc = write(STDERR_FILENO, msg, n);
+    (void)rc;
+  }
   if (w_unlink[0] != '\0')
     unlink(w_unlink);
   _exit(1);

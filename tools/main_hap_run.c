@@ -704,6 +704,7 @@ static bool said_by_first(hap_comm *comm, hap_status st, const hap_err *err) {
     return false;
   if (comm->rank == first)
     hap_report(prog, comm->rank, "%s", agreed.msg);
+  hap_watchdog_quiet(); /* a rank mpirun stops while it exits has nothing to add */
   return true;
 }
 

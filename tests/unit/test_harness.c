@@ -341,10 +341,11 @@ typedef struct child {
 } child;
 
 /* Fork a child that installs the watchdog (timeout_s, hap-profile's wording, rank 2, phase "p2p"),
- * registers `unlink_path` (may be NULL), arms the watchdog when `arm`, says it is ready and
+ * registers `unlink_path` (may be NULL), arms the watchdog when `arm`, goes quiet when `quiet`
+ * (hap_watchdog_quiet), says it is ready and
  * waits for a signal: 10 s at most, then exit 9 (a broken watchdog fails the test, not hangs it).
  * Its stdout goes to /dev/null, so it never holds the test runner's pipes. */
-static child start_child(double timeout_s, bool arm, const char *unlink_path) {
+static child start_child(double timeout_s, bool arm, const char *unlink_path, bool quiet) {
   int errp[2], readyp[2];
   cr_assert_eq(pipe(errp), 0);
   cr_assert_eq(pipe(readyp), 0);
@@ -360,6 +361,8 @@ static child start_child(double timeout_s, bool arm, const char *unlink_path) {
         hap_watchdog_unlink_on_exit(unlink_path, NULL) != HAP_OK)
       _exit(3);
     hap_watchdog_set_phase("p2p");
+    if (quiet)
+      hap_watchdog_quiet();
     if (arm)
       hap_watchdog_arm();
     if (write(readyp[1], "r", 1) != 1)
@@ -397,7 +400,7 @@ static double now_s(void) {
 
 Test(watchdog_process, timeout_line_and_exit_1, .timeout = 20) {
   double t0 = now_s();
-  child c = start_child(1, true, NULL);
+  child c = start_child(1, true, NULL, false);
   char got[1024];
   int status = finish_child(c, got, sizeof got);
   double took = now_s() - t0;
@@ -415,7 +418,7 @@ Test(watchdog_process, sigterm_line_removes_the_temporary, .timeout = 20) {
   int fd = mkstemp(path);
   cr_assert_geq(fd, 0);
   close(fd);
-  child c = start_child(60, true, path);
+  child c = start_child(60, true, path, false);
   kill(c.pid, SIGTERM);
   char got[1024];
   int status = finish_child(c, got, sizeof got);
@@ -429,7 +432,7 @@ Test(watchdog_process, sigterm_line_removes_the_temporary, .timeout = 20) {
 }
 
 Test(watchdog_process, disarmed_does_not_fire, .timeout = 20) {
-  child c = start_child(1, false, NULL); /* installed, never armed */
+  child c = start_child(1, false, NULL, false); /* installed, never armed */
   nanosleep(&(struct timespec){.tv_sec = 1, .tv_nsec = 500000000}, NULL);
   int status = 0;
   cr_expect_eq(waitpid(c.pid, &status, WNOHANG), 0, "still waiting after the timeout");
@@ -440,6 +443,28 @@ Test(watchdog_process, disarmed_does_not_fire, .timeout = 20) {
   cr_expect_str_eq(got,
                    "hap-profile: rank 2: stopped by SIGINT during p2p (mpirun stops every rank "
                    "when one rank fails); no profile written\n");
+}
+
+/* Quiet (the failure was said already): SIGTERM ends the rank with exit 1, no line, the temporary
+ * removed; the timeout still speaks. */
+Test(watchdog_process, quiet_sigterm_says_nothing, .timeout = 20) {
+  char path[] = "/tmp/hap-test-harness-tmp-XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  child c = start_child(60, true, path, true);
+  kill(c.pid, SIGTERM);
+  char got[1024];
+  int status = finish_child(c, got, sizeof got);
+  cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 1, "exit 1 (status %#x)", status);
+  cr_expect_str_eq(got, "", "no line");
+  struct stat st;
+  cr_expect_neq(stat(path, &st), 0, "the temporary is gone");
+  unlink(path);
+  child t = start_child(1, true, NULL, true);
+  status = finish_child(t, got, sizeof got);
+  cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+  cr_expect_not_null(strstr(got, "no measurement step finished for 1 s"), "%s", got);
 }
 
 /* ---- interrupt.h -------------------------------------------------------------------------- */

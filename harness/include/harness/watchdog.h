@@ -34,6 +34,11 @@ hap_status hap_watchdog_install(const char *prog, int32_t rank, double timeout_s
 void hap_watchdog_arm(void);
 void hap_watchdog_disarm(void);
 
+/* From now on SIGTERM and SIGINT end the rank without a line (the job's failure was said already,
+ * e.g. by the lowest failing rank of a set-up every rank agreed failed; mpirun then stops the
+ * ranks still cleaning up). The timeout still speaks. */
+void hap_watchdog_quiet(void);
+
 /* {phase} from now on: a copy of `phase` (at most 159 bytes kept). */
 void hap_watchdog_set_phase(const char *phase);
 
