@@ -52,7 +52,7 @@ struct hap_pipe_run {
   tied_param *tied;
   int32_t n_tied;
   bool skip_tied_sum; /* HAP_FAULT=skip-tied-sum (tests only) */
-  float *recv_buf;    /* receive scratch */
+  void *recv_buf;     /* receive scratch */
   size_t recv_bytes;
   void *gather_buf; /* all-gather shards */
   size_t gather_bytes;
@@ -362,7 +362,7 @@ static hap_status recv_xfer(hap_pipe_run *pr, int32_t xi, int32_t micro, hap_err
                          "sent to this rank",
                          pr->pw->graph->tensors[x->tensor].name, micro);
     if (buf == NULL) {
-      if ((buf = room((void **)&pr->recv_buf, &pr->recv_bytes, (size_t)bytes, err)) == NULL)
+      if ((buf = room(&pr->recv_buf, &pr->recv_bytes, (size_t)bytes, err)) == NULL)
         return HAP_ENOMEM;
       HAP_TRY(pr->world->ops->recv(pr->world, buf, bytes, pp->src, xi, err));
     }
