@@ -26,10 +26,12 @@ typedef struct send_buf {
   size_t bytes;
 } send_buf;
 
-/* A parameter used by several stages: its id in each (-1: not there). */
+/* A parameter used by several stages: its id in each (-1: not there), and the ranks that hold it
+ * (Megatron-LM's embedding group). */
 typedef struct tied_param {
   int32_t tensor;    /* the whole graph's */
   int32_t *in_stage; /* [n_stages] */
+  hap_comm *holders; /* the ranks of the stages that use it (owned); NULL on the others */
 } tied_param;
 
 struct hap_pipe_run {
@@ -119,11 +121,16 @@ static hap_status find_tied(hap_pipe_run *pr, hap_err *err) {
       return oom(err);
     pr->tied = grown;
     tied_param *tp = &pr->tied[pr->n_tied++];
-    tp->tensor = t;
+    *tp = (tied_param){t, NULL, NULL};
     if ((tp->in_stage = malloc((size_t)pw->n_stages * sizeof *tp->in_stage)) == NULL)
       return oom(err);
-    for (int32_t k = 0; k < pw->n_stages; k++)
+    bool mine = false;
+    for (int32_t k = 0; k < pw->n_stages; k++) {
       tp->in_stage[k] = pw->stages[k].sg != NULL ? pw->stages[k].sg->stage_of[t] : t;
+      mine = mine || (k % pr->p == pr->my_group && tp->in_stage[k] >= 0);
+    }
+    /* collective over the world, every rank in the same order */
+    HAP_TRY(pr->world->ops->split(pr->world, mine ? 0 : -1, pr->world->rank, &tp->holders, err));
   }
   return HAP_OK;
 }
@@ -260,8 +267,10 @@ void hap_pipe_run_destroy(hap_pipe_run *pr) {
   free(pr->runner);
   free(pr->start);
   free(pr->end);
-  for (int32_t i = 0; i < pr->n_tied; i++)
+  for (int32_t i = 0; i < pr->n_tied; i++) {
     free(pr->tied[i].in_stage);
+    hap_comm_destroy(pr->tied[i].holders);
+  }
   free(pr->tied);
   free(pr->recv_buf);
   free(pr->gather_buf);
@@ -419,14 +428,16 @@ static hap_status run_op(hap_pipe_run *pr, hap_pipe_op op, hap_err *err) {
   return HAP_OK;
 }
 
-/* Tied parameters: every stage's gradient summed (collective over the world). Within a stage,
- * one device per distinct box contributes. */
+/* Tied parameters: every stage's gradient summed (collective over the ranks of the stages that
+ * use it). Within a stage, one device per distinct box contributes. */
 static hap_status sum_tied(hap_pipe_run *pr, hap_err *err) {
   const hap_graph *g = pr->pw->graph;
   const hap_train_policy *pol = &pr->pw->pipeline->policy;
   hap_status st = HAP_OK;
   for (int32_t i = 0; i < pr->n_tied && st == HAP_OK; i++) {
     const tied_param *tp = &pr->tied[i];
+    if (tp->holders == NULL)
+      continue; /* none of this rank's stages uses it */
     const hap_shape *shape = &g->tensors[tp->tensor].shape;
     hap_box full = hap_box_full(shape);
     int64_t n = hap_box_numel(&full);
@@ -464,7 +475,7 @@ static hap_status sum_tied(hap_pipe_run *pr, hap_err *err) {
       }
     }
     if (st == HAP_OK)
-      st = pr->world->ops->all_reduce(pr->world, sum, sum, n, HAP_F32, HAP_REDUCE_SUM, err);
+      st = tp->holders->ops->all_reduce(tp->holders, sum, sum, n, HAP_F32, HAP_REDUCE_SUM, err);
     for (int32_t c = 0; c < pr->v && st == HAP_OK; c++) {
       int32_t k = c * pr->p + pr->my_group, t = tp->in_stage[k];
       hap_box box;

@@ -556,6 +556,73 @@ static hap_status add_tail(sim_build *b, int32_t k, hap_err *err) {
   return st;
 }
 
+/* A parameter several stages use (GPT's tied embedding): its gradients summed with an all-reduce
+ * over the devices of those stages (as hap-run does, Megatron-LM's embedding group), each member
+ * after every tail of its device's stages, priced as a tail. Not placed between the
+ * synchronisation and the updates as hap-run runs it: it ends the iteration either way when
+ * communication does not overlap (serial), and after the update it delays nothing else. */
+static hap_status add_tied_sum(sim_build *b, int32_t t, hap_err *err) {
+  const hap_pipe_lowered *pw = b->pw;
+  const hap_pipeline *pl = pw->pipeline;
+  int32_t n_dev = pw->cluster->n_devices, n = 0;
+  int32_t *ranks = malloc((size_t)n_dev * sizeof *ranks);
+  uint8_t *holds = calloc((size_t)pl->n_groups, 1);
+  hap_status st = ranks && holds ? HAP_OK : oom(err);
+  int32_t holders = 0;
+  for (int32_t k = 0; k < pw->n_stages && st == HAP_OK; k++)
+    if (pw->stages[k].sg == NULL || pw->stages[k].sg->stage_of[t] >= 0) {
+      holders++;
+      holds[pl->stages[k].group] = 1;
+    }
+  for (int32_t g = 0; g < pl->n_groups && st == HAP_OK; g++) {
+    int32_t nd;
+    const int32_t *dev = hap_pipeline_group(pl, g, &nd);
+    for (int32_t i = 0; i < nd && holds[g]; i++)
+      ranks[n++] = dev[i];
+  }
+  if (st != HAP_OK || holders < 2) {
+    free(ranks);
+    free(holds);
+    return st;
+  }
+  hap_group grp;
+  double sec = 0, bytes = (double)hap_tensor_bytes(&pw->graph->tensors[t]);
+  int32_t coll = -1;
+  char label[256];
+  snprintf(label, sizeof label, "%s.grad.tied_all_reduce", pw->graph->tensors[t].name);
+  if ((st = hap_group_init(pw->cluster, ranks, n, &grp, err)) == HAP_OK) {
+    (void)hap_coll_best(&grp, HAP_COLL_ALL_REDUCE, hap_coll_bytes_uniform(bytes, n), &sec);
+    if (!isfinite(sec) || sec < 0)
+      st = hap_err_set(err, HAP_EINVAL, "pipeline simulation: '%s' priced at %g s", label, sec);
+  }
+  if (st == HAP_OK)
+    st = hap_sim_new_collective(b->sim, &coll, err);
+  for (int32_t g = 0; g < pl->n_groups && st == HAP_OK; g++) {
+    int32_t nd;
+    const int32_t *dev = hap_pipeline_group(pl, g, &nd);
+    for (int32_t i = 0; i < nd && holds[g] && st == HAP_OK; i++) {
+      int32_t after[64], n_after = 0; /* every tail of the device's stages (2 per chunk) */
+      for (int32_t k = g; k < pw->n_stages && n_after + 2 <= 64; k += pl->n_groups)
+        n_after += op_end(&b->st[k], i, after + n_after);
+      int32_t id = -1;
+      hap_sim_task task = {.name = label,
+                           .device = dev[i],
+                           .stream = b->serial ? HAP_SIM_COMPUTE : HAP_SIM_COMM,
+                           .kind = HAP_SIM_COLLECTIVE,
+                           .duration_s = sec,
+                           .bytes = bytes,
+                           .deps = after,
+                           .n_deps = n_after,
+                           .collective = coll};
+      if ((st = hap_sim_add_task(b->sim, &task, &id, err)) == HAP_OK)
+        st = mark_tail(b, id, true, err);
+    }
+  }
+  free(ranks);
+  free(holds);
+  return st;
+}
+
 /* Merge the groups' orders into the engine (see the top of the file). */
 static hap_status build(sim_build *b, hap_err *err) {
   const hap_pipe_order *o = b->pw->order;
@@ -594,6 +661,10 @@ static hap_status build(sim_build *b, hap_err *err) {
     }
   }
   free(next);
+  const hap_graph *g = b->pw->graph;
+  for (int32_t t = 0; t < g->n_tensors && st == HAP_OK && b->pw->n_stages > 1; t++)
+    if (g->tensors[t].kind == HAP_TENSOR_PARAMETER && g->tensors[t].requires_grad)
+      st = add_tied_sum(b, t, err);
   return st;
 }
 

@@ -4,7 +4,11 @@
  * and agreement with the stage-granularity estimate. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "base/fileio.h"
 
 #include "pipe/estimate.h"
 #include "plan/pipeline_lower.h"
@@ -200,4 +204,40 @@ Test(pipeline_plan_sim, boundaries_cross_once_per_replica) {
                  recv->replicas * slice);
   }
   finish(&x);
+}
+
+/* GPT's tied wte (the embedding in the first stage, the head in the last): its gradients are
+ * summed with an all-reduce over the devices of those two stages, one member task on each of
+ * them in the trace, ending the iteration; an mlp (nothing tied) has none. */
+Test(pipeline_plan_sim, tied_parameters_are_summed_across_stages) {
+  const char *models[2] = {"gpt:layers=4,batch=16,seq=32,width=64,heads=4,vocab=128", MLP};
+  for (int i = 0; i < 2; i++) {
+    run x;
+    start(&x, models[i], "paper-homo:gpus_per_host=2,hosts=2", "stages=4,micro_batches=4",
+          HAP_STRATEGY_HAP);
+    char path[] = "/tmp/hap-test-tied-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    hap_trace *t = NULL;
+    hap_err err = {0};
+    cr_assert_eq(hap_trace_open(path, "test", &t, &err), HAP_OK, "%s", err.msg);
+    hap_pipe_plan_sim_options o = {.trace = t};
+    hap_pipe_plan_sim *r = NULL;
+    cr_assert_eq(hap_pipe_plan_sim_run(x.pw, &o, &r, &err), HAP_OK, "%s", err.msg);
+    cr_assert_eq(hap_trace_close(t, &err), HAP_OK, "%s", err.msg);
+    char *text = NULL;
+    size_t len = 0;
+    cr_assert_eq(hap_read_file(path, &text, &len, &err), HAP_OK, "%s", err.msg);
+    int members = 0;
+    for (const char *p = text; (p = strstr(p, "\"name\":\"wte.weight.grad.tied_all_reduce\"")); p++)
+      members++;
+    /* stages 0 and 3 run on groups 0 and 3, one device each */
+    cr_expect_eq(members, i == 0 ? 2 : 0, "%s: %d members", models[i], members);
+    cr_expect_eq(r->iteration_s, x.r->iteration_s, "the same simulation");
+    free(text);
+    unlink(path);
+    hap_pipe_plan_sim_destroy(r);
+    finish(&x);
+  }
 }

@@ -23,7 +23,7 @@
  * Reduce value (Megatron-LM's tensor-parallel all-reduce before the send, halved); it arrives in
  * the layout the producing stage sources "<y>@grad" in. A parameter used by several stages
  * (GPT's tied embedding) has its gradients summed across them by the executor
- * (run/pipeline_run.h); the simulation does not price that sum yet. Ownership:
+ * (run/pipeline_run.h) and the simulation (simulate/pipeline_plan_sim.h). Ownership:
  * hap_pipe_lower returns an owned hap_pipe_lowered freed with hap_pipe_lowered_destroy; it borrows
  * the pipeline, the graph and the cluster. */
 #ifndef HAP_PLAN_PIPELINE_LOWER_H

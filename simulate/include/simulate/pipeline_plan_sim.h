@@ -4,7 +4,9 @@
  * group's cluster), boundary transfers are engine TRANSFERs from the sending device's
  * communication stream over shared link resources (a device's intra-host link out, each host's
  * NIC out and in), and each stage's tail (gradient synchronisation and updates) runs once after
- * its group's last op. Bubbles are what the engine leaves idle: no closed form. A device's run of
+ * its group's last op; a parameter several stages use (GPT's tied embedding) then has its
+ * gradients summed by an all-reduce over those stages' devices, a tail task ("<param>.grad.
+ * tied_all_reduce"). Bubbles are what the engine leaves idle: no closed form. A device's run of
  * compute tasks that nothing on another stream waits inside of is one engine task (exact).
  * Not yet: the stages' own collectives are priced as today (hap_coll_time), not over the link
  * resources, so they do not share NICs with the boundary transfers.
