@@ -724,7 +724,7 @@ static const char *pipe_task_phase(const void *ctx) {
   return pw->stages[k].lw->tasks[t].name;
 }
 
-/* Rank 0: the pipelined run's measured iterations against the simulated one. */
+/* Rank 0: the pipelined run's measured iterations against the simulated one (iter_s is sorted). */
 static void report_pipeline(const opts *o, const hap_pipeline *pl, const hap_pipe_plan_sim *ps,
                             const char *cluster_name, double *iter_s, int n_iter,
                             const double *losses, int n_losses, hap_run_steps steps,
@@ -912,6 +912,7 @@ static int run_pipeline(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster
   if ((st = iterate(o, comm, &u, checker, check_res, iter_s, losses, &check_ok, &err)) != HAP_OK)
     goto out;
   hap_run_steps steps = hap_pipe_run_steps_taken(pr);
+  int pick = median_iteration(o, iter_s); /* before the report sorts the times */
   double busy = hap_pipe_run_busy_s(pr);
   if ((busy_s = malloc((size_t)comm->size * sizeof *busy_s)) == NULL)
     st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
@@ -922,7 +923,6 @@ static int run_pipeline(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster
     report_pipeline(o, pl, ps, (sim_c != NULL ? sim_c : c)->name, iter_s + o->warmup, o->iters,
                     losses, total, steps, busy_s);
   check_steps(o, comm, steps, &check_ok);
-  int pick = median_iteration(o, iter_s);
   if (o->trace != NULL &&
       ((st = comm->ops->all_gather(comm, op_start + (size_t)pick * nt, all_start,
                                    (int64_t)(nt * sizeof *all_start), &err)) != HAP_OK ||
