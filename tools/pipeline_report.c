@@ -182,7 +182,52 @@ static void write_json(hap_jw *w, const hap_pipeline_report_args *a, const char 
   hap_jw_end_object(w);
 }
 
-int hap_pipeline_report(const char *prog, const hap_pipeline_report_args *a) {
+/* Does every stage of `e` fit its devices? */
+static bool all_fit(const hap_pipe_estimate *e) {
+  for (int32_t k = 0; k < e->n_stages; k++)
+    if (!e->stages[k].fits)
+      return false;
+  return true;
+}
+
+/* --pipeline auto: 1F1B pipelines of every stage count P that divides the devices into equal
+ * groups (P <= 16 and at most the graph's nodes), each with the policy's micro-batches or, when
+ * fewer, 4 P (a bubble of at most (P-1)/(5P-1)); 1 stage is the one-stage plan. The specs go to
+ * texts[0..*n) (HAP_PIPELINE_REPORT_MAX at most). */
+static void auto_specs(const hap_graph *g, const hap_cluster *c, const hap_train_policy *pol,
+                       char texts[][64], int *n) {
+  *n = 0;
+  for (int32_t p = 1; p <= 16 && p <= c->n_devices && p <= g->n_nodes; p++) {
+    if (c->n_devices % p != 0 || *n >= HAP_PIPELINE_REPORT_MAX)
+      continue;
+    int32_t m = pol->micro_batches > 4 * p ? pol->micro_batches : 4 * p;
+    snprintf(texts[*n], 64, "stages=%d,schedule=1f1b,micro_batches=%d", (int)p,
+             (int)(p == 1 ? (pol->micro_batches > 0 ? pol->micro_batches : 1) : m));
+    (*n)++;
+  }
+}
+
+/* The fastest estimate whose stages all fit (ties: fewer stages), or -1. */
+static int best_fitting(hap_pipe_estimate *const *est, int n) {
+  int best = -1;
+  for (int i = 0; i < n; i++)
+    if (est[i] != NULL && all_fit(est[i]) &&
+        (best < 0 || est[i]->sim->makespan_s < est[best]->sim->makespan_s))
+      best = i;
+  return best;
+}
+
+int hap_pipeline_report(const char *prog, const hap_pipeline_report_args *given) {
+  hap_pipeline_report_args args = *given, *a = &args;
+  bool search = a->n_specs == 1 && strcmp(a->specs[0], "auto") == 0;
+  static char auto_texts[HAP_PIPELINE_REPORT_MAX][64];
+  const char *auto_ptrs[HAP_PIPELINE_REPORT_MAX];
+  if (search) { /* the candidates need the graph and the cluster: sized below */
+    args.n_specs = HAP_PIPELINE_REPORT_MAX;
+    args.specs = auto_ptrs;
+    for (int i = 0; i < HAP_PIPELINE_REPORT_MAX; i++)
+      auto_ptrs[i] = auto_texts[i];
+  }
   hap_err err = {0};
   hap_pipe_spec *specs = calloc((size_t)a->n_specs, sizeof *specs);
   hap_pipe_estimate **est = calloc((size_t)a->n_specs, sizeof(hap_pipe_estimate *));
@@ -196,7 +241,7 @@ int hap_pipeline_report(const char *prog, const hap_pipeline_report_args *a) {
     return 1;
   }
   int rc = 0;
-  for (int i = 0; i < a->n_specs && rc == 0; i++) /* every spec is checked before any runs */
+  for (int i = 0; i < a->n_specs && rc == 0 && !search; i++) /* checked before any runs */
     if (hap_pipe_spec_parse(a->specs[i], &specs[i], &err) != HAP_OK)
       rc = hap_report_usage(prog, -1, "--%s", err.msg);
   hap_graph *g = NULL;
@@ -208,6 +253,12 @@ int hap_pipeline_report(const char *prog, const hap_pipeline_report_args *a) {
     hap_report_err(prog, -1, &err);
     rc = 1;
   }
+  if (rc == 0 && search) {
+    auto_specs(g, c, &a->policy, auto_texts, &args.n_specs);
+    for (int i = 0; i < a->n_specs && rc == 0; i++)
+      if (hap_pipe_spec_parse(a->specs[i], &specs[i], &err) != HAP_OK)
+        rc = hap_report_usage(prog, -1, "--pipeline auto: %s", err.msg);
+  }
   hap_synth_options o = {.strategy = a->strategy,
                          .memory_limit_bytes = a->memory_limit,
                          .rescore = hap_plan_sim_rescore,
@@ -215,8 +266,15 @@ int hap_pipeline_report(const char *prog, const hap_pipeline_report_args *a) {
   bool ran = rc == 0, single = a->n_specs == 1;
   for (int i = 0; i < a->n_specs && ran; i++)
     (void)hap_pipe_estimate_run(g, c, &specs[i], &o, &est[i], &errs[i]);
-  if (rc == 0 && single && est[0] != NULL && a->output != NULL &&
-      hap_pipeline_write_file(est[0]->pipeline, g, c, a->output, &err) != HAP_OK) {
+  int chosen = single ? 0 : -1;
+  if (ran && search && (chosen = best_fitting(est, a->n_specs)) < 0) {
+    hap_report(prog, -1,
+               "--pipeline auto: no pipeline of 1 to %d stages fits every stage's devices",
+               specs[a->n_specs - 1].stages);
+    rc = 1;
+  }
+  if (rc == 0 && chosen >= 0 && est[chosen] != NULL && a->output != NULL &&
+      hap_pipeline_write_file(est[chosen]->pipeline, g, c, a->output, &err) != HAP_OK) {
     hap_report_err(prog, -1, &err);
     rc = 1;
   }
@@ -235,8 +293,11 @@ int hap_pipeline_report(const char *prog, const hap_pipeline_report_args *a) {
     print_stages(a, g, est[0]);
   } else if (report && !single) {
     print_rows(a, est, errs);
+    if (search && chosen >= 0)
+      printf("\nchosen      %s: the fastest whose stages all fit%s\n", a->specs[chosen],
+             a->output != NULL ? " (written to -o)" : "");
   }
-  for (int i = 0; i < a->n_specs && ran; i++)
+  for (int i = 0; i < a->n_specs && ran && !search; i++)
     if (est[i] == NULL) { /* said on stderr, one line per failed pipeline */
       hap_report(prog, -1, "--pipeline %s: %s", a->specs[i], errs[i].msg);
       rc = 1;

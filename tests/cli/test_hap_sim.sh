@@ -211,6 +211,20 @@ expect pipeline-bad-spec 2 "$bin" "$small" -c cpu-2 --pipeline stages=2,schedule
 check pipeline-bad-spec-msg one_line_error "--pipeline: schedule 'zigzag', expected gpipe, 1f1b, interleaved"
 expect pipeline-no-stages 2 "$bin" "$small" -c cpu-2 --pipeline schedule=gpipe
 check pipeline-no-stages-msg one_line_error "missing stages=P"
+# --pipeline auto: 1F1B pipelines of every stage count that divides the devices (and one stage);
+# the fastest that fits is chosen: one stage when it fits, 2 stages under a 400 MiB limit (the
+# one-stage program needs 800 MiB), none under 1 MiB (exit 1, one line)
+amlp="mlp:layers=8,hidden=2048"
+expect pipeline-auto 0 "$bin" "$amlp" -c "$hosts4" --pipeline auto
+check pipeline-auto-rows [ "$(grep -cE '^stages=(1|2|4|8),schedule=1f1b,micro_batches=' "$tmp/out")" -eq 4 ]
+check pipeline-auto-chosen grep -q '^chosen      stages=1,schedule=1f1b,micro_batches=1: the fastest whose stages all fit' "$tmp/out"
+expect pipeline-auto-limit 0 "$synth" "$amlp" -c "$hosts4" --pipeline auto --memory-limit 400M -o "$tmp/auto.json"
+check pipeline-auto-limit-chosen grep -q '^chosen      stages=2,schedule=1f1b,micro_batches=8: .*(written to -o)' "$tmp/out"
+check pipeline-auto-limit-file python3 -c "
+import json; d=json.load(open('$tmp/auto.json')); assert len(d['stages']) == 2, d['pipeline']"
+expect pipeline-auto-none 1 "$synth" "$amlp" -c "$hosts4" --pipeline auto --memory-limit 1M -o "$tmp/none.json"
+check pipeline-auto-none-msg one_line_error "--pipeline auto: no pipeline of 1 to 8 stages fits every stage's devices"
+check pipeline-auto-none-no-file [ ! -e "$tmp/none.json" ]
 expect pipeline-sweep 2 "$bin" "$small" -c cpu-2 --pipeline stages=2 --sweep batch=8,16
 check pipeline-sweep-msg one_line_error "--pipeline takes a model, a cluster"
 expect pipeline-csv 2 "$bin" "$small" -c cpu-2 --pipeline stages=2 -f csv
