@@ -267,12 +267,8 @@ int hap_pipeline_report(const char *prog, const hap_pipeline_report_args *given)
   for (int i = 0; i < a->n_specs && ran; i++)
     (void)hap_pipe_estimate_run(g, c, &specs[i], &o, &est[i], &errs[i]);
   int chosen = single ? 0 : -1;
-  if (ran && search && (chosen = best_fitting(est, a->n_specs)) < 0) {
-    hap_report(prog, -1,
-               "--pipeline auto: no pipeline of 1 to %d stages fits every stage's devices",
-               specs[a->n_specs - 1].stages);
-    rc = 1;
-  }
+  if (ran && search)
+    chosen = best_fitting(est, a->n_specs);
   if (rc == 0 && chosen >= 0 && est[chosen] != NULL && a->output != NULL &&
       hap_pipeline_write_file(est[chosen]->pipeline, g, c, a->output, &err) != HAP_OK) {
     hap_report_err(prog, -1, &err);
@@ -296,6 +292,13 @@ int hap_pipeline_report(const char *prog, const hap_pipeline_report_args *given)
     if (search && chosen >= 0)
       printf("\nchosen      %s: the fastest whose stages all fit%s\n", a->specs[chosen],
              a->output != NULL ? " (written to -o)" : "");
+  }
+  if (ran && search && chosen < 0) { /* after the rows, which show what each needs */
+    fflush(stdout);
+    hap_report(prog, -1,
+               "--pipeline auto: no pipeline of 1 to %d stages fits every stage's devices",
+               specs[a->n_specs - 1].stages);
+    rc = 1;
   }
   for (int i = 0; i < a->n_specs && ran && !search; i++)
     if (est[i] == NULL) { /* said on stderr, one line per failed pipeline */
