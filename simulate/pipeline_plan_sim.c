@@ -192,9 +192,10 @@ static hap_status replica_collective(sim_build *b, int32_t k, int32_t r, hap_col
   return st;
 }
 
-/* Member `dev` (a cluster device) of boundary collective `coll`, after deps[0..n). */
+/* Member `dev` (a cluster device) of collective `coll`, after deps[0..n); `tail`: part of the
+ * once-per-iteration tail (not an op's). */
 static hap_status add_member(sim_build *b, int32_t dev, const char *label, double sec, double bytes,
-                             int32_t coll, const int32_t *deps, int32_t n, int32_t *id,
+                             int32_t coll, const int32_t *deps, int32_t n, bool tail, int32_t *id,
                              hap_err *err) {
   hap_sim_task t = {.name = label,
                     .device = dev,
@@ -206,7 +207,7 @@ static hap_status add_member(sim_build *b, int32_t dev, const char *label, doubl
                     .n_deps = n,
                     .collective = coll};
   HAP_TRY(hap_sim_add_task(b->sim, &t, id, err));
-  return mark_tail(b, *id, false, err);
+  return mark_tail(b, *id, tail, err);
 }
 
 /* The reduce-scatter that turns a Reduce boundary into shards before the send: one engine
@@ -227,8 +228,8 @@ static hap_status add_reduce_scatter(sim_build *b, int32_t k, const hap_pipe_xfe
                             err);
     for (int32_t i = r * gs; i < (r + 1) * gs && st == HAP_OK; i++) {
       int32_t after[2], n_after = op_end(ss, i, after);
-      st = add_member(b, s->devices[i], label, sec, x->shard_bytes, coll, after, n_after, &rs[i],
-                      err);
+      st = add_member(b, s->devices[i], label, sec, x->shard_bytes, coll, after, n_after, false,
+                      &rs[i], err);
     }
   }
   return st;
@@ -308,7 +309,7 @@ static hap_status add_all_gather(sim_build *b, int32_t k, const hap_pipe_xfer *x
         if (pw->pairs[x->pair0 + q].dst == s->devices[i] && ids[q] >= 0)
           after[n_after++] = ids[q];
       st = add_member(b, s->devices[i], label, sec, x->gather_shard_bytes, coll, after, n_after,
-                      &ag[i], err);
+                      false, &ag[i], err);
     }
   }
   free(after);
@@ -605,17 +606,7 @@ static hap_status add_tied_sum(sim_build *b, int32_t t, hap_err *err) {
       for (int32_t k = g; k < pw->n_stages && n_after + 2 <= 64; k += pl->n_groups)
         n_after += op_end(&b->st[k], i, after + n_after);
       int32_t id = -1;
-      hap_sim_task task = {.name = label,
-                           .device = dev[i],
-                           .stream = b->serial ? HAP_SIM_COMPUTE : HAP_SIM_COMM,
-                           .kind = HAP_SIM_COLLECTIVE,
-                           .duration_s = sec,
-                           .bytes = bytes,
-                           .deps = after,
-                           .n_deps = n_after,
-                           .collective = coll};
-      if ((st = hap_sim_add_task(b->sim, &task, &id, err)) == HAP_OK)
-        st = mark_tail(b, id, true, err);
+      st = add_member(b, dev[i], label, sec, bytes, coll, after, n_after, true, &id, err);
     }
   }
   free(ranks);
