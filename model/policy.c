@@ -346,6 +346,12 @@ double hap_memory_total(const hap_memory_breakdown *m) {
          m->workspace;
 }
 
+hap_memory_breakdown hap_memory_in_flight(const hap_memory_breakdown *m, double copies) {
+  hap_memory_breakdown r = *m;
+  r.activations = (m->activations - m->recompute_working) * copies + m->recompute_working;
+  return r;
+}
+
 /* ---- the graph the kernels run -------------------------------------------------------------- */
 
 hap_status hap_graph_cast_float(const hap_graph *g, hap_dtype to, hap_graph **out, hap_err *err) {

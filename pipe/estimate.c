@@ -106,8 +106,19 @@ static hap_status run_stage(const hap_graph *g, const hap_cluster *c, const hap_
   const hap_cluster *group = gc ? gc : c;
   hap_synth_options so = *o;
   so.policy.micro_batches = m;
-  hap_synth_stats stats;
+  so.activation_copies =
+      (double)s->in_flight / e->spec.chunks; /* the group's count is over chunks */
+  hap_synth_stats stats = {0};
   hap_status st = hap_synthesize(whole, group, &so, &ks->plan, &stats, err);
+  if (st != HAP_OK && stats.no_fit) {
+    /* no program keeps this many micro-batches within the limit: the fastest that fits one,
+     * reported as not fitting */
+    if (err != NULL)
+      *err = (hap_err){0};
+    so.activation_copies = 1;
+    stats = (hap_synth_stats){0};
+    st = hap_synthesize(whole, group, &so, &ks->plan, &stats, err);
+  }
   s->plan = ks->plan;
   /* The times of one micro-batch: the same steps lowered on one micro-batch's graph, the policy
    * run once (a pipeline runs each micro-batch as its own op). */
@@ -128,8 +139,8 @@ static hap_status run_stage(const hap_graph *g, const hap_cluster *c, const hap_
   for (int32_t i = 0; st == HAP_OK && sg != NULL && i < sg->n_out; i++)
     s->boundary_bytes += (double)hap_tensor_bytes(&run->tensors[sg->stage_of[sg->boundary_out[i]]]);
   for (int32_t d = 0; st == HAP_OK && d < ks->plan->n_devices && ks->plan->memory_recorded; d++) {
-    hap_memory_breakdown mb = ks->plan->device_memory[d];
-    mb.activations *= (double)s->in_flight / e->spec.chunks; /* the group's count is over chunks */
+    hap_memory_breakdown mb =
+        hap_memory_in_flight(&ks->plan->device_memory[d], (double)s->in_flight / e->spec.chunks);
     double total = hap_memory_total(&mb);
     s->memory_bytes = total > s->memory_bytes ? total : s->memory_bytes;
   }

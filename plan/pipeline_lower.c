@@ -367,8 +367,8 @@ double hap_pipe_stage_memory(const hap_pipe_lowered *pw, int32_t k, int32_t d) {
   const hap_plan *sp = pl->stages[k].plan;
   if (!sp->memory_recorded || d < 0 || d >= sp->n_devices)
     return -1;
-  hap_memory_breakdown mb = sp->device_memory[d];
-  mb.activations *= (double)hap_pipe_order_in_flight(pw->order, pl->stages[k].group) / pl->chunks;
+  double copies = (double)hap_pipe_order_in_flight(pw->order, pl->stages[k].group) / pl->chunks;
+  hap_memory_breakdown mb = hap_memory_in_flight(&sp->device_memory[d], copies);
   return hap_memory_total(&mb);
 }
 

@@ -673,8 +673,9 @@ static hap_status read_steps(reader *r, const json_t *root) {
 
 /* predicted.devices[i].memory: on every device or on none (the first device decides). */
 static hap_status read_memory(reader *r, const json_t *d, const char *path, int32_t i) {
-  static const char *const keys[] = {"parameters",   "gradients", "optimizer", "activations",
-                                     "comm_buffers", "workspace", NULL};
+  static const char *const keys[] = {
+      "parameters",   "gradients", "optimizer",         "activations",
+      "comm_buffers", "workspace", "recompute_working", NULL};
   const char *want = "memory_bytes by component {\"parameters\", \"gradients\", \"optimizer\", "
                      "\"activations\", \"comm_buffers\", \"workspace\"}";
   json_t *m;
@@ -690,10 +691,20 @@ static hap_status read_memory(reader *r, const json_t *d, const char *path, int3
   HAP_TRY(hap_jr_want_type(&r->jr, m, JSON_OBJECT, p, want));
   HAP_TRY(hap_jr_check_keys(&r->jr, m, p, keys,
                             "parameters, gradients, optimizer, activations, comm_buffers, "
-                            "workspace"));
+                            "workspace, recompute_working"));
+  hap_memory_breakdown *mb = &r->p->device_memory[i];
   for (int k = 0; k < HAP_MEMORY_PARTS; k++)
-    HAP_TRY(num_member(r, m, p, hap_memory_part_name(k), "a byte count",
-                       hap_memory_part(&r->p->device_memory[i], k)));
+    HAP_TRY(num_member(r, m, p, hap_memory_part_name(k), "a byte count", hap_memory_part(mb, k)));
+  if (json_object_get(m, "recompute_working") != NULL) {
+    HAP_TRY(num_member(r, m, p, "recompute_working", "a byte count", &mb->recompute_working));
+    if (!(mb->recompute_working >= 0) || mb->recompute_working > mb->activations) {
+      hap_jpath q;
+      return hap_jr_fail(&r->jr, HAP_EPARSE, hap_jpath_key(q, p, "recompute_working"),
+                         "%.17g, expected a byte count >= 0 and at most activations (%.17g): "
+                         "the working set is part of them",
+                         mb->recompute_working, mb->activations);
+    }
+  }
   r->p->memory_recorded = true;
   return HAP_OK;
 }
@@ -1130,6 +1141,10 @@ static void write_predicted(hap_jw *w, const hap_plan *p) {
       for (int k = 0; k < HAP_MEMORY_PARTS; k++) {
         hap_jw_key(w, hap_memory_part_name(k));
         hap_jw_double(w, hap_memory_part_get(&p->device_memory[i], k));
+      }
+      if (p->device_memory[i].recompute_working > 0) {
+        hap_jw_key(w, "recompute_working");
+        hap_jw_double(w, p->device_memory[i].recompute_working);
       }
       hap_jw_end_object(w);
     }

@@ -175,7 +175,8 @@ static void prop_memory_terms(const syn_ctx *x, int32_t tensor, hap_layout layou
   double bytes = (double)hap_tensor_bytes(t);
   syn_prop p = {tensor, layout, seg, 1};
   hap_memory_breakdown r = syn_prop_rates(x, &p, storage);
-  double factor = r.parameters + r.gradients + r.optimizer + r.activations;
+  double factor =
+      r.parameters + r.gradients + r.optimizer + r.activations * syn_act_copies(x, tensor);
   if (storage == HAP_STORE_ZERO && !x->plain) {
     bytes /= x->n; /* an even split of the flattened tensor (evaluate.c, zero_bytes) */
     layout = HAP_LAYOUT_IDENTITY;

@@ -48,6 +48,7 @@ static void tally_finish(syn_ctx *x, mem_tally *m) {
   for (int32_t d = 0; m->top != NULL && d < x->n; d++) {
     m->plan->device_memory_bytes[d] += m->top[d];
     m->plan->device_memory[d].activations += m->top[d];
+    m->plan->device_memory[d].recompute_working = m->top[d];
   }
   m->plan->memory_recorded = true;
 }

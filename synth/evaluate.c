@@ -165,7 +165,41 @@ hap_status syn_ctx_set_policy(syn_ctx *x, const hap_train_policy *pol, int32_t r
  * Megatron-style tensor parallelism inside a replica: any variant that does not split an
  * activation along its batch dim (dim 0), since the batch is split across replicas instead;
  * parameters may be whole or sharded (column-, row-, head-, vocab-parallel). */
-static bool strategy_allows(const syn_ctx *x, int32_t k, const hap_variant *v, const bool *state) {
+/* The graph's sequence length: dim 1 of its first input of rank >= 2 ([batch, seq] tokens, a
+ * stage's [batch, seq, width] boundary), or 0 when it has none. */
+static int64_t sequence_extent(const hap_graph *g) {
+  for (int32_t t = 0; t < g->n_tensors; t++)
+    if (g->tensors[t].kind == HAP_TENSOR_INPUT && g->tensors[t].shape.rank >= 2)
+      return g->tensors[t].shape.dims[1];
+  return 0;
+}
+
+/* An activation of the sequence-parallel regions: rank >= 3, dim 1 the sequence. */
+static bool seq_activation(const hap_graph *g, int32_t t, const bool *state, int64_t seq) {
+  const hap_shape *s = &g->tensors[t].shape;
+  return seq > 0 && !state[t] && s->rank >= 3 && s->dims[1] == seq;
+}
+
+/* Sequence parallelism on: no sequence activation computed whole on every device; off: none
+ * split along the sequence. */
+static bool sp_allows(const syn_ctx *x, int32_t k, const hap_variant *v, const bool *state,
+                      hap_seq_parallel sp, int64_t seq) {
+  const hap_node *node = &x->g->nodes[k];
+  for (int o = 0; o < node->n_outputs; o++) {
+    if (!seq_activation(x->g, node->outputs[o], state, seq))
+      continue;
+    if ((sp == HAP_SP_ON && v->out[o] == HAP_LAYOUT_IDENTITY) ||
+        (sp == HAP_SP_OFF && v->out[o] == 1))
+      return false;
+  }
+  for (int i = 0; i < node->n_inputs && sp == HAP_SP_OFF; i++)
+    if (seq_activation(x->g, node->inputs[i], state, seq) && v->in[i] == 1)
+      return false;
+  return true;
+}
+
+static bool strategy_allows(const syn_ctx *x, int32_t k, const hap_variant *v, const bool *state,
+                            hap_seq_parallel sp, int64_t seq) {
   if (x->strategy == HAP_STRATEGY_HAP)
     return true;
   if (x->strategy != HAP_STRATEGY_MEGATRON_TP)
@@ -177,11 +211,11 @@ static bool strategy_allows(const syn_ctx *x, int32_t k, const hap_variant *v, c
   for (int o = 0; o < node->n_outputs; o++)
     if (!state[node->outputs[o]] && v->out[o] == 0)
       return false;
-  return true;
+  return sp == HAP_SP_FREE || sp_allows(x, k, v, state, sp, seq);
 }
 
 hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, hap_strategy s,
-                        double memory_limit, hap_err *err) {
+                        hap_seq_parallel sp, double memory_limit, hap_err *err) {
   memset(x, 0, sizeof *x);
   x->g = g;
   x->c = c;
@@ -204,6 +238,7 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
   x->micro = 1;
   x->replicas = 1;
   x->grad_scale = 1;
+  x->act_copies = 1;
   x->n_mem = 1;
   int32_t *ranks = malloc((size_t)x->n * sizeof *ranks);
   if (!x->ratios || !x->nodes || !x->last_use || !x->n_uses || !x->h_suffix || !x->h_window ||
@@ -252,6 +287,7 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
   set_scopes(x);
   bool *state = x->state;
   hap_graph_state_tensors(g, state);
+  int64_t seq = sequence_extent(g);
   for (int32_t k = 0; k < g->n_nodes; k++) {
     syn_node *sn = &x->nodes[k];
     hap_graph_node_io(g, k, &sn->io);
@@ -259,12 +295,15 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
     sn->n_variants = hap_op_variants(g->nodes[k].op, &sn->io, sn->variants, HAP_MAX_VARIANTS);
     bool any = false;
     for (int v = 0; v < sn->n_variants; v++) {
-      sn->allowed[v] = strategy_allows(x, k, &sn->variants[v], state);
+      sn->allowed[v] = strategy_allows(x, k, &sn->variants[v], state, sp, seq);
       any = any || sn->allowed[v];
     }
     if (!any) {
-      st = hap_err_set(err, HAP_EUNSUPPORTED, "node '%s' (%s) has no %s variant", g->nodes[k].name,
-                       hap_op_name(g->nodes[k].op), hap_strategy_name(s));
+      st = hap_err_set(err, HAP_EUNSUPPORTED, "node '%s' (%s) has no %s variant%s",
+                       g->nodes[k].name, hap_op_name(g->nodes[k].op), hap_strategy_name(s),
+                       sp == HAP_SP_ON    ? " with sequence parallelism"
+                       : sp == HAP_SP_OFF ? " without sequence parallelism"
+                                          : "");
       syn_ctx_free(x);
       return st;
     }
@@ -546,9 +585,16 @@ static double rate_total(const hap_memory_breakdown *r, double b) {
   return r->parameters * b + r->gradients * b + r->optimizer * b + r->activations * b;
 }
 
+/* How many micro-batches' copies of tensor t a device keeps: x->act_copies for a kept
+ * activation, one for what is recomputed (the working set is one layer's, once) and for state. */
+double syn_act_copies(const syn_ctx *x, int32_t t) {
+  return x->n_mem > 1 && x->rmap.dropped[t] ? 1 : x->act_copies;
+}
+
 static void prop_memory(syn_ctx *x, const syn_prop *p, hap_storage storage, double *mem,
                         double *per_class) {
   hap_memory_breakdown r = syn_prop_rates(x, p, storage);
+  r.activations *= syn_act_copies(x, p->tensor);
   const double *b = held(x, p, storage);
   if (per_class != NULL)
     for (int32_t c = 0; c < x->n_classes; c++)

@@ -16,8 +16,18 @@
 #include "plan/replica.h"
 #include "synth_internal.h"
 
-/* Hosts must be alike in size: the group of a replica is one host. */
-static hap_status check_hosts(const hap_cluster *c, hap_err *err) {
+/* Devices per tensor-parallel group: o->tensor_parallel, or a host's (then hosts must be alike in
+ * size: the group of a replica is one host). */
+static hap_status tp_degree(const hap_cluster *c, const hap_synth_options *o, int32_t *tp,
+                            hap_err *err) {
+  *tp = o != NULL ? o->tensor_parallel : 0;
+  if (*tp > 0) {
+    if (c->n_devices % *tp != 0)
+      return hap_err_set(err, HAP_EINVAL,
+                         "megatron-tp: tensor_parallel %d does not divide the %d devices", *tp,
+                         c->n_devices);
+    return HAP_OK;
+  }
   for (int32_t h = 1; h < c->n_hosts; h++)
     if (c->hosts[h].n_devices != c->hosts[0].n_devices)
       return hap_err_set(err, HAP_EUNSUPPORTED,
@@ -25,24 +35,58 @@ static hap_status check_hosts(const hap_cluster *c, hap_err *err) {
                          "%d, host '%s' has %d",
                          c->hosts[0].name, c->hosts[0].n_devices, c->hosts[h].name,
                          c->hosts[h].n_devices);
+  *tp = c->hosts[0].n_devices;
   return HAP_OK;
 }
 
-/* The group across replicas of each index in a host: the devices with that index in every host,
- * sharing each NIC with the other indices' groups (they all run at once). */
-static hap_status replica_groups(const hap_cluster *c, hap_group *out, hap_err *err) {
-  int32_t G = c->hosts[0].n_devices, R = c->n_hosts;
+/* The group across replicas of each index in a tensor-parallel group: the devices with that
+ * index in every group, sharing each NIC with the other indices' groups that cross it (they all
+ * run at once). */
+static hap_status replica_groups(const hap_cluster *c, int32_t tp, hap_group *out, hap_err *err) {
+  int32_t R = c->n_devices / tp;
   int32_t *ranks = malloc((size_t)R * sizeof *ranks);
-  if (ranks == NULL)
+  int32_t *crossing = calloc((size_t)c->n_hosts, sizeof *crossing);
+  if (ranks == NULL || crossing == NULL) {
+    free(ranks);
+    free(crossing);
     return hap_err_set(err, HAP_ENOMEM, "out of memory pricing megatron-tp");
+  }
+  for (int32_t i = 0; i < tp; i++) /* the groups leaving each host */
+    for (int32_t h = 0; h < c->n_hosts; h++) {
+      bool in = false, out_of = false;
+      for (int32_t r = 0; r < R; r++) {
+        bool here = c->devices[r * tp + i].host == h;
+        in = in || here;
+        out_of = out_of || !here;
+      }
+      crossing[h] += in && out_of;
+    }
+  int32_t sharers = 1;
+  for (int32_t h = 0; h < c->n_hosts; h++)
+    sharers = crossing[h] > sharers ? crossing[h] : sharers;
   hap_status st = HAP_OK;
-  for (int32_t i = 0; i < G && st == HAP_OK; i++) {
+  for (int32_t i = 0; i < tp && st == HAP_OK; i++) {
     for (int32_t r = 0; r < R; r++)
-      ranks[r] = r * G + i;
+      ranks[r] = r * tp + i;
     st = hap_group_init(c, ranks, R, &out[i], err);
-    hap_group_share_nics(&out[i], G);
+    hap_group_share_nics(&out[i], sharers);
   }
   free(ranks);
+  free(crossing);
+  return st;
+}
+
+/* The cluster of the first tensor-parallel group's devices: the one the search prices. */
+static hap_status first_group(const hap_cluster *c, int32_t tp, hap_cluster **out, hap_err *err) {
+  if (tp == c->hosts[0].n_devices && c->devices[0].host == 0)
+    return hap_cluster_of_host(c, 0, out, err);
+  int32_t *dev = malloc((size_t)tp * sizeof *dev);
+  if (dev == NULL)
+    return hap_err_set(err, HAP_ENOMEM, "out of memory pricing megatron-tp");
+  for (int32_t i = 0; i < tp; i++)
+    dev[i] = i;
+  hap_status st = hap_cluster_of_devices(c, dev, tp, c->name, out, err);
+  free(dev);
   return st;
 }
 
@@ -56,7 +100,7 @@ static hap_status assemble(const hap_plan *in, const hap_graph *g, const hap_clu
                                 cd, c->n_devices, in->n_segments);
   if (p == NULL)
     return hap_err_set(err, HAP_ENOMEM, "out of memory emitting the plan");
-  hap_status st = hap_plan_set_replicas(p, c->n_hosts, err);
+  hap_status st = hap_plan_set_replicas(p, c->n_devices / in->n_devices, err);
   if (st == HAP_OK)
     memcpy(p->ratios, in->ratios,
            (size_t)in->n_segments * (size_t)in->n_devices * sizeof *p->ratios);
@@ -72,14 +116,16 @@ static hap_status assemble(const hap_plan *in, const hap_graph *g, const hap_clu
     p->device_comm_s[d] = in->device_comm_s[d % G];
     double limit =
         o && o->memory_limit_bytes > 0 ? o->memory_limit_bytes : c->devices[d].memory_bytes;
-    if (p->device_memory_bytes[d] > limit) {
-      char have[32], need[32];
-      st = hap_err_set(err, HAP_EINVAL,
-                       "megatron-tp: device '%s' holds %s, it has %s: the program chosen on host "
-                       "'%s' does not fit this host",
-                       c->devices[d].name,
-                       hap_fmt_bytes(p->device_memory_bytes[d], need, sizeof need),
-                       hap_fmt_bytes(limit, have, sizeof have), c->hosts[0].name);
+    double copies = o && o->activation_copies > 1 ? o->activation_copies : 1;
+    hap_memory_breakdown need = hap_memory_in_flight(&p->device_memory[d], copies);
+    if (hap_memory_total(&need) > limit) {
+      char have[32], held[32];
+      st =
+          hap_err_set(err, HAP_EINVAL,
+                      "megatron-tp: device '%s' holds %s, it has %s: the program chosen on the "
+                      "devices of '%s' does not fit this device",
+                      c->devices[d].name, hap_fmt_bytes(hap_memory_total(&need), held, sizeof held),
+                      hap_fmt_bytes(limit, have, sizeof have), c->hosts[0].name);
     }
   }
   p->predicted_iteration_s = in->predicted_iteration_s; /* replica sync priced by the search */
@@ -94,32 +140,33 @@ static hap_status assemble(const hap_plan *in, const hap_graph *g, const hap_clu
 hap_status syn_megatron(const hap_graph *g, const hap_cluster *c, const hap_synth_options *o,
                         hap_plan **out, hap_synth_stats *stats, hap_err *err) {
   *out = NULL;
-  HAP_TRY(check_hosts(c, err));
+  int32_t tp;
+  HAP_TRY(tp_degree(c, o, &tp, err));
   hap_synth_options io = {0};
   if (o != NULL)
     io = *o;
   io.strategy = HAP_STRATEGY_MEGATRON_TP;
-  if (c->n_hosts == 1)
+  if (tp == c->n_devices)
     return syn_synthesize_flat(g, c, &io, out, stats, err);
   io.rescore = NULL; /* the hook prices whole plans; this one is one replica's */
   hap_graph *rg = NULL;
-  hap_cluster *host = NULL;
+  hap_cluster *group = NULL;
   hap_plan *in = NULL;
-  hap_group *cross = malloc((size_t)c->hosts[0].n_devices * sizeof *cross);
+  hap_group *cross = calloc((size_t)tp, sizeof *cross);
   if (cross == NULL)
     return hap_err_set(err, HAP_ENOMEM, "out of memory synthesising megatron-tp");
-  hap_status st = hap_graph_split_batch(g, c->n_hosts, &rg, err);
+  hap_status st = hap_graph_split_batch(g, c->n_devices / tp, &rg, err);
   if (st == HAP_OK)
-    st = hap_cluster_of_host(c, 0, &host, err);
+    st = first_group(c, tp, &group, err);
   if (st == HAP_OK)
-    st = replica_groups(c, cross, err);
+    st = replica_groups(c, tp, cross, err);
   if (st == HAP_OK)
-    st = syn_synthesize_replica(rg, host, &io, cross, &in, stats, err);
+    st = syn_synthesize_replica(rg, group, &io, cross, &in, stats, err);
   if (st == HAP_OK)
     st = assemble(in, g, c, o, out, err);
   free(cross);
   hap_plan_destroy(in);
-  hap_cluster_destroy(host);
+  hap_cluster_destroy(group);
   hap_graph_destroy(rg);
   return st;
 }

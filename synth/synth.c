@@ -65,6 +65,13 @@ static const char *parts_str(const hap_memory_breakdown *m, char *buf, size_t le
   return buf;
 }
 
+/* What device d must hold for plan p to run: its recorded memory, with the kept activations of
+ * as many micro-batches as a pipeline stage has in flight (hap_synth_options.activation_copies),
+ * bytes. */
+static hap_memory_breakdown device_need(const syn_ctx *x, const hap_plan *p, int32_t d) {
+  return hap_memory_in_flight(&p->device_memory[d], x->act_copies);
+}
+
 /* The device of the leanest program that exceeds its limit the most (its breakdown into stats),
  * replayed under the installed ratios. */
 static void leanest_breakdown(syn_ctx *x, const int8_t *prog, hap_synth_stats *stats) {
@@ -76,14 +83,19 @@ static void leanest_breakdown(syn_ctx *x, const int8_t *prog, hap_synth_stats *s
     return;
   }
   int32_t worst = 0;
-  for (int32_t d = 1; d < x->n; d++)
-    if (p->device_memory_bytes[d] - x->mem_limit[x->dev_class[d]] >
-        p->device_memory_bytes[worst] - x->mem_limit[x->dev_class[worst]])
+  double worst_over = -HUGE_VAL;
+  for (int32_t d = 0; d < x->n; d++) {
+    hap_memory_breakdown need = device_need(x, p, d);
+    double over = hap_memory_total(&need) - x->mem_limit[x->dev_class[d]];
+    if (over > worst_over) {
+      worst_over = over;
       worst = d;
+    }
+  }
   stats->no_fit = true;
   stats->leanest_device = worst;
   stats->leanest_limit = x->mem_limit[x->dev_class[worst]];
-  stats->leanest = p->device_memory[worst];
+  stats->leanest = device_need(x, p, worst);
   hap_plan_destroy(p);
 }
 
@@ -142,9 +154,11 @@ static hap_status replay_fits(syn_ctx *x, const int8_t *prog, double *cost, bool
     return hap_err_set(err, HAP_ENOMEM, "out of memory checking a plan");
   hap_status st = syn_replay(x, prog, p, cost, err);
   *fits = true;
-  for (int32_t i = 0; st == HAP_OK && i < x->n; i++)
-    if (p->device_memory_bytes[i] > x->mem_limit[x->dev_class[i]])
+  for (int32_t i = 0; st == HAP_OK && i < x->n; i++) {
+    hap_memory_breakdown need = device_need(x, p, i);
+    if (hap_memory_total(&need) > x->mem_limit[x->dev_class[i]])
       *fits = false;
+  }
   hap_plan_destroy(p);
   return st;
 }
@@ -197,9 +211,12 @@ hap_status syn_synthesize_replica(const hap_graph *g, const hap_cluster *c,
   hap_graph *pg = NULL;
   HAP_TRY(hap_graph_for_policy(g, 1, &pol, &pg, err));
   syn_ctx x;
-  hap_status ist = syn_ctx_init(&x, pg ? pg : g, c, strategy, o ? o->memory_limit_bytes : 0, err);
+  hap_status ist =
+      syn_ctx_init(&x, pg ? pg : g, c, strategy, o ? o->sequence_parallel : HAP_SP_FREE,
+                   o ? o->memory_limit_bytes : 0, err);
   if (ist == HAP_OK) {
     x.replica_groups = replica_groups;
+    x.act_copies = o && o->activation_copies > 1 ? o->activation_copies : 1;
     ist = syn_ctx_set_policy(&x, &pol, replica_groups ? replica_groups[0].n : 1, err);
     if (ist != HAP_OK)
       syn_ctx_free(&x);

@@ -72,6 +72,8 @@ typedef struct syn_ctx {
   /* ---- the training policy (syn_ctx_set_policy; the default after syn_ctx_init) ---- */
   hap_train_policy pol;
   bool plain;        /* the default policy: every cost and byte exactly as before policies */
+  double act_copies; /* kept activations count this many times against the limit (>= 1; a
+                        pipeline stage's micro-batches in flight) */
   int32_t micro;     /* micro-batches per iteration */
   double replicas;   /* copies of each device's data across 2-D replicas (1 when flat) */
   double grad_scale; /* bytes a gradient reduction moves per byte of the tensor in g */
@@ -101,7 +103,7 @@ hap_status syn_megatron(const hap_graph *g, const hap_cluster *c, const hap_synt
 
 /* memory_limit: bytes per device, 0 = each device's own memory. */
 hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, hap_strategy s,
-                        double memory_limit, hap_err *err);
+                        hap_seq_parallel sp, double memory_limit, hap_err *err);
 void syn_ctx_free(syn_ctx *x);
 /* Install the training policy (x->g is already the graph its kernels run: one micro-batch, the
  * compute precision); `replicas` copies across 2-D replicas (1 when flat). Call before
@@ -178,6 +180,8 @@ void syn_prop_memory_parts(syn_ctx *x, const syn_prop *p, hap_storage storage,
                            hap_memory_breakdown *parts, double *total);
 /* Bytes per byte of the tensor a property holds, by component (the parts above). */
 hap_memory_breakdown syn_prop_rates(const syn_ctx *x, const syn_prop *p, hap_storage storage);
+/* Micro-batches' copies of tensor t held at once: act_copies for a kept activation, else 1. */
+double syn_act_copies(const syn_ctx *x, int32_t t);
 
 /* Search-state memory (n_mem vectors of n_classes): enter node k (a new layer starts with an
  * empty working set), add a property (kept, or in the layer's working set when recomputation

@@ -13,6 +13,7 @@
 #include "hap_config.h"
 #include "harness/format.h"
 #include "harness/report.h"
+#include "pipe/megatron.h"
 #include "pipeline_report.h"
 #include "plan/pipeline_io.h"
 #include "plan/pipeline_lower.h"
@@ -49,7 +50,9 @@ static void usage(FILE *f) {
       "Options:\n"
       "  -c, --cluster SPEC    cluster spec, hap-cluster JSON or hap-profile .h5 (default\n"
       "                        %s)\n"
-      "  -s, --strategy S      hap, dp-ev, dp-cp, megatron-tp or all (default all)\n"
+      "  -s, --strategy S      hap, dp-ev, dp-cp, megatron-tp or all (default all), or\n"
+      "                        megatron[:tp=T,pp=P,dp=D,mbs=B,v=V,sp=on|off,recompute=R]:\n"
+      "                        Megatron-LM's 3-D layout (hap-synth --help)\n"
       "  -p, --plan FILE       simulate this hap-plan file instead of synthesising (it must\n"
       "                        have been made for MODEL on the cluster: digests are checked)\n"
       "  -w, --sweep K=V,V...  what-if axis; repeat for a grid. Keys: the cluster spec\n"
@@ -752,7 +755,9 @@ static int run_pipeline(const opts *o, const char *const *specs, int n_specs, co
                                 .policy = o->policy,
                                 .memory_limit = o->memory_limit,
                                 .format = o->format};
-  if (strategy != NULL && hap_strategy_parse(strategy, &a.strategy) != HAP_OK)
+  if (strategy != NULL && hap_megatron_spec_is(strategy))
+    a.megatron = strategy;
+  else if (strategy != NULL && hap_strategy_parse(strategy, &a.strategy) != HAP_OK)
     return hap_report_usage(prog, -1,
                             "--pipeline: strategy '%s', expected hap, dp-ev, dp-cp or megatron-tp "
                             "(one: every stage's program)",
@@ -849,7 +854,11 @@ int main(int argc, char **argv) {
   bool bare = argc == 1;
   if (optind == argc - 1)
     o.model = argv[optind];
-  if (n_pipelines > 0)
+  if (strategy != NULL && hap_megatron_spec_is(strategy) && n_pipelines > 0)
+    return hap_report_usage(prog, -1,
+                            "--strategy megatron sets the pipeline itself (pp, v, mbs): not "
+                            "--pipeline");
+  if (n_pipelines > 0 || (strategy != NULL && hap_megatron_spec_is(strategy)))
     return run_pipeline(&o, pipelines, n_pipelines, strategy, n_sweeps, batch_per_device);
   if (strategy == NULL || strcmp(strategy, "all") == 0) {
     o.strategies = (1 << HAP_STRATEGY_COUNT) - 1;
@@ -857,7 +866,8 @@ int main(int argc, char **argv) {
     hap_strategy s;
     if (hap_strategy_parse(strategy, &s) != HAP_OK)
       return hap_report_usage(
-          prog, -1, "unknown strategy '%s' (expected hap, dp-ev, dp-cp, megatron-tp or all)",
+          prog, -1,
+          "unknown strategy '%s' (expected hap, dp-ev, dp-cp, megatron-tp, all or megatron[:...])",
           strategy);
     o.strategies = 1 << s;
   }

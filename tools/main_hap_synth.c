@@ -11,6 +11,7 @@
 #include "harness/interrupt.h"
 #include "harness/report.h"
 #include "model/zoo.h"
+#include "pipe/megatron.h"
 #include "pipeline_report.h"
 #include "plan/plan_io.h"
 #include "simulate/plan_sim.h"
@@ -35,7 +36,13 @@ static void usage(FILE *f) {
           "                        JSON file or hap-profile .h5 file (required)\n"
           "  -s, --strategy S      hap (default), dp-ev (even batch split), dp-cp (batch split\n"
           "                        proportional to device speed) or megatron-tp (tensor parallel\n"
-          "                        inside each host, data parallel across equal hosts)\n"
+          "                        inside each host, data parallel across equal hosts);\n"
+          "                        megatron[:tp=T,pp=P,dp=D,mbs=B,v=V,sp=on|off,recompute=R]\n"
+          "                        is Megatron-LM's 3-D layout: P pipeline stages (1F1B,\n"
+          "                        interleaved with V chunks), each tensor parallel over T\n"
+          "                        consecutive devices (default a host's) and data parallel\n"
+          "                        over D, B samples per micro-batch per replica, sequence\n"
+          "                        parallelism on (default) or off\n"
           "  -o, --output FILE     write the plan (hap-plan JSON; '-' = stdout)\n"
           "      --compare         also build dp-ev, dp-cp and megatron-tp and print the speedups\n"
           "      --no-rescore      choose among candidate programs by the synthesizer's own\n"
@@ -73,6 +80,7 @@ static void usage(FILE *f) {
 typedef struct opts {
   const char *model, *cluster, *output;
   const char *pipeline; /* --pipeline SPEC, or NULL */
+  const char *megatron; /* --strategy megatron[:...] (pipe/megatron.h), or NULL */
   hap_strategy strategy;
   hap_format format;
   bool explain, compare, quiet, no_rescore;
@@ -420,12 +428,13 @@ static int run_pipeline(const opts *o) {
     return hap_report_usage(prog, -1,
                             "--pipeline takes --strategy, --policy, --memory-limit, --format, -o "
                             "and --quiet (not --compare, --explain or --max-rounds)");
-  const char *specs[1] = {o->pipeline};
+  const char *specs[1] = {o->pipeline != NULL ? o->pipeline : o->megatron};
   hap_pipeline_report_args a = {.model = o->model,
                                 .cluster = o->cluster,
                                 .specs = specs,
                                 .n_specs = 1,
                                 .strategy = o->strategy,
+                                .megatron = o->megatron,
                                 .policy = o->policy,
                                 .memory_limit = o->memory_limit,
                                 .format = o->format,
@@ -460,9 +469,13 @@ int main(int argc, char **argv) {
     switch (c) {
     case 'c': o.cluster = optarg; break;
     case 's':
-      if (hap_strategy_parse(optarg, &o.strategy) != HAP_OK)
+      if (hap_megatron_spec_is(optarg))
+        o.megatron = optarg;
+      else if (hap_strategy_parse(optarg, &o.strategy) != HAP_OK)
         return hap_report_usage(
-            prog, -1, "unknown strategy '%s' (expected hap, dp-ev, dp-cp or megatron-tp)", optarg);
+            prog, -1,
+            "unknown strategy '%s' (expected hap, dp-ev, dp-cp, megatron-tp or megatron[:...])",
+            optarg);
       break;
     case 'o': o.output = optarg; break;
     case OPT_COMPARE: o.compare = true; break;
@@ -503,7 +516,11 @@ int main(int argc, char **argv) {
   o.model = argv[optind];
   if (o.cluster == NULL)
     return hap_report_usage(prog, -1, "missing --cluster SPEC (e.g. --cluster paper-hetero)");
-  if (o.pipeline != NULL)
+  if (o.megatron != NULL && o.pipeline != NULL)
+    return hap_report_usage(prog, -1,
+                            "--strategy megatron sets the pipeline itself (pp, v, mbs): not "
+                            "--pipeline");
+  if (o.pipeline != NULL || o.megatron != NULL)
     return run_pipeline(&o);
   return run(&o);
 }

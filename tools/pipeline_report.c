@@ -9,6 +9,7 @@
 #include "harness/report.h"
 #include "model/zoo.h"
 #include "pipe/estimate.h"
+#include "pipe/megatron.h"
 #include "plan/pipeline_io.h"
 #include "simulate/plan_sim.h"
 #include "store/cluster_open.h"
@@ -21,13 +22,17 @@ static double ideal_bubble(const hap_pipe_spec *s) {
 }
 
 static void print_stages(const hap_pipeline_report_args *a, const hap_graph *g,
-                         const hap_pipe_estimate *e) {
+                         const hap_pipe_estimate *e, const char *layout) {
   const hap_pipe_spec *s = &e->spec;
   printf("pipeline    %s on %s: %d stages x %d chunk%s, %s, %d micro-batches, %d devices per "
          "group, %s programs\n",
          a->model, a->cluster, s->stages, s->chunks, s->chunks > 1 ? "s" : "",
          hap_pipe_schedule_name(s->schedule), s->micro_batches, e->group_size,
-         hap_strategy_name(a->strategy));
+         layout != NULL ? "megatron-tp" : hap_strategy_name(a->strategy));
+  if (layout != NULL)
+    printf("megatron    %s: each stage tensor parallel over tp consecutive devices, data parallel "
+           "over dp of them\n",
+           layout);
   printf("links       between groups: %.3f GB/s, %.2f us (the slowest pair of groups, every device "
          "sending)\n\n",
          e->link.bandwidth_Bps / 1e9, e->link.latency_s * 1e6);
@@ -219,7 +224,13 @@ static int best_fitting(hap_pipe_estimate *const *est, int n) {
 
 int hap_pipeline_report(const char *prog, const hap_pipeline_report_args *given) {
   hap_pipeline_report_args args = *given, *a = &args;
-  bool search = a->n_specs == 1 && strcmp(a->specs[0], "auto") == 0;
+  char mspec[96] = "";
+  const char *mspec_list[1] = {mspec};
+  if (a->megatron != NULL) { /* one spec, made from the layout once the graph is loaded */
+    args.n_specs = 1;
+    args.specs = mspec_list;
+  }
+  bool search = a->megatron == NULL && a->n_specs == 1 && strcmp(a->specs[0], "auto") == 0;
   static char auto_texts[HAP_PIPELINE_REPORT_MAX][64];
   const char *auto_ptrs[HAP_PIPELINE_REPORT_MAX];
   if (search) { /* the candidates need the graph and the cluster: sized below */
@@ -241,9 +252,12 @@ int hap_pipeline_report(const char *prog, const hap_pipeline_report_args *given)
     return 1;
   }
   int rc = 0;
-  for (int i = 0; i < a->n_specs && rc == 0 && !search; i++) /* checked before any runs */
+  for (int i = 0; i < a->n_specs && rc == 0 && !search && a->megatron == NULL; i++)
     if (hap_pipe_spec_parse(a->specs[i], &specs[i], &err) != HAP_OK)
       rc = hap_report_usage(prog, -1, "--%s", err.msg);
+  hap_megatron_spec m;
+  if (rc == 0 && a->megatron != NULL && hap_megatron_spec_parse(a->megatron, &m, &err) != HAP_OK)
+    rc = hap_report_usage(prog, -1, "--strategy %s", err.msg);
   hap_graph *g = NULL;
   hap_cluster *c = NULL;
   hap_status st = rc == 0 ? hap_model_load(a->model, &g, &err) : HAP_OK;
@@ -253,16 +267,30 @@ int hap_pipeline_report(const char *prog, const hap_pipeline_report_args *given)
     hap_report_err(prog, -1, &err);
     rc = 1;
   }
+  hap_synth_options o = {.strategy = a->strategy,
+                         .memory_limit_bytes = a->memory_limit,
+                         .rescore = hap_plan_sim_rescore,
+                         .policy = a->policy};
+  char layout[128] = "";
+  if (rc == 0 && a->megatron != NULL) { /* one pipeline: the layout's */
+    hap_megatron_spec resolved;
+    hap_synth_options base = o;
+    if (hap_megatron_layout(&m, g, c, &base, &resolved, &specs[0], &o, &err) != HAP_OK) {
+      hap_report(prog, -1, "--strategy %s: %s", a->megatron, err.msg);
+      rc = 1;
+    } else {
+      hap_megatron_describe(&resolved, layout, sizeof layout);
+      snprintf(mspec, sizeof mspec, "stages=%d,schedule=%s,chunks=%d,micro_batches=%d",
+               (int)specs[0].stages, hap_pipe_schedule_name(specs[0].schedule),
+               (int)specs[0].chunks, (int)specs[0].micro_batches);
+    }
+  }
   if (rc == 0 && search) {
     auto_specs(g, c, &a->policy, auto_texts, &args.n_specs);
     for (int i = 0; i < a->n_specs && rc == 0; i++)
       if (hap_pipe_spec_parse(a->specs[i], &specs[i], &err) != HAP_OK)
         rc = hap_report_usage(prog, -1, "--pipeline auto: %s", err.msg);
   }
-  hap_synth_options o = {.strategy = a->strategy,
-                         .memory_limit_bytes = a->memory_limit,
-                         .rescore = hap_plan_sim_rescore,
-                         .policy = a->policy};
   bool ran = rc == 0, single = a->n_specs == 1;
   for (int i = 0; i < a->n_specs && ran; i++)
     (void)hap_pipe_estimate_run(g, c, &specs[i], &o, &est[i], &errs[i]);
@@ -286,7 +314,7 @@ int hap_pipeline_report(const char *prog, const hap_pipeline_report_args *given)
       hap_jw_end_array(&w);
     fputc('\n', stdout);
   } else if (report && single && est[0] != NULL) {
-    print_stages(a, g, est[0]);
+    print_stages(a, g, est[0], a->megatron != NULL ? layout : NULL);
   } else if (report && !single) {
     print_rows(a, est, errs);
     if (search && chosen >= 0)
@@ -302,7 +330,8 @@ int hap_pipeline_report(const char *prog, const hap_pipeline_report_args *given)
   }
   for (int i = 0; i < a->n_specs && ran && !search; i++)
     if (est[i] == NULL) { /* said on stderr, one line per failed pipeline */
-      hap_report(prog, -1, "--pipeline %s: %s", a->specs[i], errs[i].msg);
+      hap_report(prog, -1, "%s %s: %s", a->megatron ? "--strategy" : "--pipeline",
+                 a->megatron ? a->megatron : a->specs[i], errs[i].msg);
       rc = 1;
     }
   for (int i = 0; i < a->n_specs; i++)

@@ -17,6 +17,9 @@ typedef struct hap_pipeline_report_args {
   const char *const *specs;    /* every --pipeline, in order */
   int n_specs;                 /* 1 .. HAP_PIPELINE_REPORT_MAX */
   hap_strategy strategy;       /* each stage's program */
+  /* a megatron 3-D spec (pipe/megatron.h): the pipeline and the stage programs are its; specs
+   * and strategy are then ignored. NULL: none */
+  const char *megatron;
   hap_train_policy policy;
   double memory_limit; /* bytes per device; 0: each device's memory */
   hap_format format;

@@ -167,8 +167,8 @@ expect megatron-odd-batch 1 "$bin" "mlp:layers=2,batch=12,seq=8,hidden=32" -c "$
 check megatron-odd-batch-row grep -q 'not a multiple of 8 replicas' "$tmp/out"
 
 # usage errors
-expect bad-strategy 2 "$bin" "$small" -s megatron
-check bad-strategy-msg one_line_error "unknown strategy 'megatron'"
+expect bad-strategy 2 "$bin" "$small" -s megatrons
+check bad-strategy-msg one_line_error "unknown strategy 'megatrons'"
 expect bad-format 2 "$bin" "$small" -f yaml
 check bad-format-msg one_line_error "unknown format 'yaml'"
 expect two-models 2 "$bin" mlp vit
@@ -211,6 +211,27 @@ expect pipeline-bad-spec 2 "$bin" "$small" -c cpu-2 --pipeline stages=2,schedule
 check pipeline-bad-spec-msg one_line_error "--pipeline: schedule 'zigzag', expected gpipe, 1f1b, interleaved"
 expect pipeline-no-stages 2 "$bin" "$small" -c cpu-2 --pipeline schedule=gpipe
 check pipeline-no-stages-msg one_line_error "missing stages=P"
+# --strategy megatron[:...]: Megatron-LM's 3-D layout (pipe/megatron.h), a pipeline of
+# megatron-tp stage programs; its own errors, and --pipeline refused beside it
+gsmall="gpt:layers=4,batch=8,seq=64,width=128,heads=4,vocab=512"
+expect megatron3d 0 "$synth" "$gsmall" -c "$hosts4" -s megatron:pp=2,mbs=1 -o "$tmp/m3d.json"
+check megatron3d-layout grep -q '^megatron    tp=2,pp=2,dp=2,mbs=1,v=1,sp=on: ' "$tmp/out"
+check megatron3d-pipeline grep -q '2 stages x 1 chunk, 1f1b, 4 micro-batches, 4 devices per group, megatron-tp programs' "$tmp/out"
+check megatron3d-file python3 -c "
+import json; d=json.load(open('$tmp/m3d.json')); s=d['stages']
+assert len(s) == 2 and all(x['plan']['replicas'] == 2 for x in s), d"
+expect megatron3d-sim 0 "$bin" "$gsmall" -c "$hosts4" -s megatron:tp=4,pp=2,v=2,sp=off
+check megatron3d-sim-layout grep -q '^megatron    tp=4,pp=2,dp=1,mbs=1,v=2,sp=off: ' "$tmp/out"
+check megatron3d-sim-interleaved grep -q '2 stages x 2 chunks, interleaved, 8 micro-batches' "$tmp/out"
+expect megatron3d-bad-key 2 "$bin" "$gsmall" -c "$hosts4" -s megatron:tq=2
+check megatron3d-bad-key-msg one_line_error "--strategy megatron: unknown key 'tq' (keys tp, pp, dp, mbs, v, sp, recompute)"
+expect megatron3d-bad-devices 1 "$synth" "$gsmall" -c "$hosts4" -s megatron:tp=2,pp=3 -o "$tmp/bad3d.json"
+check megatron3d-bad-devices-msg one_line_error "megatron: tp 2 x pp 3 does not divide the 8 devices"
+check megatron3d-bad-devices-no-file [ ! -e "$tmp/bad3d.json" ]
+expect megatron3d-bad-batch 1 "$bin" "$gsmall" -c "$hosts4" -s megatron:pp=2,mbs=3
+check megatron3d-bad-batch-msg one_line_error "megatron: mbs 3 x dp 2 does not divide the batch of 8 samples"
+expect megatron3d-with-pipeline 2 "$bin" "$gsmall" -c "$hosts4" -s megatron --pipeline stages=2
+check megatron3d-with-pipeline-msg one_line_error "--strategy megatron sets the pipeline itself"
 # --pipeline auto: 1F1B pipelines of every stage count that divides the devices (and one stage);
 # the fastest that fits is chosen: one stage when it fits, 2 stages under a 400 MiB limit (the
 # one-stage program needs 800 MiB), none under 1 MiB (exit 1, one line)

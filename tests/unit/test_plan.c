@@ -285,6 +285,9 @@ static void assert_plans_equal(const hap_plan *a, const hap_plan *b, const hap_g
       cr_assert_eq(hap_memory_part_get(&a->device_memory[i], k),
                    hap_memory_part_get(&b->device_memory[i], k), "device %d %s", i,
                    hap_memory_part_name(k));
+  for (int32_t i = 0; i < a->n_devices && a->memory_recorded; i++)
+    cr_assert_eq(a->device_memory[i].recompute_working, b->device_memory[i].recompute_working,
+                 "device %d recompute_working", i);
   for (int32_t i = 0; i < a->n_devices; i++) {
     cr_assert_eq(a->device_compute_s[i], b->device_compute_s[i]);
     cr_assert_eq(a->device_comm_s[i], b->device_comm_s[i]);
@@ -521,6 +524,16 @@ static hap_plan *policy_plan(const hap_graph *g, const hap_cluster *c) {
   return p;
 }
 
+/* policy_plan with full recomputation: a quarter of each device's activations is the working
+ * set of the layer recomputed at once. */
+static hap_plan *recompute_plan(const hap_graph *g, const hap_cluster *c) {
+  hap_plan *p = policy_plan(g, c);
+  p->policy.recompute = HAP_RECOMPUTE_FULL;
+  for (int32_t i = 0; i < p->n_devices; i++)
+    p->device_memory[i].recompute_working = p->device_memory[i].activations / 4;
+  return p;
+}
+
 /* dp_plan over 2 micro-batches: the steps run on batch 4, and the lengths are of that extent. */
 static hap_plan *micro_plan(const hap_graph *g, const hap_cluster *c) {
   hap_plan *p = dp_plan(g, c);
@@ -531,6 +544,27 @@ static hap_plan *micro_plan(const hap_graph *g, const hap_cluster *c) {
 Test(plan, round_trip_data_parallel) { round_trip(MLP, dp_plan); }
 Test(plan, round_trip_policy_and_memory) { round_trip(MLP, policy_plan); }
 Test(plan, round_trip_micro_batches) { round_trip(MLP, micro_plan); }
+Test(plan, round_trip_recompute_working_set) { round_trip(MLP, recompute_plan); }
+
+Test(plan, read_recompute_working_errors) {
+  fixture f = make(MLP, recompute_plan);
+  char *text = to_json(&f);
+  cr_assert_not_null(strstr(text, "\"workspace\": 0.0, \"recompute_working\": 8192.0}"), "%s",
+                     text);
+  free(text);
+  mutate_unreadable(&f, "\"recompute_working\": 8192.0", "\"recompute_working\": 99999.0",
+                    HAP_EPARSE,
+                    TEXTS("plan.json: predicted.devices[0].memory.recompute_working: 99999, "
+                          "expected a byte count >= 0 and at most activations (32768)"));
+  mutate_unreadable(
+      &f, "\"recompute_working\": 8192.0", "\"recompute_working\": -1.0", HAP_EPARSE,
+      TEXTS("plan.json: predicted.devices[0].memory.recompute_working: -1, expected"));
+  mutate_unreadable(&f, "\"recompute_working\": 8192.0", "\"recompute_working\": \"8K\"",
+                    HAP_EPARSE,
+                    TEXTS("plan.json: predicted.devices[0].memory.recompute_working: expected a "
+                          "byte count, got a string"));
+  done(&f);
+}
 
 Test(plan, policy_written_only_when_not_the_default) {
   fixture f = make(MLP, dp_plan);

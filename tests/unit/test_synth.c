@@ -396,7 +396,8 @@ Test(synth, window_bounds_keep_the_optimum, .timeout = 120) {
       hap_cluster *c = bundled(clusters[cl]);
       syn_ctx x;
       hap_err err = {0};
-      cr_assert_eq(syn_ctx_init(&x, g, c, HAP_STRATEGY_HAP, 0, &err), HAP_OK, "%s", err.msg);
+      cr_assert_eq(syn_ctx_init(&x, g, c, HAP_STRATEGY_HAP, HAP_SP_FREE, 0, &err), HAP_OK, "%s",
+                   err.msg);
       size_t nr = (size_t)x.n_segments * (size_t)x.n;
       double *ratios = malloc(nr * sizeof *ratios);
       cr_assert_not_null(ratios);
@@ -463,7 +464,8 @@ Test(synth, window_bounds_expand_linearly_in_layers, .timeout = 120) {
     hap_graph *g = model(spec);
     syn_ctx x;
     hap_err err = {0};
-    cr_assert_eq(syn_ctx_init(&x, g, c, HAP_STRATEGY_HAP, 0, &err), HAP_OK, "%s", err.msg);
+    cr_assert_eq(syn_ctx_init(&x, g, c, HAP_STRATEGY_HAP, HAP_SP_FREE, 0, &err), HAP_OK, "%s",
+                 err.msg);
     double *ratios = malloc((size_t)x.n_segments * (size_t)x.n * sizeof *ratios);
     cr_assert_not_null(ratios);
     for (size_t r = 0; r < (size_t)x.n_segments * (size_t)x.n; r++)

@@ -142,6 +142,10 @@ typedef struct hap_memory_breakdown {
                           pass, and the largest layer recomputed at once */
   double comm_buffers; /* communication scratch: not modelled yet (0) */
   double workspace;    /* kernel scratch: not modelled yet (0) */
+  /* Not a part: how much of `activations` is the recompute working set (the dropped activations
+   * of the layer that weighs most, recomputed one layer at a time), bytes. A pipeline stage holds
+   * the rest of `activations` once per micro-batch in flight and this once. */
+  double recompute_working;
 } hap_memory_breakdown;
 
 #define HAP_MEMORY_PARTS 6
@@ -151,6 +155,9 @@ const char *hap_memory_part_name(int i);
 double *hap_memory_part(hap_memory_breakdown *m, int i);
 double hap_memory_part_get(const hap_memory_breakdown *m, int i);
 double hap_memory_total(const hap_memory_breakdown *m);
+/* `m` (one micro-batch's) as held with `copies` >= 1 micro-batches in flight: the kept
+ * activations (activations - recompute_working) times copies, the working set once. */
+hap_memory_breakdown hap_memory_in_flight(const hap_memory_breakdown *m, double copies);
 
 /* ---- the graph the kernels run ---------------------------------------------------------- */
 

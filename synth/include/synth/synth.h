@@ -25,6 +25,15 @@ typedef enum hap_strategy {
   HAP_STRATEGY_COUNT
 } hap_strategy;
 
+/* Sequence parallelism in megatron-tp programs (Korthikanti et al.): the activations between the
+ * tensor-parallel blocks ([batch, seq, ...], dim 1 the graph's sequence length) split along the
+ * sequence, with reduce-scatter and all-gather in place of all-reduce. */
+typedef enum hap_seq_parallel {
+  HAP_SP_FREE = 0, /* the search decides (it splits them when that is faster or needed to fit) */
+  HAP_SP_ON,       /* never computed whole on every device of the group */
+  HAP_SP_OFF       /* never split along the sequence (Megatron-LM without --sequence-parallel) */
+} hap_seq_parallel;
+
 const char *hap_strategy_name(hap_strategy s); /* "hap", "dp-ev", "dp-cp", "megatron-tp" */
 hap_status hap_strategy_parse(const char *s, hap_strategy *out);
 
@@ -39,7 +48,16 @@ typedef struct hap_synth_options {
    * micro-batches. All zeros is the default policy (micro_batches 0 means 1), under which costs
    * and memory are exactly those hap computed before policies existed. The plan records it. */
   hap_train_policy policy;
-  volatile sig_atomic_t *interrupt; /* set (e.g. by SIGINT) to stop with the best plan so far */
+  /* Micro-batches whose kept activations a device holds at once (a pipeline stage's in-flight
+   * count, pipe/estimate.h); 0 or 1: one. They count against memory_limit_bytes, so a stage
+   * with many in flight gets a program that keeps fewer activations (e.g. sequence-sharded
+   * layer norms); the plan records one micro-batch's memory (hap_memory_in_flight). */
+  double activation_copies;
+  /* megatron-tp only: devices per tensor-parallel group, consecutive (0: a host's; then hosts
+   * must be equal); the others are data-parallel replicas. */
+  int32_t tensor_parallel;
+  hap_seq_parallel sequence_parallel; /* megatron-tp only */
+  volatile sig_atomic_t *interrupt;   /* set (e.g. by SIGINT) to stop with the best plan so far */
   /* Progress callback (may be NULL), called every few thousand expansions: states expanded so far
    * and the round. */
   void (*progress)(void *ctx, int round, int64_t expanded, double best_s);
