@@ -16,7 +16,27 @@
 #include "plan/replica.h"
 #include "simulate/plan_sim.h"
 
-#define PIPE_KEYS "stages, schedule, chunks, micro_batches"
+#define PIPE_KEYS "stages, schedule, chunks, micro_batches, groups"
+
+/* "16+48": devices per group. */
+static hap_status parse_groups(hap_pipe_spec *p, const char *value, hap_err *err) {
+  p->n_groups = 0;
+  const char *s = value;
+  for (;;) {
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    if (end == s || v < 1 || v > 1 << 20 || (*end != '+' && *end != '\0') ||
+        p->n_groups == HAP_PIPE_MAX_GROUPS)
+      return hap_err_set(err, HAP_EINVAL,
+                         "pipeline: groups '%s', expected device counts joined by '+' (e.g. "
+                         "16+48), at most %d",
+                         value, HAP_PIPE_MAX_GROUPS);
+    p->group_devices[p->n_groups++] = (int32_t)v;
+    if (*end == '\0')
+      return HAP_OK;
+    s = end + 1;
+  }
+}
 
 static hap_status set_key(hap_pipe_spec *p, const char *key, const char *value, bool *chunks_given,
                           hap_err *err) {
@@ -33,6 +53,8 @@ static hap_status set_key(hap_pipe_spec *p, const char *key, const char *value, 
   } else if (strcmp(key, "micro_batches") == 0) {
     HAP_TRY(hap_cli_parse_int(opt, value, 1, 1 << 20, &v, err));
     p->micro_batches = (int32_t)v;
+  } else if (strcmp(key, "groups") == 0) {
+    HAP_TRY(parse_groups(p, value, err));
   } else if (strcmp(key, "schedule") == 0) {
     if (hap_pipe_schedule_parse(value, &p->schedule) != HAP_OK)
       return hap_err_set(err, HAP_EINVAL, "pipeline: schedule '%s', expected %s", value,
@@ -66,8 +88,13 @@ hap_status hap_pipe_spec_parse(const char *text, hap_pipe_spec *out, hap_err *er
   hap_spec_free(&sp);
   if (st != HAP_OK)
     return st;
-  if (!stages_given)
+  if (!stages_given && p.n_groups > 0)
+    p.stages = p.n_groups;
+  else if (!stages_given)
     return hap_err_set(err, HAP_EINVAL, "pipeline: missing stages=P (keys " PIPE_KEYS ")");
+  if (p.n_groups > 0 && p.n_groups != p.stages)
+    return hap_err_set(err, HAP_EINVAL, "pipeline: groups has %d sizes for stages=%d", p.n_groups,
+                       p.stages);
   if (p.schedule == HAP_PIPE_INTERLEAVED && !chunks_given)
     p.chunks = 2;
   *out = p;
@@ -155,15 +182,18 @@ static hap_status run_stage(const hap_graph *g, const hap_cluster *c, const hap_
   return st;
 }
 
-/* What group a sends to group b at once: device i of a to device i of b, all in parallel (each
- * holds its shard of the boundary), the pairs that leave a host sharing its NIC. */
-static hap_pipe_link group_link(const hap_cluster *c, int32_t a, int32_t b, int32_t size,
-                                double *per_host) {
+/* What group a sends to group b at once: device i of a to device i of b, for as many i as the
+ * smaller group has, all in parallel (each holds its share of the boundary), the pairs that leave
+ * a host sharing its NIC. */
+static hap_pipe_link group_link(const hap_cluster *c, const hap_pipe_estimate *e, int32_t a,
+                                int32_t b, double *per_host) {
   hap_pipe_link l = {0, 0};
   for (int32_t h = 0; h < c->n_hosts; h++)
     per_host[h] = 0;
-  for (int32_t i = 0; i < size; i++) {
-    int32_t from = a * size + i, to = b * size + i;
+  int32_t pairs =
+      e->group_devices[a] < e->group_devices[b] ? e->group_devices[a] : e->group_devices[b];
+  for (int32_t i = 0; i < pairs; i++) {
+    int32_t from = e->group_first[a] + i, to = e->group_first[b] + i;
     hap_link one = hap_cluster_link(c, from, to);
     int32_t h = c->devices[from].host;
     if (h != c->devices[to].host)
@@ -180,7 +210,8 @@ static hap_pipe_link group_link(const hap_cluster *c, int32_t a, int32_t b, int3
 
 /* The slowest of the links from one group to the next (every pair of consecutive groups, both
  * ways: interleaving sends from the last group to the first). */
-static hap_pipe_link slowest_link(const hap_cluster *c, int32_t groups, int32_t size) {
+static hap_pipe_link slowest_link(const hap_cluster *c, const hap_pipe_estimate *e,
+                                  int32_t groups) {
   hap_pipe_link worst = {0, INFINITY};
   double *per_host = malloc((size_t)c->n_hosts * sizeof *per_host);
   for (int32_t a = 0; a < groups && per_host != NULL; a++)
@@ -188,7 +219,7 @@ static hap_pipe_link slowest_link(const hap_cluster *c, int32_t groups, int32_t 
       int32_t b = dir == 0 ? (a + 1) % groups : (a + groups - 1) % groups;
       if (a == b)
         continue;
-      hap_pipe_link l = group_link(c, a, b, size, per_host);
+      hap_pipe_link l = group_link(c, e, a, b, per_host);
       worst.bandwidth_Bps =
           l.bandwidth_Bps < worst.bandwidth_Bps ? l.bandwidth_Bps : worst.bandwidth_Bps;
       worst.latency_s = l.latency_s > worst.latency_s ? l.latency_s : worst.latency_s;
@@ -199,16 +230,14 @@ static hap_pipe_link slowest_link(const hap_cluster *c, int32_t groups, int32_t 
   return worst;
 }
 
-/* The smallest group's sustained FLOP/s in the policy's compute precision (the sum over its
- * devices): what the cuts weigh a stage's FLOPs by. */
 /* Group gi's sustained FLOP/s in the policy's compute precision: its devices' summed (its stage
  * program balances the work over them). */
-static double group_flops(const hap_cluster *c, int32_t gi, int32_t size,
+static double group_flops(const hap_cluster *c, const hap_pipe_estimate *e, int32_t gi,
                           const hap_train_policy *pol) {
   hap_dtype dt = hap_policy_compute_dtype(pol);
   double sum = 0;
-  for (int32_t i = 0; i < size; i++) {
-    const hap_device *d = &c->devices[gi * size + i];
+  for (int32_t i = 0; i < e->group_devices[gi]; i++) {
+    const hap_device *d = &c->devices[e->group_first[gi] + i];
     sum += d->sustained_flops[dt] > 0 ? d->sustained_flops[dt] : d->sustained_flops[HAP_F32];
   }
   return sum;
@@ -245,7 +274,16 @@ static hap_status simulate_order(hap_pipe_estimate *e, const hap_pipe_order *ord
 static hap_status check_shape(const hap_graph *g, const hap_cluster *c, const hap_pipe_spec *s,
                               int32_t m, hap_err *err) {
   int32_t n = s->stages * s->chunks;
-  if (c->n_devices % s->stages != 0)
+  if (s->stages > HAP_PIPE_MAX_GROUPS)
+    return hap_err_set(err, HAP_EINVAL, "pipeline: %d stages, at most %d", s->stages,
+                       HAP_PIPE_MAX_GROUPS);
+  int64_t given = 0;
+  for (int32_t i = 0; i < s->n_groups; i++)
+    given += s->group_devices[i];
+  if (s->n_groups > 0 && given != c->n_devices)
+    return hap_err_set(err, HAP_EINVAL, "pipeline: groups add up to %lld devices, '%s' has %d",
+                       (long long)given, c->name, c->n_devices);
+  if (s->n_groups == 0 && c->n_devices % s->stages != 0)
     return hap_err_set(err, HAP_EINVAL,
                        "pipeline: %d stages do not divide the %d devices of '%s' into equal groups",
                        s->stages, c->n_devices, c->name);
@@ -277,11 +315,22 @@ hap_status hap_pipe_estimate_run(const hap_graph *g, const hap_cluster *c,
   if (st == HAP_OK) {
     e->spec = s;
     e->n_stages = n;
-    e->group_size = c->n_devices / s.stages;
-    e->link = slowest_link(c, s.stages, e->group_size);
+    e->group_size = s.n_groups > 0 ? 0 : c->n_devices / s.stages;
+    for (int32_t gi = 0, first = 0; gi < s.stages; gi++) {
+      e->group_devices[gi] = s.n_groups > 0 ? s.group_devices[gi] : c->n_devices / s.stages;
+      e->group_first[gi] = first;
+      first += e->group_devices[gi];
+    }
+    if (s.n_groups > 0) { /* equal after all: say so */
+      bool equal = true;
+      for (int32_t gi = 1; gi < s.stages; gi++)
+        equal = equal && e->group_devices[gi] == e->group_devices[0];
+      e->group_size = equal ? e->group_devices[0] : 0;
+    }
+    e->link = slowest_link(c, e, s.stages);
     double *rate = malloc((size_t)n * sizeof *rate); /* virtual stage k on group k % p */
     for (int32_t k = 0; rate != NULL && k < n; k++)
-      rate[k] = group_flops(c, k % s.stages, e->group_size, &o->policy);
+      rate[k] = group_flops(c, e, k % s.stages, &o->policy);
     st = rate != NULL ? hap_stage_cuts_rated(g, n, rate, e->link.bandwidth_Bps, cuts, err)
                       : hap_err_set(err, HAP_ENOMEM, "pipeline: out of memory");
     free(rate);
@@ -289,7 +338,7 @@ hap_status hap_pipe_estimate_run(const hap_graph *g, const hap_cluster *c,
   if (st == HAP_OK) {
     int32_t *sizes = malloc((size_t)s.stages * sizeof *sizes);
     for (int32_t gi = 0; sizes != NULL && gi < s.stages; gi++)
-      sizes[gi] = e->group_size;
+      sizes[gi] = e->group_devices[gi];
     uint64_t gd = 0, cd = 0;
     st = sizes ? hap_graph_digest(g, &gd, err) : hap_err_set(err, HAP_ENOMEM, "out of memory");
     if (st == HAP_OK)

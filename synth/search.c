@@ -392,6 +392,11 @@ static hap_status expand(search *s, syn_state *st, double f, hap_err *err) {
     if (n < 0)
       continue;
     s->generated++;
+    if (x->cost_bound > 0 && !relaxed && !x->minimize_memory &&
+        fmax(f, g + s->h[k + 1]) > x->cost_bound) {
+      x->pruned = true; /* every program through it is estimated over the bound */
+      continue;
+    }
     uint64_t hash = props_hash(k + 1, s->scratch, n);
     if ((s->n_table + 1) * 2 > s->cap_table && table_rehash(s) != 0)
       return hap_err_set(err, HAP_ENOMEM, "out of memory in the program search");
@@ -628,10 +633,21 @@ hap_status syn_search(syn_ctx *x, const hap_synth_options *o, int round, int8_t 
     goto out;
   s.h = x->minimize_memory ? x->h_suffix : x->h_window;
   s.end = x->g->n_nodes;
-  if ((st = search_run(&s, 0, o, round, &done, &interrupted, err)) != HAP_OK)
+  x->pruned = false;
+  if (x->cost_bound > 0 && !x->minimize_memory && s.h[0] > x->cost_bound)
+    x->pruned = true; /* even the lower bound is over: nothing to search */
+  else if ((st = search_run(&s, 0, o, round, &done, &interrupted, err)) != HAP_OK)
     goto out;
   if (interrupted && stats)
     stats->interrupted = true;
+  if (done == NULL && x->pruned) {
+    if (stats)
+      stats->over_bound = true;
+    st = hap_err_set(err, HAP_EUNSUPPORTED,
+                     "no program is estimated under %.6g s per iteration (the bound)",
+                     x->cost_bound);
+    goto out;
+  }
   if (done == NULL) {
     st = hap_err_set(err, HAP_EUNSUPPORTED,
                      "no program reaches the loss '%s' within the devices' memory",

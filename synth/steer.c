@@ -120,6 +120,13 @@ hap_status hap_synthesize_steered(const hap_graph *g, const hap_cluster *c,
       rep.steered = i > 0;
       break;
     }
+    if (s.over_bound) { /* slower than the bound: a costlier candidate is no better */
+      total.over_bound = true;
+      if (err->status == HAP_OK)
+        *err = e;
+      st = e.status;
+      break;
+    }
     if (s.no_fit) {
       if (!best_fail.no_fit || hap_memory_total(&s.leanest) - s.leanest_limit <
                                    hap_memory_total(&best_fail.leanest) - best_fail.leanest_limit) {
@@ -135,7 +142,9 @@ hap_status hap_synthesize_steered(const hap_graph *g, const hap_cluster *c,
   }
   total.seconds = now_s() - t0;
   rep.seconds = total.seconds;
-  if (st != HAP_OK && best_fail.no_fit) {
+  if (st != HAP_OK && total.over_bound) {
+    /* said above */
+  } else if (st != HAP_OK && best_fail.no_fit) {
     total.no_fit = true;
     total.leanest = best_fail.leanest;
     total.leanest_device = best_fail.leanest_device;

@@ -217,6 +217,7 @@ hap_status syn_synthesize_replica(const hap_graph *g, const hap_cluster *c,
   if (ist == HAP_OK) {
     x.replica_groups = replica_groups;
     x.act_copies = o && o->activation_copies > 1 ? o->activation_copies : 1;
+    x.cost_bound = o && o->cost_bound_s > 0 ? o->cost_bound_s : 0;
     ist = syn_ctx_set_policy(&x, &pol, replica_groups ? replica_groups[0].n : 1, err);
     if (ist != HAP_OK)
       syn_ctx_free(&x);
@@ -259,11 +260,13 @@ hap_status syn_synthesize_replica(const hap_graph *g, const hap_cluster *c,
         goto out;
       double cost;
       st = syn_search(&x, o, stats->rounds, prog, &cost, NULL, stats, err);
+      if (st != HAP_OK && stats->over_bound)
+        goto out; /* nothing beats the bound: no leaner or later search will */
       if (st == HAP_EUNSUPPORTED) {
         /* Memory may bind: search again keeping leaner states beside cheaper ones (bounded). */
         hap_err retry = {0};
         x.keep_leaner = true;
-        x.max_generated = 1000000; /* about 0.5 GB of states at most */
+        x.max_generated = o && o->leaner_states > 0 ? o->leaner_states : 1000000;
         st = syn_search(&x, o, stats->rounds, prog, &cost, NULL, stats, &retry);
         x.keep_leaner = false;
         x.max_generated = 0;

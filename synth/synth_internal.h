@@ -66,6 +66,8 @@ typedef struct syn_ctx {
   /* Order the search by memory (the fullest class's bytes) instead of time: finds the program
    * that needs the least memory, for when nothing fits */
   bool minimize_memory;
+  double cost_bound; /* hap_synth_options.cost_bound_s (0: none), s */
+  bool pruned;       /* a state was dropped for exceeding cost_bound */
   /* [n] or NULL: 2-D plans, the group across replicas each device's gradients are all-reduced in
    * (megatron.c); priced into every trainable parameter's source */
   const hap_group *replica_groups;

@@ -11,8 +11,10 @@
 #include "harness/interrupt.h"
 #include "harness/report.h"
 #include "model/zoo.h"
+#include "pipe/layouts.h"
 #include "pipe/megatron.h"
 #include "pipeline_report.h"
+#include "plan/pipeline_io.h"
 #include "plan/plan_io.h"
 #include "simulate/plan_sim.h"
 #include "store/cluster_open.h"
@@ -67,8 +69,14 @@ static void usage(FILE *f) {
           "                        --strategy; prints the stages and -o writes the pipelined\n"
           "                        plan (hap-plan 2.0, docs/formats.md); auto compares 1F1B\n"
           "                        pipelines of every stage count that divides the devices\n"
-          "                        (<= 16, one stage included) and writes the fastest whose\n"
-          "                        stages all fit\n"
+          "                        (<= 16, one stage included) and one stage per device\n"
+          "                        model of a mixed cluster, and writes the fastest whose\n"
+          "                        stages all fit; groups=D1+D2+... sets unequal groups\n"
+          "      --one-stage       only the one-stage program: with strategy hap, a model\n"
+          "                        whose training state does not fit one device is also\n"
+          "                        planned as 3-D layouts (tensor parallel inside a host x\n"
+          "                        pipeline x data parallel, ZeRO-1, recomputation where\n"
+          "                        needed) and the fastest that fits wins; this turns that off\n"
           "  -q, --quiet           no summary (errors only)\n"
           "  -h, --help            this help\n"
           "  -V, --version         print the version\n"
@@ -81,6 +89,7 @@ typedef struct opts {
   const char *model, *cluster, *output;
   const char *pipeline; /* --pipeline SPEC, or NULL */
   const char *megatron; /* --strategy megatron[:...] (pipe/megatron.h), or NULL */
+  bool one_stage;       /* --one-stage: no 3-D layouts for models too big for one device */
   hap_strategy strategy;
   hap_format format;
   bool explain, compare, quiet, no_rescore;
@@ -349,6 +358,31 @@ static void print_json(const opts *o, const hap_plan *p, const hap_cluster *c,
   hap_jw_finish(&w);
 }
 
+/* The hap strategy chose a 3-D layout over the one-stage plan (`one`: NULL when the bounded
+ * search found none under it): -o writes its pipelined plan, the report says why. 0 or 1. */
+static int report_layout(const opts *o, const hap_graph *g, const hap_cluster *c,
+                         const hap_layout_search *ls, const hap_plan *one,
+                         const hap_synth_stats *st, hap_err *err) {
+  if (o->output != NULL &&
+      hap_pipeline_write_file(ls->estimate->pipeline, g, c, o->output, err) != HAP_OK)
+    return 1;
+  char line[256];
+  if (one != NULL)
+    snprintf(line, sizeof line, "%.3f s per iteration: slower (search %.3f s)",
+             one->predicted_iteration_s, st->seconds);
+  else if (st->over_bound)
+    snprintf(line, sizeof line,
+             "no program estimated under the chosen layout's time (search cut short, %.3f s)",
+             st->seconds);
+  else
+    snprintf(line, sizeof line, "none: %.200s", err->msg);
+  hap_err_clear(err);
+  bool plan_on_stdout = o->output != NULL && strcmp(o->output, "-") == 0;
+  if (!o->quiet && !plan_on_stdout)
+    hap_layout_report(ls, g, o->model, o->cluster, line, o->explain, o->format);
+  return 0;
+}
+
 static int run(const opts *o) {
   hap_err err = {0};
   hap_graph *g = NULL;
@@ -356,6 +390,7 @@ static int run(const opts *o) {
   hap_plan *plan = NULL, *base[HAP_STRATEGY_COUNT] = {NULL};
   int n_base = 0, n_refused = 0, rc = 1;
   refusal refused[HAP_STRATEGY_COUNT];
+  hap_layout_search layouts = {.best = -1};
   if (hap_model_load(o->model, &g, &err) != HAP_OK ||
       hap_cluster_open(o->cluster, &c, &err) != HAP_OK)
     goto out;
@@ -370,9 +405,25 @@ static int run(const opts *o) {
     so.progress = progress;
   hap_synth_stats st;
   hap_steer_report rep;
+  /* a model whose training state does not fit one device: 3-D layouts first, and the one-stage
+   * search bounded by the best of them (pipe/layouts.h) */
+  if (o->strategy == HAP_STRATEGY_HAP && !o->compare && !o->one_stage &&
+      hap_layouts_needed(g, c, &so)) {
+    if (tty)
+      fprintf(stderr, "\rsearching 3-D layouts ...");
+    if (hap_layouts_search(g, c, &so, o->forced, &layouts, &err) != HAP_OK)
+      goto out;
+    if (layouts.best >= 0)
+      so.cost_bound_s = layouts.rows[layouts.best].iteration_s;
+  }
   hap_status s = hap_synthesize_steered(g, c, &so, o->forced, &plan, &st, &rep, &err);
   if (tty)
     fprintf(stderr, "\r%*s\r", 70, "");
+  if (layouts.best >= 0 &&
+      (s != HAP_OK || plan->predicted_iteration_s > layouts.rows[layouts.best].iteration_s)) {
+    rc = report_layout(o, g, c, &layouts, s == HAP_OK ? plan : NULL, &st, &err);
+    goto out;
+  }
   if (s != HAP_OK)
     goto out;
   if (o->compare && o->strategy == HAP_STRATEGY_HAP) {
@@ -415,6 +466,7 @@ out:
   if (rc != 0)
     hap_cli_error(prog, &err);
   hap_plan_destroy(plan);
+  hap_layouts_free(&layouts);
   for (int i = 0; i < n_base; i++)
     hap_plan_destroy(base[i]);
   hap_cluster_destroy(c);
@@ -444,7 +496,7 @@ static int run_pipeline(const opts *o) {
 }
 
 int main(int argc, char **argv) {
-  enum { OPT_COMPARE = 256, OPT_NO_RESCORE, OPT_POLICY, OPT_PIPELINE };
+  enum { OPT_COMPARE = 256, OPT_NO_RESCORE, OPT_POLICY, OPT_PIPELINE, OPT_ONE_STAGE };
   static const struct option long_opts[] = {{"cluster", required_argument, NULL, 'c'},
                                             {"strategy", required_argument, NULL, 's'},
                                             {"output", required_argument, NULL, 'o'},
@@ -456,6 +508,7 @@ int main(int argc, char **argv) {
                                             {"memory-limit", required_argument, NULL, 'm'},
                                             {"policy", required_argument, NULL, OPT_POLICY},
                                             {"pipeline", required_argument, NULL, OPT_PIPELINE},
+                                            {"one-stage", no_argument, NULL, OPT_ONE_STAGE},
                                             {"quiet", no_argument, NULL, 'q'},
                                             {"help", no_argument, NULL, 'h'},
                                             {"version", no_argument, NULL, 'V'},
@@ -504,6 +557,7 @@ int main(int argc, char **argv) {
       break;
     }
     case OPT_PIPELINE: o.pipeline = optarg; break;
+    case OPT_ONE_STAGE: o.one_stage = true; break;
     case 'q': o.quiet = true; break;
     case 'h': usage(stdout); return 0;
     case 'V': printf("hap-synth %s\n", HAP_VERSION); return 0;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cli.h"
 #include "base/json_write.h"
 #include "harness/report.h"
 #include "model/zoo.h"
@@ -21,13 +22,29 @@ static double ideal_bubble(const hap_pipe_spec *s) {
   return idle / (1 + idle);
 }
 
+/* "8 devices per group" or "groups of 16+48 devices". */
+static const char *groups_text(const hap_pipe_estimate *e, char *buf, size_t len) {
+  if (e->group_size > 0) {
+    snprintf(buf, len, "%d devices per group", (int)e->group_size);
+    return buf;
+  }
+  size_t o = (size_t)snprintf(buf, len, "groups of ");
+  for (int32_t gi = 0; gi < e->spec.stages && o < len; gi++)
+    o += (size_t)snprintf(buf + o, len - o, "%s%d", gi ? "+" : "", (int)e->group_devices[gi]);
+  if (o < len)
+    snprintf(buf + o, len - o, " devices");
+  return buf;
+}
+
 static void print_stages(const hap_pipeline_report_args *a, const hap_graph *g,
                          const hap_pipe_estimate *e, const char *layout) {
   const hap_pipe_spec *s = &e->spec;
-  printf("pipeline    %s on %s: %d stages x %d chunk%s, %s, %d micro-batches, %d devices per "
-         "group, %s programs\n",
+  char groups[400];
+  printf("pipeline    %s on %s: %d stages x %d chunk%s, %s, %d micro-batches, %s, %s "
+         "programs\n",
          a->model, a->cluster, s->stages, s->chunks, s->chunks > 1 ? "s" : "",
-         hap_pipe_schedule_name(s->schedule), s->micro_batches, e->group_size,
+         hap_pipe_schedule_name(s->schedule), s->micro_batches,
+         groups_text(e, groups, sizeof groups),
          layout != NULL ? "megatron-tp" : hap_strategy_name(a->strategy));
   if (layout != NULL)
     printf("megatron    %s: each stage tensor parallel over tp consecutive devices, data parallel "
@@ -88,16 +105,16 @@ static void print_rows(const hap_pipeline_report_args *a, hap_pipe_estimate *con
                        const hap_err *errs) {
   printf("pipelines   %s on %s, %s programs\n\n", a->model, a->cluster,
          hap_strategy_name(a->strategy));
-  printf("%-44s %6s %6s %11s %6s %12s %11s %8s %11s\n", "pipeline", "stages", "chunks", "schedule",
+  printf("%-56s %6s %6s %11s %6s %12s %11s %8s %11s\n", "pipeline", "stages", "chunks", "schedule",
          "micro", "iteration ms", "mean bubble", "ideal", "peak GiB");
   for (int i = 0; i < a->n_specs; i++) {
     const hap_pipe_estimate *e = est[i];
     if (e == NULL) {
-      printf("%-44.44s failed: %s\n", a->specs[i], errs[i].msg);
+      printf("%-56.56s failed: %s\n", a->specs[i], errs[i].msg);
       continue;
     }
     const hap_pipe_spec *s = &e->spec;
-    printf("%-44.44s %6d %6d %11s %6d %12.3f %11.3f %8.3f %11.3f\n", a->specs[i], s->stages,
+    printf("%-56.56s %6d %6d %11s %6d %12.3f %11.3f %8.3f %11.3f\n", a->specs[i], s->stages,
            s->chunks, hap_pipe_schedule_name(s->schedule), s->micro_batches,
            e->sim->makespan_s * 1e3, e->sim->mean_bubble, ideal_bubble(s),
            peak_memory(e) / 1073741824.0);
@@ -115,6 +132,11 @@ static void write_estimate(hap_jw *w, const hap_graph *g, const hap_pipe_estimat
   hap_jw_int(w, e->spec.micro_batches);
   hap_jw_key(w, "group_size");
   hap_jw_int(w, e->group_size);
+  hap_jw_key(w, "group_devices");
+  hap_jw_begin_array_inline(w);
+  for (int32_t gi = 0; gi < e->spec.stages; gi++)
+    hap_jw_int(w, e->group_devices[gi]);
+  hap_jw_end_array(w);
   hap_jw_key(w, "link_bandwidth_Bps");
   hap_jw_double(w, e->link.bandwidth_Bps);
   hap_jw_key(w, "link_latency_s");
@@ -200,15 +222,36 @@ static bool all_fit(const hap_pipe_estimate *e) {
  * fewer, 4 P (a bubble of at most (P-1)/(5P-1)); 1 stage is the one-stage plan. The specs go to
  * texts[0..*n) (HAP_PIPELINE_REPORT_MAX at most). */
 static void auto_specs(const hap_graph *g, const hap_cluster *c, const hap_train_policy *pol,
-                       char texts[][64], int *n) {
+                       char texts[][96], int *n) {
   *n = 0;
+  /* a cluster of several device models in runs (paper-hetero's V100 hosts, then its P100
+   * hosts): one stage per run as well, however unequal */
+  int32_t runs = 0, sizes[16];
+  for (int32_t d = 0; d < c->n_devices && runs <= 16; d++) {
+    if (d == 0 || strcmp(c->devices[d].model, c->devices[d - 1].model) != 0) {
+      if (runs < 16)
+        sizes[runs] = 0;
+      runs++;
+    }
+    if (runs <= 16)
+      sizes[runs - 1]++;
+  }
   for (int32_t p = 1; p <= 16 && p <= c->n_devices && p <= g->n_nodes; p++) {
     if (c->n_devices % p != 0 || *n >= HAP_PIPELINE_REPORT_MAX)
       continue;
     int32_t m = pol->micro_batches > 4 * p ? pol->micro_batches : 4 * p;
-    snprintf(texts[*n], 64, "stages=%d,schedule=1f1b,micro_batches=%d", (int)p,
+    snprintf(texts[*n], 96, "stages=%d,schedule=1f1b,micro_batches=%d", (int)p,
              (int)(p == 1 ? (pol->micro_batches > 0 ? pol->micro_batches : 1) : m));
     (*n)++;
+  }
+  if (runs > 1 && runs <= 16 && runs <= g->n_nodes && *n < HAP_PIPELINE_REPORT_MAX) {
+    int32_t m = pol->micro_batches > 4 * runs ? pol->micro_batches : 4 * runs;
+    size_t o = (size_t)snprintf(
+        texts[*n], 96, "stages=%d,schedule=1f1b,micro_batches=%d,groups=", (int)runs, (int)m);
+    for (int32_t r = 0; r < runs && o < 96; r++)
+      o += (size_t)snprintf(texts[*n] + o, 96 - o, "%s%d", r ? "+" : "", (int)sizes[r]);
+    if (o < 96)
+      (*n)++;
   }
 }
 
@@ -231,7 +274,7 @@ int hap_pipeline_report(const char *prog, const hap_pipeline_report_args *given)
     args.specs = mspec_list;
   }
   bool search = a->megatron == NULL && a->n_specs == 1 && strcmp(a->specs[0], "auto") == 0;
-  static char auto_texts[HAP_PIPELINE_REPORT_MAX][64];
+  static char auto_texts[HAP_PIPELINE_REPORT_MAX][96];
   const char *auto_ptrs[HAP_PIPELINE_REPORT_MAX];
   if (search) { /* the candidates need the graph and the cluster: sized below */
     args.n_specs = HAP_PIPELINE_REPORT_MAX;
@@ -342,4 +385,164 @@ int hap_pipeline_report(const char *prog, const hap_pipeline_report_args *given)
   hap_cluster_destroy(c);
   hap_graph_destroy(g);
   return rc;
+}
+
+/* ---- hap's 3-D layouts (hap-synth) ---------------------------------------------------------- */
+
+/* A stage program's choices, from its steps: ops sharded (any variant but replicated), and
+ * [batch, seq, ...] activations computed split along the sequence (dim 1 the stage graph's
+ * sequence: dim 1 of its first input of rank >= 2). */
+static void stage_choices(const hap_pipeline *pl, int32_t k, const hap_graph *g,
+                          const hap_cluster *c, int *sharded, int *seq_split, int *ops) {
+  *sharded = *seq_split = *ops = 0;
+  hap_stage_graph *sg = NULL;
+  hap_cluster *gc = NULL;
+  hap_err quiet = {0};
+  if (hap_pipeline_stage_context(pl, k, g, c, &sg, &gc, &quiet) != HAP_OK) {
+    hap_cluster_destroy(gc);
+    hap_stage_graph_destroy(sg);
+    return;
+  }
+  const hap_graph *sgg = sg ? sg->graph : g;
+  int64_t seq = 0;
+  for (int32_t t = 0; t < sgg->n_tensors && seq == 0; t++)
+    if (sgg->tensors[t].kind == HAP_TENSOR_INPUT && sgg->tensors[t].shape.rank >= 2)
+      seq = sgg->tensors[t].shape.dims[1];
+  const hap_plan *p = pl->stages[k].plan;
+  for (int32_t j = 0; j < p->n_steps; j++) {
+    const hap_step *st = &p->steps[j];
+    if (st->kind != HAP_STEP_COMPUTE)
+      continue;
+    (*ops)++;
+    *sharded += st->variant.name != NULL && strcmp(st->variant.name, "replicated") != 0;
+    const hap_node *n = &sgg->nodes[st->node];
+    bool split = false;
+    for (int o = 0; o < n->n_outputs; o++) {
+      const hap_shape *sh = &sgg->tensors[n->outputs[o]].shape;
+      split = split || (sh->rank >= 3 && sh->dims[1] == seq && st->variant.out[o] == 1);
+    }
+    *seq_split += split;
+  }
+  hap_cluster_destroy(gc);
+  hap_stage_graph_destroy(sg);
+}
+
+static void print_layout_explain(const hap_layout_search *s, const hap_graph *g,
+                                 const hap_cluster *c) {
+  const hap_pipe_estimate *e = s->estimate;
+  const hap_layout_row *r = &s->rows[s->best];
+  printf("\nwhy         tensor parallel over the %d devices of a host (their fast links carry the "
+         "per-layer collectives), %d pipeline stages, data parallel over %d replicas with the "
+         "gradients reduced once per iteration%s; each stage's program was searched with its "
+         "in-flight micro-batches counted against memory, so it splits activations along the "
+         "sequence (sequence parallelism) where that is needed to fit\n",
+         (int)r->layout.tp, (int)r->layout.pp, (int)r->layout.dp,
+         r->policy.zero >= 1 ? " and the optimizer state sharded across them (ZeRO-1)" : "");
+  printf("\n%-5s %9s %6s %8s %10s %11s %11s %11s %11s %11s\n", "stage", "in flight", "ops",
+         "sharded", "seq split", "parameters", "gradients", "optimizer", "activations", "total");
+  for (int32_t k = 0; k < e->n_stages; k++) {
+    const hap_pipe_stage *st = &e->stages[k];
+    int sharded, seq_split, ops;
+    stage_choices(e->pipeline, k, g, c, &sharded, &seq_split, &ops);
+    const hap_plan *p = st->plan;
+    int32_t worst = 0;
+    double copies = (double)st->in_flight / e->spec.chunks, most = -1;
+    for (int32_t d = 0; d < p->n_devices && p->memory_recorded; d++) {
+      hap_memory_breakdown m = hap_memory_in_flight(&p->device_memory[d], copies);
+      if (hap_memory_total(&m) > most) {
+        most = hap_memory_total(&m);
+        worst = d;
+      }
+    }
+    hap_memory_breakdown m = p->memory_recorded
+                                 ? hap_memory_in_flight(&p->device_memory[worst], copies)
+                                 : (hap_memory_breakdown){0};
+    char b[5][32];
+    printf("%-5d %9d %6d %8d %10d %11s %11s %11s %11s %11s\n", (int)k, st->in_flight, ops, sharded,
+           seq_split, hap_fmt_bytes(m.parameters, b[0], sizeof b[0]),
+           hap_fmt_bytes(m.gradients, b[1], sizeof b[1]),
+           hap_fmt_bytes(m.optimizer, b[2], sizeof b[2]),
+           hap_fmt_bytes(m.activations, b[3], sizeof b[3]),
+           hap_fmt_bytes(hap_memory_total(&m), b[4], sizeof b[4]));
+  }
+}
+
+void hap_layout_report(const hap_layout_search *s, const hap_graph *g, const char *model,
+                       const char *cluster, const char *one_stage, bool explain,
+                       hap_format format) {
+  hap_cluster *c = NULL;
+  hap_err quiet = {0};
+  (void)hap_cluster_open(cluster, &c, &quiet);
+  char d[160];
+  if (format == HAP_FORMAT_JSON) {
+    hap_jw w;
+    hap_jw_init(&w, stdout, 2);
+    hap_jw_begin_object(&w);
+    hap_jw_key(&w, "model");
+    hap_jw_str(&w, model);
+    hap_jw_key(&w, "cluster");
+    hap_jw_str(&w, cluster);
+    hap_jw_key(&w, "strategy");
+    hap_jw_str(&w, "hap");
+    hap_jw_key(&w, "one_stage");
+    hap_jw_str(&w, one_stage);
+    hap_jw_key(&w, "layouts");
+    hap_jw_begin_array(&w);
+    for (int i = 0; i < s->n_rows; i++) {
+      const hap_layout_row *r = &s->rows[i];
+      hap_layout_row_describe(r, d, sizeof d);
+      hap_jw_begin_object_inline(&w);
+      hap_jw_key(&w, "layout");
+      hap_jw_str(&w, d);
+      hap_jw_key(&w, "chosen");
+      hap_jw_bool(&w, i == s->best);
+      hap_jw_key(&w, "fits");
+      hap_jw_bool(&w, r->fits);
+      hap_jw_key(&w, "iteration_s");
+      hap_jw_double(&w, r->iteration_s);
+      hap_jw_key(&w, "peak_bytes");
+      hap_jw_double(&w, r->peak_bytes);
+      hap_jw_key(&w, "why");
+      hap_jw_str(&w, r->why);
+      hap_jw_end_object(&w);
+    }
+    hap_jw_end_array(&w);
+    hap_jw_key(&w, "search_seconds");
+    hap_jw_double(&w, s->seconds);
+    write_estimate(&w, g, s->estimate);
+    hap_jw_end_object(&w);
+    fputc('\n', stdout);
+    hap_cluster_destroy(c);
+    return;
+  }
+  const hap_layout_row *best = &s->rows[s->best];
+  hap_layout_row_describe(best, d, sizeof d);
+  printf("model       %s\n", g->source ? g->source : model);
+  if (c != NULL)
+    printf("cluster     %s (%d devices on %d hosts)\n", c->source ? c->source : c->name,
+           c->n_devices, c->n_hosts);
+  printf("strategy    hap: a 3-D layout (its training state does not fit one device): %s\n", d);
+  printf("\n%-40s %14s %10s %9s  %s\n", "layouts tried", "iteration s", "peak GiB", "search s", "");
+  for (int i = 0; i < s->n_rows; i++) {
+    const hap_layout_row *r = &s->rows[i];
+    hap_layout_row_describe(r, d, sizeof d);
+    if (r->iteration_s > 0)
+      printf("%-40s %14.3f %10.3f %9.3f  %s\n", d, r->iteration_s, r->peak_bytes / 1073741824.0,
+             r->seconds,
+             i == s->best ? "chosen: the fastest that fits"
+             : r->fits    ? "fits, slower"
+                          : r->why);
+    else
+      printf("%-40s %14s %10s %9s  %s\n", d, "-", "-", "-", r->why);
+  }
+  printf("%-40s %s\n", "one stage (no pipeline)", one_stage);
+  printf("search      %.3f s for the layouts\n\n", s->seconds);
+  hap_pipeline_report_args a = {
+      .model = model, .cluster = cluster, .strategy = HAP_STRATEGY_MEGATRON_TP};
+  char layout[128];
+  hap_megatron_describe(&best->layout, layout, sizeof layout);
+  print_stages(&a, g, s->estimate, layout);
+  if (explain && c != NULL)
+    print_layout_explain(s, g, c);
+  hap_cluster_destroy(c);
 }

@@ -7,6 +7,7 @@
 
 #include "harness/format.h"
 #include "model/policy.h"
+#include "pipe/layouts.h"
 #include "synth/synth.h"
 
 /* --pipeline options one run takes. */
@@ -27,6 +28,13 @@ typedef struct hap_pipeline_report_args {
                          report); NULL: none */
   bool quiet;         /* no report (errors only) */
 } hap_pipeline_report_args;
+
+/* hap-synth's report when the hap strategy chose a 3-D layout (pipe/layouts.h): every layout
+ * tried and why the others lost, what the one-stage search found (`one_stage`: a line), the
+ * chosen pipeline's stages and, with `explain`, each stage's memory by component and its
+ * program's tensor-parallel and sequence-parallel choices. JSON: one object. */
+void hap_layout_report(const hap_layout_search *s, const hap_graph *g, const char *model,
+                       const char *cluster, const char *one_stage, bool explain, hap_format format);
 
 /* Run and print; the exit status (0 ok, 1 failure: any estimate failed, 2 usage error in a
  * spec, before any runs). */

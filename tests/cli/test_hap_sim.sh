@@ -211,6 +211,14 @@ expect pipeline-bad-spec 2 "$bin" "$small" -c cpu-2 --pipeline stages=2,schedule
 check pipeline-bad-spec-msg one_line_error "--pipeline: schedule 'zigzag', expected gpipe, 1f1b, interleaved"
 expect pipeline-no-stages 2 "$bin" "$small" -c cpu-2 --pipeline schedule=gpipe
 check pipeline-no-stages-msg one_line_error "missing stages=P"
+# unequal groups (groups=): one stage per device model of paper-hetero (4 V100s, then 12 P100s),
+# and --pipeline auto adds that split to its candidates
+expect pipeline-groups 0 "$bin" "$pmlp" -c paper-hetero:gpus_per_host=2 --pipeline groups=4+12,micro_batches=8
+check pipeline-groups-header grep -q '2 stages x 1 chunk, 1f1b, 8 micro-batches, groups of 4+12 devices, hap programs' "$tmp/out"
+expect pipeline-groups-auto 0 "$bin" "$pmlp" -c paper-hetero:gpus_per_host=2 --pipeline auto
+check pipeline-groups-auto-row grep -qE '^stages=2,schedule=1f1b,micro_batches=8,groups=4\+12 +2 +1 +1f1b' "$tmp/out"
+expect pipeline-groups-bad 1 "$bin" "$pmlp" -c paper-hetero:gpus_per_host=2 --pipeline groups=4+4
+check pipeline-groups-bad-msg one_line_error "pipeline: groups add up to 8 devices, 'paper-hetero' has 16"
 # --strategy megatron[:...]: Megatron-LM's 3-D layout (pipe/megatron.h), a pipeline of
 # megatron-tp stage programs; its own errors, and --pipeline refused beside it
 gsmall="gpt:layers=4,batch=8,seq=64,width=128,heads=4,vocab=512"

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "pipe/layouts.h"
 #include "pipe/megatron.h"
 #include "test_util.h"
 
@@ -242,6 +243,90 @@ Test(megatron3d, programs_fit_their_micro_batches_in_flight) {
   cr_expect_geq(lean->predicted_iteration_s, fast->predicted_iteration_s * (1 - 1e-9));
   hap_plan_destroy(fast);
   hap_plan_destroy(lean);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}
+
+/* ---- the hap strategy's 3-D layouts (pipe/layouts.h) and the one-stage bound -------------- */
+
+#define BIGGER "gpt:layers=8,batch=16,seq=128,width=512,heads=8,vocab=1024"
+
+Test(megatron3d, layouts_are_needed_when_one_device_cannot_hold_the_state) {
+  hap_graph *g = model(BIGGER);
+  hap_cluster *c = bundled(HOSTS4);
+  hap_synth_options o = {.strategy = HAP_STRATEGY_HAP};
+  cr_expect_not(hap_layouts_needed(g, c, &o), "a 16 GiB device holds a small GPT");
+  o.memory_limit_bytes = 64.0 * 1048576; /* the fp32 SGD state is about 8 B x 29 M params */
+  cr_expect(hap_layouts_needed(g, c, &o));
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}
+
+Test(megatron3d, layout_search_picks_the_fastest_that_fits) {
+  hap_graph *g = model(BIGGER);
+  hap_cluster *c = bundled(HOSTS4);
+  hap_synth_options o = {.strategy = HAP_STRATEGY_HAP, .memory_limit_bytes = 160.0 * 1048576};
+  hap_layout_search s;
+  hap_err err = {0};
+  cr_assert_eq(hap_layouts_search(g, c, &o, 0, &s, &err), HAP_OK, "%s", err.msg);
+  cr_assert_geq(s.n_rows, 2, "pp 1, 2 and 4 over 4 hosts of 2");
+  cr_assert_geq(s.best, 0, "a layout fits 160 MiB");
+  cr_assert_not_null(s.estimate);
+  const hap_layout_row *b = &s.rows[s.best];
+  cr_expect(b->fits);
+  cr_expect_eq(b->layout.tp, 2, "a host's devices");
+  cr_expect_eq(b->layout.tp * b->layout.pp * b->layout.dp, 8);
+  cr_expect_eq(b->policy.zero, b->layout.dp > 1 ? 1 : 0, "ZeRO-1 across replicas");
+  cr_expect_float_eq(b->iteration_s, s.estimate->sim->makespan_s, 1e-12);
+  for (int i = 0; i < s.n_rows; i++) {
+    const hap_layout_row *r = &s.rows[i];
+    if (r->fits)
+      cr_expect_geq(r->iteration_s, b->iteration_s, "row %d is faster than the chosen", i);
+    else
+      cr_expect_neq(r->why[0], '\0', "row %d says why it lost", i);
+  }
+  for (int32_t k = 0; k < s.estimate->n_stages; k++)
+    cr_expect_leq(s.estimate->stages[k].memory_bytes, o.memory_limit_bytes, "stage %d", k);
+  hap_layouts_free(&s);
+  /* a limit below any layout's parameters: rows, none chosen */
+  o.memory_limit_bytes = 1048576;
+  cr_assert_eq(hap_layouts_search(g, c, &o, 0, &s, &err), HAP_OK, "%s", err.msg);
+  cr_expect_eq(s.best, -1);
+  cr_expect_null(s.estimate);
+  cr_expect(strstr(s.rows[0].why, "parameters alone need at least") != NULL, "%s", s.rows[0].why);
+  hap_layouts_free(&s);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}
+
+Test(megatron3d, cost_bound_cuts_the_one_stage_search_short) {
+  hap_graph *g = model(GPT);
+  hap_cluster *c = bundled(HOSTS4);
+  hap_synth_options o = {.strategy = HAP_STRATEGY_HAP};
+  hap_plan *free_plan = NULL, *bounded = NULL, *none = NULL;
+  hap_synth_stats st;
+  hap_err err = {0};
+  cr_assert_eq(hap_synthesize(g, c, &o, &free_plan, &st, &err), HAP_OK, "%s", err.msg);
+  cr_expect_not(st.over_bound);
+  /* a bound above the program's own estimate changes nothing */
+  o.cost_bound_s = free_plan->predicted_iteration_s * 10;
+  cr_assert_eq(hap_synthesize(g, c, &o, &bounded, &st, &err), HAP_OK, "%s", err.msg);
+  cr_expect_float_eq(bounded->predicted_iteration_s, free_plan->predicted_iteration_s, 1e-12);
+  /* a bound below any program: refused, said so */
+  o.cost_bound_s = free_plan->predicted_iteration_s / 1000;
+  cr_expect_neq(hap_synthesize(g, c, &o, &none, &st, &err), HAP_OK);
+  cr_expect_null(none);
+  cr_expect(st.over_bound);
+  cr_expect(strstr(err.msg, "no program is estimated under") != NULL, "%s", err.msg);
+  /* steering stops at the first candidate over the bound */
+  hap_steer_report rep;
+  err = (hap_err){0};
+  o.memory_limit_bytes = 1;
+  cr_expect_neq(hap_synthesize_steered(g, c, &o, 0, &none, &st, &rep, &err), HAP_OK);
+  cr_expect(st.over_bound, "%s", err.msg);
+  cr_expect_eq(rep.tried, 1);
+  hap_plan_destroy(free_plan);
+  hap_plan_destroy(bounded);
   hap_cluster_destroy(c);
   hap_graph_destroy(g);
 }

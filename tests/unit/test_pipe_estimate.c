@@ -119,6 +119,43 @@ Test(pipe_estimate, the_spec_and_its_refusals) {
   expect_spec_refused("stages=4,depth=2", "unknown key 'depth', expected one of stages");
   expect_spec_refused("stages=4,,", "is not of the form key=value");
   expect_spec_refused("stages=4,micro_batches=x", "micro_batches wants an integer");
+  cr_assert_eq(hap_pipe_spec_parse("groups=4+12", &ps, &err), HAP_OK, "%s", err.msg);
+  cr_expect_eq(ps.stages, 2, "groups= alone sets the stages");
+  cr_expect_eq(ps.n_groups, 2);
+  cr_expect_eq(ps.group_devices[0], 4);
+  cr_expect_eq(ps.group_devices[1], 12);
+  expect_spec_refused("groups=4+x", "groups '4+x', expected device counts joined by '+'");
+  expect_spec_refused("groups=4+", "groups '4+', expected device counts");
+  expect_spec_refused("groups=0+4", "groups '0+4'");
+  expect_spec_refused("stages=3,groups=4+12", "groups has 2 sizes for stages=3");
+}
+
+/* paper-hetero with 2 GPUs a host: 4 V100s on 2 hosts, then 12 P100s on 6. One stage per device
+ * model: the groups differ in size and type, and each stage's program runs on its own. */
+Test(pipe_estimate, unequal_groups_of_a_heterogeneous_cluster) {
+  hap_pipe_estimate *e = estimate("groups=4+12,micro_batches=8", MLP,
+                                  "paper-hetero:gpus_per_host=2", HAP_STRATEGY_HAP);
+  cr_assert_eq(e->n_stages, 2);
+  cr_expect_eq(e->group_size, 0, "unequal");
+  cr_expect_eq(e->group_first[0], 0);
+  cr_expect_eq(e->group_devices[0], 4);
+  cr_expect_eq(e->group_first[1], 4);
+  cr_expect_eq(e->group_devices[1], 12);
+  cr_expect_eq(e->stages[0].plan->n_devices, 4);
+  cr_expect_eq(e->stages[1].plan->n_devices, 12);
+  int32_t n;
+  const int32_t *dev = hap_pipeline_group(e->pipeline, 1, &n);
+  cr_assert_eq(n, 12);
+  cr_expect_eq(dev[0], 4);
+  cr_expect_eq(dev[11], 15);
+  /* 12 P100s outrun 4 V100s: the second stage takes more of the layers */
+  cr_expect_gt(e->stages[1].end - e->stages[1].first, e->stages[0].end - e->stages[0].first);
+  cr_expect_gt(e->sim->makespan_s, 0);
+  hap_pipe_estimate_destroy(e);
+  hap_pipe_estimate *eq =
+      estimate("stages=2,groups=4+4,micro_batches=8", MLP, HOSTS4, HAP_STRATEGY_DP_EV);
+  cr_expect_eq(eq->group_size, 4, "equal groups given as groups= are equal");
+  hap_pipe_estimate_destroy(eq);
 }
 
 static void expect_run_refused(const char *spec, const char *model_spec, const char *cluster,
@@ -147,4 +184,5 @@ Test(pipe_estimate, shapes_that_cannot_run_are_refused_before_any_synthesis) {
                      "mlp:layers=4,batch=24,seq=8,hidden=64", "cpu-2",
                      "interleaved 1F1B needs micro_batches a multiple of the 2 stages, got 3");
   expect_run_refused("stages=2,micro_batches=5", small, "cpu-2", "pipeline stage 0");
+  expect_run_refused("groups=1+2", small, "cpu-2", "groups add up to 3 devices, 'cpu-2' has 2");
 }

@@ -3,15 +3,16 @@
  * at its group's rate, the sum of its devices' sustained FLOP/s, so a slower group gets fewer, or
  * its boundary sent on and its gradient back over the slowest group-to-group link, whichever is
  * longer), virtual stage k on device group k % p (p groups of
- * consecutive, equally many devices), each stage's program synthesised for one micro-batch of its
- * stage graph on its group's cluster and simulated (stage_times.h), and one iteration of the
- * schedule simulated from those times (pipeline_sim.h). A group sends a boundary with all its
- * devices at once, device i to device i of the next group, those leaving a host sharing its NIC;
- * the slowest such group-to-group link carries every boundary. Memory per stage: its program's,
- * with the activations of as many micro-batches as the order keeps in flight. Not yet: per-device
- * lowering, NIC sharing with the stages' own collectives, unequal groups
- * (docs/design-pipeline.md). The result carries the pipelined plan (plan/pipeline.h) it priced.
- * Ownership: hap_pipe_estimate_run returns an owned estimate freed with hap_pipe_estimate_destroy.
+ * consecutive devices, equally many or as groups= says), each stage's program synthesised for one
+ * micro-batch of its stage graph on its group's cluster and simulated (stage_times.h), and one
+ * iteration of the schedule simulated from those times (pipeline_sim.h). A group sends a boundary
+ * with all its devices at once, device i to device i of the next group, those leaving a host
+ * sharing its NIC; the slowest such group-to-group link carries every boundary (groups of unequal
+ * size: as many pairs as the smaller group has devices). Memory per stage: its program's, with the
+ * activations of as many micro-batches as the order keeps in flight. Not yet: per-device lowering,
+ * NIC sharing with the stages' own collectives, unequal groups (docs/design-pipeline.md). The
+ * result carries the pipelined plan (plan/pipeline.h) it priced. Ownership: hap_pipe_estimate_run
+ * returns an owned estimate freed with hap_pipe_estimate_destroy.
  */
 #ifndef HAP_PIPE_ESTIMATE_H
 #define HAP_PIPE_ESTIMATE_H
@@ -24,13 +25,19 @@
 #include "simulate/stage_times.h"
 #include "synth/synth.h"
 
+#define HAP_PIPE_MAX_GROUPS 64
+
 /* What --pipeline asks for: "stages=P[,schedule=gpipe|1f1b|interleaved][,chunks=V]
- * [,micro_batches=M]". */
+ * [,micro_batches=M][,groups=D1+D2+...]". */
 typedef struct hap_pipe_spec {
   int32_t stages;             /* p >= 1 */
   hap_pipe_schedule schedule; /* default 1f1b */
   int32_t chunks;             /* v; default 1 (interleaved: 2) */
   int32_t micro_batches;      /* m; 0: the policy's */
+  /* groups=: devices per group, consecutive in device order (a heterogeneous cluster's groups
+   * may differ in size and type); n_groups 0: p equal groups. Given alone, it sets p. */
+  int32_t n_groups;
+  int32_t group_devices[HAP_PIPE_MAX_GROUPS];
 } hap_pipe_spec;
 
 /* Parse `text` into *out (defaults first). HAP_EINVAL with one line naming the key and what was
@@ -40,7 +47,7 @@ hap_status hap_pipe_spec_parse(const char *text, hap_pipe_spec *out, hap_err *er
 /* One virtual stage. */
 typedef struct hap_pipe_stage {
   int32_t first, end;    /* nodes [first, end) of the graph */
-  int32_t group;         /* device group: devices [group*size, (group+1)*size) */
+  int32_t group;         /* device group: devices [group_first[group], + group_devices[group]) */
   hap_stage_times times; /* per micro-batch (the tail once per iteration), s */
   double boundary_bytes; /* activations it sends on per micro-batch, bytes */
   int32_t in_flight;     /* chunk activations its group holds at the peak (plan/schedule.h) */
@@ -53,10 +60,12 @@ typedef struct hap_pipe_stage {
 } hap_pipe_stage;
 
 typedef struct hap_pipe_estimate {
-  hap_pipe_spec spec;     /* as run: micro_batches resolved */
-  int32_t n_stages;       /* p * v */
-  int32_t group_size;     /* devices per group */
-  hap_pipe_stage *stages; /* [n_stages], model order */
+  hap_pipe_spec spec; /* as run: micro_batches resolved */
+  int32_t n_stages;   /* p * v */
+  int32_t group_size; /* devices per group when the groups are equal, else 0 */
+  int32_t group_first[HAP_PIPE_MAX_GROUPS];   /* each group's first device */
+  int32_t group_devices[HAP_PIPE_MAX_GROUPS]; /* each group's device count */
+  hap_pipe_stage *stages;                     /* [n_stages], model order */
   hap_pipeline *pipeline; /* the pipelined plan (owned): groups, ranges, the stages' programs
                              (for the whole batch, the policy's micro-batches m) and the
                              simulated iteration; hap_pipeline_write_file saves it */
@@ -67,7 +76,8 @@ typedef struct hap_pipe_estimate {
 
 /* Estimate a pipeline of `g` on `c`: stages' programs by `o` (its strategy and policy; the policy's
  * micro_batches is the pipeline's m unless spec->micro_batches sets it, and each stage runs one
- * micro-batch). Errors (one line): p not dividing the devices or above the nodes, m not dividing
+ * micro-batch). Errors (one line): p not dividing the devices (or groups= not adding up to them)
+ * or above the nodes, m not dividing
  * the batch, a schedule that m does not suit (interleaved: m a multiple of p), a stage that cannot
  * be synthesised (named with its node range), HAP_ENOMEM. */
 hap_status hap_pipe_estimate_run(const hap_graph *g, const hap_cluster *c,

@@ -57,7 +57,16 @@ typedef struct hap_synth_options {
    * must be equal); the others are data-parallel replicas. */
   int32_t tensor_parallel;
   hap_seq_parallel sequence_parallel; /* megatron-tp only */
-  volatile sig_atomic_t *interrupt;   /* set (e.g. by SIGINT) to stop with the best plan so far */
+  /* > 0: programs whose estimated iteration (the synthesizer's own estimate, which leaves out
+   * overlap) exceeds this are not followed, s; when no program is under it the synthesis fails
+   * with stats->over_bound. hap-synth sets it to the best 3-D layout's simulated iteration
+   * (pipe/layouts.h), so a one-stage search that cannot beat it ends early. */
+  double cost_bound_s;
+  /* When memory binds, the search runs again keeping leaner states beside cheaper ones, up to
+   * this many generated states (0: 1,000,000, about 0.5 GB); a search that must be quick (hap's
+   * 3-D layouts try many) sets fewer and may then miss a program that just fits. */
+  int64_t leaner_states;
+  volatile sig_atomic_t *interrupt; /* set (e.g. by SIGINT) to stop with the best plan so far */
   /* Progress callback (may be NULL), called every few thousand expansions: states expanded so far
    * and the round. */
   void (*progress)(void *ctx, int round, int64_t expanded, double best_s);
@@ -77,6 +86,7 @@ typedef struct hap_synth_stats {
   double seconds;           /* wall time, s */
   double initial_s;         /* predicted iteration time of the first round's program, s */
   bool interrupted;
+  bool over_bound; /* no program estimated under hap_synth_options.cost_bound_s */
   /* Set when no program fits the memory limit (the error says so): the leanest program found,
    * on the device that exceeds its limit the most: the device, its limit and its memory by
    * component, bytes. */
