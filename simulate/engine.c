@@ -1,5 +1,7 @@
-/* engine.c — building task lists (validated as they are added) and reading results. The event
- * loop is in engine_run.c, statistics and the critical path in engine_report.c. */
+/* engine.c — building task lists (validated as they are added), reading results and the
+ * engine's memory. The event loop is in engine_run.c, statistics and the critical path in
+ * engine_report.c. */
+#define _GNU_SOURCE /* mremap, MADV_HUGEPAGE */
 #include "simulate/engine.h"
 
 #include <math.h>
@@ -9,7 +11,130 @@
 #include "base/vec.h"
 #include "engine_internal.h"
 
+/* Mapped arrays on Linux, but not under AddressSanitizer (it checks malloc'ed ones). */
+#if defined(__SANITIZE_ADDRESS__)
+#define SIM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SIM_ASAN 1
+#endif
+#endif
+#if defined(__linux__) && !defined(SIM_ASAN)
+#include <sys/mman.h>
+#define SIM_MAP 1
+#endif
+
 #define SIM_MAX_IDS INT32_MAX
+
+/* ---- memory ---- */
+
+/* Every block carries its size and whether it is mapped in front of the data, so growing or
+ * freeing it never depends on a caller's count (a growth that fails half-way leaves arrays of
+ * different sizes behind). 16 bytes keep the data aligned for doubles and 64-bit integers. */
+typedef struct sim_block {
+  size_t bytes;  /* data bytes */
+  size_t mapped; /* 1: mmap'ed (SIM_MAP), 0: malloc'ed */
+} sim_block;
+
+static sim_block *block_of(void *p) { return (sim_block *)p - 1; }
+
+#ifdef SIM_MAP
+#define SIM_MAP_MIN ((size_t)4 << 20) /* arrays from this size are mapped, bytes */
+#define SIM_HUGE    ((size_t)2 << 20) /* a transparent huge page, bytes */
+
+static size_t map_size(size_t bytes) {
+  return (bytes + sizeof(sim_block) + SIM_HUGE - 1) & ~(SIM_HUGE - 1);
+}
+#endif
+
+/* A new block of `bytes` (zeroed when `zero`); NULL when out of memory. */
+static void *block_new(size_t bytes, bool zero) {
+  if (bytes > SIZE_MAX - sizeof(sim_block) - ((size_t)4 << 20))
+    return NULL;
+  sim_block *b = NULL;
+#ifdef SIM_MAP
+  if (bytes >= SIM_MAP_MIN) {
+    void *q = mmap(NULL, map_size(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                   0); /* anonymous pages are zero */
+    if (q == MAP_FAILED)
+      return NULL;
+    (void)madvise(q, map_size(bytes), MADV_HUGEPAGE); /* a hint: without THP, small pages */
+    b = q;
+    b->mapped = 1;
+  }
+#endif
+  if (b == NULL) {
+    b = zero ? calloc(1, sizeof *b + bytes) : malloc(sizeof *b + bytes);
+    if (b == NULL)
+      return NULL;
+    b->mapped = 0;
+  }
+  b->bytes = bytes;
+  return b + 1;
+}
+
+void sim_mem_free(void *p, size_t bytes) {
+  (void)bytes; /* the block knows its size */
+  if (p == NULL)
+    return;
+  sim_block *b = block_of(p);
+#ifdef SIM_MAP
+  if (b->mapped) {
+    munmap(b, map_size(b->bytes));
+    return;
+  }
+#endif
+  free(b);
+}
+
+void *sim_mem_grow(void *p, size_t old_bytes, size_t new_bytes) {
+  (void)old_bytes; /* the block knows its size */
+  if (p == NULL)
+    return block_new(new_bytes, false);
+  sim_block *b = block_of(p);
+#ifdef SIM_MAP
+  bool map = new_bytes >= SIM_MAP_MIN;
+  if (b->mapped && map) {
+    void *q = mremap(b, map_size(b->bytes), map_size(new_bytes), MREMAP_MAYMOVE);
+    if (q == MAP_FAILED)
+      return NULL;
+    (void)madvise(q, map_size(new_bytes), MADV_HUGEPAGE);
+    b = q;
+    b->bytes = new_bytes;
+    return b + 1;
+  }
+  if (b->mapped || map) { /* from one kind to the other: copy */
+    void *q = block_new(new_bytes, false);
+    if (q == NULL)
+      return NULL;
+    memcpy(q, p, b->bytes < new_bytes ? b->bytes : new_bytes);
+    sim_mem_free(p, 0);
+    return q;
+  }
+#endif
+  if (new_bytes > SIZE_MAX - sizeof *b)
+    return NULL;
+  sim_block *q = realloc(b, sizeof *b + new_bytes);
+  if (q == NULL)
+    return NULL;
+  q->bytes = new_bytes;
+  return q + 1;
+}
+
+void *sim_mem_zalloc(size_t bytes) { return block_new(bytes, true); }
+
+/* Grow the array at `arr` (a pointer to the array variable) from old_cap to cap elements of
+ * `elem` bytes; false when out of memory (the array unchanged). */
+static bool grow(void *arr, int64_t old_cap, int64_t cap, size_t elem) {
+  void **pp = arr;
+  if ((uint64_t)cap > SIZE_MAX / elem)
+    return false;
+  void *q = sim_mem_grow(*pp, (size_t)old_cap * elem, (size_t)cap * elem);
+  if (q == NULL)
+    return false;
+  *pp = q;
+  return true;
+}
 
 static bool finite_nonneg(double x) { return isfinite(x) && x >= 0; }
 
@@ -23,7 +148,17 @@ hap_status hap_sim_create(int32_t n_devices, hap_sim **out, hap_err *err) {
   hap_sim *s = calloc(1, sizeof *s);
   if (s == NULL)
     return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory");
+  size_t keys = (size_t)n_devices * HAP_SIM_N_STREAMS;
   s->n_devices = n_devices;
+  s->st_first = malloc(keys * sizeof *s->st_first);
+  s->st_last = malloc(keys * sizeof *s->st_last);
+  s->st_count = calloc(keys, sizeof *s->st_count);
+  if (s->st_first == NULL || s->st_last == NULL || s->st_count == NULL) {
+    hap_sim_destroy(s);
+    return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory");
+  }
+  for (size_t k = 0; k < keys; k++)
+    s->st_first[k] = s->st_last[k] = -1;
   *out = s;
   return HAP_OK;
 }
@@ -32,34 +167,57 @@ void hap_sim_destroy(hap_sim *s) {
   if (s == NULL)
     return;
   sim_run_free(&s->run);
-  free(s->name_off);
-  free(s->device);
-  free(s->stream);
-  free(s->kind);
-  free(s->duration_s);
-  free(s->flops);
-  free(s->bytes);
-  free(s->aux);
-  free(s->names);
-  free(s->edge_task);
-  free(s->edge_on);
-  free(s->xf_task);
-  free(s->xf_latency_s);
-  free(s->xf_path_off);
-  free(s->path_res);
+  size_t ct = (size_t)s->cap_tasks;
+#define SIM_FREE(field, cap) sim_mem_free(s->field, (size_t)(cap) * sizeof *s->field)
+  SIM_FREE(key, ct);
+  SIM_FREE(flags, ct);
+  SIM_FREE(duration_s, ct);
+  SIM_FREE(aux, ct);
+  SIM_FREE(st_next, ct);
+  SIM_FREE(dep_head, ct);
+  sim_mem_free(s->names, s->names_cap);
+  SIM_FREE(edge_task, s->cap_edges);
+  SIM_FREE(edge_next, s->cap_edges);
+  SIM_FREE(nm_task, s->cap_nm);
+  SIM_FREE(nm_off, s->cap_nm);
+  SIM_FREE(pl_flops, s->cap_pl);
+  SIM_FREE(pl_bytes, s->cap_pl);
+  SIM_FREE(co_first, s->cap_coll);
+  SIM_FREE(co_lastm, s->cap_coll);
+  SIM_FREE(co_size, s->cap_coll);
+  SIM_FREE(mb_next, s->cap_members);
+  SIM_FREE(mb_coll, s->cap_members);
+  SIM_FREE(mb_pay, s->cap_members);
+  SIM_FREE(xf_task, s->cap_xfers);
+  SIM_FREE(xf_latency_s, s->cap_xfers);
+  SIM_FREE(xf_flops, s->cap_xfers);
+  SIM_FREE(xf_bytes, s->cap_xfers);
+  SIM_FREE(xf_path_off, s->cap_xfers);
+  SIM_FREE(path_res, s->cap_path);
+#undef SIM_FREE
+  free(s->st_first);
+  free(s->st_last);
+  free(s->st_count);
   free(s->res_bw_Bps);
   free(s->res_name_off);
   free(s);
 }
 
-/* Copy a name into the pool; its offset in *off. */
-static hap_status push_name(hap_sim *s, const char *name, size_t *off, hap_err *err) {
+/* Copy a name into the pool (at most 4 GiB, offsets are 32-bit); its offset in *off. */
+static hap_status push_name(hap_sim *s, const char *name, uint32_t *off, hap_err *err) {
   size_t len = strlen(name) + 1;
-  if (s->names_len + len > (size_t)INT64_MAX ||
-      HAP_VEC_RESERVE64(s->names, s->names_cap, (int64_t)(s->names_len + len), 4096) != 0)
-    return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory for names");
+  if (s->names_len + len > UINT32_MAX)
+    return hap_err_set(err, HAP_EOVERFLOW, "simulator: more than 4 GiB of names");
+  if (s->names_len + len > s->names_cap) {
+    size_t cap = s->names_cap > 0 ? s->names_cap : 4096;
+    while (cap < s->names_len + len)
+      cap *= 2;
+    if (!grow(&s->names, (int64_t)s->names_cap, (int64_t)cap, 1))
+      return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory for names");
+    s->names_cap = cap;
+  }
   memcpy(s->names + s->names_len, name, len);
-  *off = s->names_len;
+  *off = (uint32_t)s->names_len;
   s->names_len += len;
   return HAP_OK;
 }
@@ -79,7 +237,7 @@ hap_status hap_sim_add_resource(hap_sim *s, const char *name, double bandwidth_B
     double *bw = hap_vec_realloc(s->res_bw_Bps, cap, sizeof *bw);
     if (bw != NULL)
       s->res_bw_Bps = bw;
-    size_t *off = hap_vec_realloc(s->res_name_off, cap, sizeof *off);
+    uint32_t *off = hap_vec_realloc(s->res_name_off, cap, sizeof *off);
     if (off != NULL)
       s->res_name_off = off;
     if (bw == NULL || off == NULL)
@@ -112,36 +270,41 @@ hap_status hap_sim_new_collective(hap_sim *s, int32_t *id, hap_err *err) {
     return hap_err_set(err, HAP_EINVAL, "simulator: no collective output");
   if (s->n_collectives == SIM_MAX_IDS)
     return hap_err_set(err, HAP_EOVERFLOW, "simulator: too many collectives");
-  *id = s->n_collectives++;
+  if (s->n_collectives == s->cap_coll) {
+    int64_t cap = hap_vec_next_cap(s->cap_coll, (int64_t)s->n_collectives + 1, 64, SIM_MAX_IDS);
+    if (!grow(&s->co_first, s->cap_coll, cap, sizeof *s->co_first) ||
+        !grow(&s->co_lastm, s->cap_coll, cap, sizeof *s->co_lastm) ||
+        !grow(&s->co_size, s->cap_coll, cap, sizeof *s->co_size))
+      return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory for collectives");
+    s->cap_coll = (int32_t)cap;
+  }
+  int32_t c = s->n_collectives++;
+  s->co_first[c] = s->co_lastm[c] = -1;
+  s->co_size[c] = 0;
+  *id = c;
   s->has_results = false;
   return HAP_OK;
 }
+
+/* Each array is replaced as soon as it has grown, so a failure leaves every array valid (the
+ * capacity is raised only once all have grown). */
+#define SIM_GROW(ok, field, old_cap, cap)                                                          \
+  ((ok) = (ok) && grow(&s->field, (old_cap), (cap), sizeof *s->field))
 
 static hap_status reserve_tasks(hap_sim *s, hap_err *err) {
   if (s->n_tasks < s->cap_tasks)
     return HAP_OK;
   if (s->n_tasks == SIM_MAX_IDS)
     return hap_err_set(err, HAP_EOVERFLOW, "simulator: too many tasks (%d)", s->n_tasks);
-  int64_t cap = hap_vec_next_cap(s->cap_tasks, (int64_t)s->n_tasks + 1, 16, SIM_MAX_IDS);
+  int64_t cap = hap_vec_next_cap(s->cap_tasks, (int64_t)s->n_tasks + 1, 1024, SIM_MAX_IDS);
+  int64_t old = s->cap_tasks;
   bool ok = true;
-  /* Each array is replaced as soon as it has grown, so a failure leaves every array valid. */
-#define SIM_GROW(field)                                                                            \
-  do {                                                                                             \
-    void *p_ = hap_vec_realloc(s->field, cap, sizeof *s->field);                                   \
-    if (p_ != NULL)                                                                                \
-      s->field = p_;                                                                               \
-    else                                                                                           \
-      ok = false;                                                                                  \
-  } while (0)
-  SIM_GROW(name_off);
-  SIM_GROW(device);
-  SIM_GROW(stream);
-  SIM_GROW(kind);
-  SIM_GROW(duration_s);
-  SIM_GROW(flops);
-  SIM_GROW(bytes);
-  SIM_GROW(aux);
-#undef SIM_GROW
+  SIM_GROW(ok, key, old, cap);
+  SIM_GROW(ok, flags, old, cap);
+  SIM_GROW(ok, duration_s, old, cap);
+  SIM_GROW(ok, aux, old, cap);
+  SIM_GROW(ok, st_next, old, cap);
+  SIM_GROW(ok, dep_head, old, cap);
   if (!ok)
     return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory for %lld tasks", (long long)cap);
   s->cap_tasks = (int32_t)cap;
@@ -151,32 +314,92 @@ static hap_status reserve_tasks(hap_sim *s, hap_err *err) {
 static hap_status reserve_edges(hap_sim *s, int64_t more, hap_err *err) {
   if (s->n_edges + more <= s->cap_edges)
     return HAP_OK;
-  int64_t cap = hap_vec_next_cap(s->cap_edges, s->n_edges + more, 16, INT64_MAX);
-  int32_t *a = hap_vec_realloc(s->edge_task, cap, sizeof *a);
-  if (a != NULL)
-    s->edge_task = a;
-  int32_t *b = hap_vec_realloc(s->edge_on, cap, sizeof *b);
-  if (b != NULL)
-    s->edge_on = b;
-  if (a == NULL || b == NULL)
+  if (s->n_edges + more > SIM_MAX_IDS)
+    return hap_err_set(err, HAP_EOVERFLOW, "simulator: too many dependencies");
+  int64_t cap = hap_vec_next_cap(s->cap_edges, s->n_edges + more, 1024, SIM_MAX_IDS);
+  bool ok = true;
+  SIM_GROW(ok, edge_task, s->cap_edges, cap);
+  SIM_GROW(ok, edge_next, s->cap_edges, cap);
+  if (!ok)
     return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory for dependencies");
-  s->cap_edges = cap;
+  s->cap_edges = (int32_t)cap;
+  return HAP_OK;
+}
+
+/* Bit-identical doubles (-0 and 0 differ, a NaN equals its own bits). */
+static bool same_bits(double a, double b) {
+  uint64_t x, y;
+  memcpy(&x, &a, sizeof x);
+  memcpy(&y, &b, sizeof y);
+  return x == y;
+}
+
+/* The payload entry of (flops, bytes): the last one when it holds the same, else a new one. */
+static hap_status push_payload(hap_sim *s, double flops, double bytes, int32_t *p, hap_err *err) {
+  if (s->n_pl > 0 && same_bits(s->pl_flops[s->n_pl - 1], flops) &&
+      same_bits(s->pl_bytes[s->n_pl - 1], bytes)) {
+    *p = s->n_pl - 1;
+    return HAP_OK;
+  }
+  if (s->n_pl == s->cap_pl) {
+    int64_t cap = hap_vec_next_cap(s->cap_pl, (int64_t)s->n_pl + 1, 64, SIM_MAX_IDS);
+    bool ok = cap > 0;
+    SIM_GROW(ok, pl_flops, s->cap_pl, cap);
+    SIM_GROW(ok, pl_bytes, s->cap_pl, cap);
+    if (!ok)
+      return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory for tasks");
+    s->cap_pl = (int32_t)cap;
+  }
+  *p = s->n_pl++;
+  s->pl_flops[*p] = flops;
+  s->pl_bytes[*p] = bytes;
+  return HAP_OK;
+}
+
+/* Task k is named `name`: the run before it goes on, or a new run starts. */
+static hap_status push_task_name(hap_sim *s, int32_t k, const char *name, hap_err *err) {
+  if (s->n_nm > 0 && strcmp(name, s->names + s->nm_off[s->n_nm - 1]) == 0)
+    return HAP_OK; /* one task on many devices: its name stored once */
+  if (s->n_nm == s->cap_nm) {
+    int64_t cap = hap_vec_next_cap(s->cap_nm, (int64_t)s->n_nm + 1, 256, SIM_MAX_IDS);
+    bool ok = cap > 0;
+    SIM_GROW(ok, nm_task, s->cap_nm, cap);
+    SIM_GROW(ok, nm_off, s->cap_nm, cap);
+    if (!ok)
+      return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory for names");
+    s->cap_nm = (int32_t)cap;
+  }
+  HAP_TRY(push_name(s, name, &s->nm_off[s->n_nm], err));
+  s->nm_task[s->n_nm++] = k;
+  return HAP_OK;
+}
+
+static hap_status reserve_member(hap_sim *s, hap_err *err) {
+  if (s->n_members < s->cap_members)
+    return HAP_OK;
+  int64_t cap = hap_vec_next_cap(s->cap_members, (int64_t)s->n_members + 1, 256, SIM_MAX_IDS);
+  int64_t old = s->cap_members;
+  bool ok = cap > 0;
+  SIM_GROW(ok, mb_next, old, cap);
+  SIM_GROW(ok, mb_coll, old, cap);
+  SIM_GROW(ok, mb_pay, old, cap);
+  if (!ok)
+    return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory for collectives");
+  s->cap_members = (int32_t)cap;
   return HAP_OK;
 }
 
 static hap_status reserve_transfer(hap_sim *s, int32_t n_path, hap_err *err) {
   if (s->n_xfers + 1 >= s->cap_xfers) {
     int64_t cap = hap_vec_next_cap(s->cap_xfers, (int64_t)s->n_xfers + 2, 16, SIM_MAX_IDS);
-    int32_t *task = hap_vec_realloc(s->xf_task, cap, sizeof *task);
-    if (task != NULL)
-      s->xf_task = task;
-    double *lat = hap_vec_realloc(s->xf_latency_s, cap, sizeof *lat);
-    if (lat != NULL)
-      s->xf_latency_s = lat;
-    int64_t *off = hap_vec_realloc(s->xf_path_off, cap, sizeof *off);
-    if (off != NULL)
-      s->xf_path_off = off;
-    if (task == NULL || lat == NULL || off == NULL)
+    int64_t old = s->cap_xfers;
+    bool ok = cap > 0;
+    SIM_GROW(ok, xf_task, old, cap);
+    SIM_GROW(ok, xf_latency_s, old, cap);
+    SIM_GROW(ok, xf_flops, old, cap);
+    SIM_GROW(ok, xf_bytes, old, cap);
+    SIM_GROW(ok, xf_path_off, old, cap);
+    if (!ok)
       return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory for transfers");
     if (s->cap_xfers == 0)
       s->xf_path_off[0] = 0;
@@ -184,14 +407,15 @@ static hap_status reserve_transfer(hap_sim *s, int32_t n_path, hap_err *err) {
   }
   if (s->n_path + n_path > s->cap_path) {
     int64_t cap = hap_vec_next_cap(s->cap_path, s->n_path + n_path, 16, INT64_MAX);
-    int32_t *p = hap_vec_realloc(s->path_res, cap, sizeof *p);
-    if (p == NULL)
+    bool ok = cap > 0;
+    SIM_GROW(ok, path_res, s->cap_path, cap);
+    if (!ok)
       return hap_err_set(err, HAP_ENOMEM, "simulator: out of memory for transfer paths");
-    s->path_res = p;
     s->cap_path = cap;
   }
   return HAP_OK;
 }
+#undef SIM_GROW
 
 /* Everything about `t` that does not depend on the engine's state beyond sizes. */
 static hap_status check_task(const hap_sim *s, const hap_sim_task *t, hap_err *err) {
@@ -252,42 +476,73 @@ static hap_status check_task(const hap_sim *s, const hap_sim_task *t, hap_err *e
   return HAP_OK;
 }
 
+/* Task k waits for task `on`: an edge at the head of on's list (newest first). */
+static void push_edge(hap_sim *s, int32_t k, int32_t on) {
+  int32_t e = s->n_edges++;
+  s->edge_task[e] = k;
+  s->edge_next[e] = s->dep_head[on];
+  s->dep_head[on] = e;
+}
+
 hap_status hap_sim_add_task(hap_sim *s, const hap_sim_task *t, int32_t *id, hap_err *err) {
   if (s == NULL || t == NULL || t->name == NULL)
     return hap_err_set(err, HAP_EINVAL, "simulator: task without a name");
   HAP_TRY(check_task(s, t, err));
   HAP_TRY(reserve_tasks(s, err));
   HAP_TRY(reserve_edges(s, t->n_deps, err));
+  /* a FIXED task without flops and bytes (+0) has no payload entry */
+  bool payload = !same_bits(t->flops, 0) || !same_bits(t->bytes, 0);
+  int32_t pay = -1;
   if (t->kind == HAP_SIM_TRANSFER)
     HAP_TRY(reserve_transfer(s, t->n_path, err));
+  else if (t->kind == HAP_SIM_COLLECTIVE)
+    HAP_TRY(reserve_member(s, err));
+  if (t->kind != HAP_SIM_TRANSFER && (payload || t->kind == HAP_SIM_COLLECTIVE))
+    HAP_TRY(push_payload(s, t->flops, t->bytes, &pay, err));
   int32_t k = s->n_tasks;
-  if (k > 0 && strcmp(t->name, s->names + s->name_off[k - 1]) == 0)
-    s->name_off[k] = s->name_off[k - 1]; /* one task on many devices: its name stored once */
-  else
-    HAP_TRY(push_name(s, t->name, &s->name_off[k], err));
-  s->device[k] = t->device;
-  s->stream[k] = (uint8_t)t->stream;
-  s->kind[k] = (uint8_t)t->kind;
+  HAP_TRY(push_task_name(s, k, t->name, err));
+  int32_t key = t->device * HAP_SIM_N_STREAMS + (int32_t)t->stream;
+  bool fn = t->kind != HAP_SIM_TRANSFER && t->duration_s == HAP_SIM_DURATION_FN;
+  s->key[k] = key;
+  s->flags[k] = (uint8_t)((uint8_t)t->kind | (fn ? SIM_F_DURATION_FN : 0u));
   s->duration_s[k] = t->kind == HAP_SIM_TRANSFER ? 0 : t->duration_s;
-  s->flops[k] = t->flops;
-  s->bytes[k] = t->bytes;
+  s->n_fn += fn;
   s->aux[k] = -1;
-  if (t->kind == HAP_SIM_COLLECTIVE)
-    s->aux[k] = t->collective;
-  if (t->kind == HAP_SIM_TRANSFER) {
+  s->st_next[k] = -1;
+  s->dep_head[k] = -1;
+  if (s->st_last[key] >= 0)
+    s->st_next[s->st_last[key]] = k;
+  else
+    s->st_first[key] = k;
+  s->st_last[key] = k;
+  s->st_count[key]++;
+  if (t->kind == HAP_SIM_FIXED) {
+    s->aux[k] = pay;
+  } else if (t->kind == HAP_SIM_COLLECTIVE) {
+    int32_t m = s->n_members++, c = t->collective;
+    s->aux[k] = m;
+    s->mb_next[m] = -1;
+    s->mb_coll[m] = c;
+    s->mb_pay[m] = pay;
+    if (s->co_lastm[c] >= 0)
+      s->mb_next[s->co_lastm[c]] = k;
+    else
+      s->co_first[c] = k;
+    s->co_lastm[c] = m;
+    s->co_size[c]++;
+  } else if (t->kind == HAP_SIM_TRANSFER) {
     int32_t x = s->n_xfers++;
     s->aux[k] = x;
     s->xf_task[x] = k;
     s->xf_latency_s[x] = t->latency_s;
+    s->xf_flops[x] = t->flops;
+    s->xf_bytes[x] = t->bytes;
     memcpy(s->path_res + s->n_path, t->path, (size_t)t->n_path * sizeof *t->path);
     s->n_path += t->n_path;
     s->xf_path_off[x + 1] = s->n_path;
   }
-  for (int32_t i = 0; i < t->n_deps; i++) {
-    s->edge_task[s->n_edges] = k;
-    s->edge_on[s->n_edges] = t->deps[i];
-    s->n_edges++;
-  }
+  for (int32_t i = 0; i < t->n_deps; i++)
+    push_edge(s, k, t->deps[i]);
   s->n_tasks++;
   s->has_results = false;
   if (id != NULL)
@@ -305,9 +560,24 @@ hap_status hap_sim_add_dep(hap_sim *s, int32_t task, int32_t on, hap_err *err) {
     return hap_err_set(err, HAP_EINVAL, "simulator: task \"%s\" cannot depend on itself",
                        sim_task_name(s, task));
   HAP_TRY(reserve_edges(s, 1, err));
-  s->edge_task[s->n_edges] = task;
-  s->edge_on[s->n_edges] = on;
-  s->n_edges++;
+  push_edge(s, task, on);
+  s->has_results = false;
+  return HAP_OK;
+}
+
+hap_status hap_sim_extend(hap_sim *s, int32_t task, double seconds, hap_err *err) {
+  if (s == NULL || task < 0 || task >= s->n_tasks)
+    return hap_err_set(err, HAP_EINVAL, "simulator: no task %d to extend", task);
+  if (sim_kind(s, task) != HAP_SIM_FIXED || (s->flags[task] & SIM_F_DURATION_FN) != 0)
+    return hap_err_set(err, HAP_EINVAL,
+                       "simulator: task \"%s\": only a FIXED task with a duration can be extended",
+                       sim_task_name(s, task));
+  double d = s->duration_s[task] + seconds;
+  if (!finite_nonneg(seconds) || !isfinite(d))
+    return hap_err_set(err, HAP_EINVAL,
+                       "simulator: task \"%s\": extended by %g s (expected >= 0, finite)",
+                       sim_task_name(s, task), seconds);
+  s->duration_s[task] = d;
   s->has_results = false;
   return HAP_OK;
 }
@@ -315,18 +585,28 @@ hap_status hap_sim_add_dep(hap_sim *s, int32_t task, int32_t on, hap_err *err) {
 int32_t hap_sim_n_tasks(const hap_sim *s) { return s != NULL ? s->n_tasks : 0; }
 int32_t hap_sim_n_devices(const hap_sim *s) { return s != NULL ? s->n_devices : 0; }
 
-void sim_fill_record(const hap_sim *s, int32_t t, bool with_times, hap_sim_record *r) {
+void sim_fill_record(const hap_sim *s, int32_t t, const char *name, bool with_times,
+                     hap_sim_record *r) {
+  hap_sim_kind kind = sim_kind(s, t);
+  int32_t a = s->aux[t];
   r->task = t;
-  r->name = sim_task_name(s, t);
-  r->device = s->device[t];
-  r->stream = (hap_sim_stream)s->stream[t];
-  r->kind = (hap_sim_kind)s->kind[t];
-  r->collective = r->kind == HAP_SIM_COLLECTIVE ? s->aux[t] : -1;
-  r->ready_s = with_times ? s->run.ready_s[t] : 0;
-  r->start_s = with_times ? s->run.start_s[t] : 0;
-  r->end_s = with_times ? s->run.end_s[t] : 0;
-  r->flops = s->flops[t];
-  r->bytes = s->bytes[t];
+  r->name = name != NULL ? name : sim_task_name(s, t);
+  r->device = s->key[t] / HAP_SIM_N_STREAMS;
+  r->stream = (hap_sim_stream)(s->key[t] % HAP_SIM_N_STREAMS);
+  r->kind = kind;
+  r->collective = kind == HAP_SIM_COLLECTIVE ? s->mb_coll[a] : -1;
+  r->flops = r->bytes = 0;
+  int32_t p = kind == HAP_SIM_FIXED ? a : kind == HAP_SIM_COLLECTIVE ? s->mb_pay[a] : -1;
+  if (p >= 0) {
+    r->flops = s->pl_flops[p];
+    r->bytes = s->pl_bytes[p];
+  } else if (kind == HAP_SIM_TRANSFER) {
+    r->flops = s->xf_flops[a];
+    r->bytes = s->xf_bytes[a];
+  }
+  r->ready_s = with_times ? s->run.t_s[t] : 0;
+  r->start_s = with_times ? sim_start(s, t) : 0;
+  r->end_s = with_times ? sim_end(s, t) : 0;
 }
 
 hap_status hap_sim_run(hap_sim *s, const hap_sim_options *opt, hap_err *err) {
@@ -350,16 +630,19 @@ hap_status hap_sim_task_record(const hap_sim *s, int32_t task, hap_sim_record *o
     return hap_err_set(err, HAP_EINVAL, "simulator: no results (run hap_sim_run first)");
   if (task < 0 || task >= s->n_tasks)
     return hap_err_set(err, HAP_EINVAL, "simulator: no task %d (0..%d)", task, s->n_tasks - 1);
-  sim_fill_record(s, task, true, out);
+  sim_fill_record(s, task, NULL, true, out);
   return HAP_OK;
 }
 
 hap_status hap_sim_visit(const hap_sim *s, hap_sim_visit_fn fn, void *ctx, hap_err *err) {
   if (s == NULL || fn == NULL || !s->has_results)
     return hap_err_set(err, HAP_EINVAL, "simulator: no results to visit (run hap_sim_run first)");
+  int32_t run = 0; /* the name run of t */
   for (int32_t t = 0; t < s->n_tasks; t++) {
+    while (run + 1 < s->n_nm && s->nm_task[run + 1] <= t)
+      run++;
     hap_sim_record r;
-    sim_fill_record(s, t, true, &r);
+    sim_fill_record(s, t, s->names + s->nm_off[run], true, &r);
     HAP_TRY(fn(ctx, &r, err));
   }
   return HAP_OK;

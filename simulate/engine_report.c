@@ -8,65 +8,34 @@
 
 /* ---- per-device accounting ---- */
 
-/* Sum of run times of the tasks in stream `key` (in order, so their intervals are disjoint). */
-static double stream_busy(const hap_sim *s, int32_t key) {
-  const sim_run *r = &s->run;
-  double busy_s = 0;
-  for (int32_t i = r->st_off[key]; i < r->st_off[key + 1]; i++) {
-    int32_t t = r->st_list[i];
-    busy_s += r->end_s[t] - r->start_s[t];
-  }
-  return busy_s;
-}
-
-/* Time both streams of a device run at once: a merge of two sorted disjoint interval lists. */
-static double stream_overlap(const hap_sim *s, int32_t key_a, int32_t key_b) {
-  const sim_run *r = &s->run;
-  int32_t i = r->st_off[key_a], j = r->st_off[key_b];
-  double overlap_s = 0;
-  while (i < r->st_off[key_a + 1] && j < r->st_off[key_b + 1]) {
-    int32_t a = r->st_list[i], b = r->st_list[j];
-    double lo = r->start_s[a] > r->start_s[b] ? r->start_s[a] : r->start_s[b];
-    double hi = r->end_s[a] < r->end_s[b] ? r->end_s[a] : r->end_s[b];
-    if (hi > lo)
-      overlap_s += hi - lo;
-    if (r->end_s[a] < r->end_s[b])
-      i++;
-    else
-      j++;
-  }
-  return overlap_s;
-}
-
+/* Busy time per stream and the overlap of a device's two streams were summed as tasks finished
+ * (engine_run.c), in stream order and in the order of a merge of the two streams. */
 static void device_stats(const hap_sim *s, int32_t d, double makespan_s,
                          hap_sim_device_stats *out) {
   const sim_run *r = &s->run;
   int32_t kc = d * HAP_SIM_N_STREAMS + HAP_SIM_COMPUTE, km = d * HAP_SIM_N_STREAMS + HAP_SIM_COMM;
   memset(out, 0, sizeof *out);
-  out->busy_s[HAP_SIM_COMPUTE] = stream_busy(s, kc);
-  out->busy_s[HAP_SIM_COMM] = stream_busy(s, km);
+  out->busy_s[HAP_SIM_COMPUTE] = r->st_busy_s[kc];
+  out->busy_s[HAP_SIM_COMM] = r->st_busy_s[km];
   for (int st = 0; st < HAP_SIM_N_STREAMS; st++)
     out->stream_idle_s[st] = makespan_s - out->busy_s[st];
-  out->overlap_s = stream_overlap(s, kc, km);
+  out->overlap_s = r->mg_overlap_s[d];
   out->active_s = out->busy_s[HAP_SIM_COMPUTE] + out->busy_s[HAP_SIM_COMM] - out->overlap_s;
   out->idle_s = makespan_s - out->active_s;
   out->comm_s = out->busy_s[HAP_SIM_COMM];
   out->exposed_comm_s = out->comm_s - out->overlap_s;
-  out->n_tasks = (r->st_off[km + 1] - r->st_off[km]) + (r->st_off[kc + 1] - r->st_off[kc]);
+  out->n_tasks = s->st_count[km] + s->st_count[kc];
 }
 
 /* ---- critical path ---- */
 
-/* The task that finished last (lowest id among ties); a collective is represented by the member
- * whose arrival started it. */
+/* The task that finished last (lowest id among ties, tracked as tasks finished); a collective is
+ * represented by the member whose arrival started it. */
 static int32_t last_task(const hap_sim *s) {
   const sim_run *r = &s->run;
-  int32_t best = -1;
-  for (int32_t t = 0; t < s->n_tasks; t++)
-    if (best < 0 || r->end_s[t] > r->end_s[best])
-      best = t;
-  if (best >= 0 && s->kind[best] == HAP_SIM_COLLECTIVE)
-    best = r->co_last[s->aux[best]];
+  int32_t best = r->last_task;
+  if (best >= 0 && sim_kind(s, best) == HAP_SIM_COLLECTIVE)
+    best = r->co_last[s->mb_coll[s->aux[best]]];
   return best;
 }
 
@@ -75,11 +44,16 @@ static int32_t critical_path(const hap_sim *s, hap_sim_step *path) {
   const sim_run *r = &s->run;
   int32_t n = 0;
   for (int32_t x = last_task(s); x >= 0 && n < s->n_tasks;) {
-    int32_t pred = r->crit[x];
-    hap_sim_edge via = (hap_sim_edge)r->crit_via[x];
-    if (s->kind[x] == HAP_SIM_COLLECTIVE && r->co_last[s->aux[x]] != x) {
-      pred = r->co_last[s->aux[x]];
-      via = HAP_SIM_EDGE_COLLECTIVE;
+    int32_t pred = (int32_t)(r->crit[x] & ~SIM_CRIT_DEP) - 1;
+    hap_sim_edge via = r->crit[x] == 0             ? HAP_SIM_EDGE_START
+                       : r->crit[x] & SIM_CRIT_DEP ? HAP_SIM_EDGE_DEPENDENCY
+                                                   : HAP_SIM_EDGE_STREAM;
+    if (sim_kind(s, x) == HAP_SIM_COLLECTIVE) {
+      int32_t last = r->co_last[s->mb_coll[s->aux[x]]];
+      if (last != x) {
+        pred = last;
+        via = HAP_SIM_EDGE_COLLECTIVE;
+      }
     }
     path[n++] = (hap_sim_step){x, via};
     x = pred;
@@ -95,10 +69,7 @@ static int32_t critical_path(const hap_sim *s, hap_sim_step *path) {
 hap_status sim_report(hap_sim *s, hap_err *err) {
   (void)err;
   sim_run *r = &s->run;
-  double makespan_s = 0;
-  for (int32_t t = 0; t < s->n_tasks; t++)
-    if (r->end_s[t] > makespan_s)
-      makespan_s = r->end_s[t];
+  double makespan_s = r->last_task >= 0 && r->last_end_s > 0 ? r->last_end_s : 0;
   for (int32_t d = 0; d < s->n_devices; d++)
     device_stats(s, d, makespan_s, &r->dev_stats[d]);
   hap_sim_results *res = &r->results;
@@ -124,6 +95,7 @@ static void appendf(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
     return;
   va_list ap;
   va_start(ap, fmt);
+  /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): started on the line above */
   int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
   va_end(ap);
   if (n > 0)
@@ -135,28 +107,36 @@ static int32_t stuck_task(const hap_sim *s, int32_t d) {
   const sim_run *r = &s->run;
   int32_t best = -1;
   for (int st = 0; st < HAP_SIM_N_STREAMS; st++) {
-    int32_t key = d * HAP_SIM_N_STREAMS + st;
-    int32_t i = r->st_off[key] + r->st_next[key];
-    if (i < r->st_off[key + 1] && (best < 0 || r->st_list[i] < best))
-      best = r->st_list[i];
+    int32_t h = r->st_head[d * HAP_SIM_N_STREAMS + st];
+    if (h >= 0 && (best < 0 || h < best))
+      best = h;
   }
   return best;
 }
 
-/* One unfinished dependency of t, or -1. */
+/* The unfinished dependency of t on the edge added first, or -1 (edges are listed per task waited
+ * on: a pass over every list, once, for the message). */
 static int32_t unfinished_dep(const hap_sim *s, int32_t t) {
-  for (int64_t e = 0; e < s->n_edges; e++)
-    if (s->edge_task[e] == t && s->run.end_s[s->edge_on[e]] < 0)
-      return s->edge_on[e];
-  return -1;
+  int32_t best_e = -1, best = -1;
+  for (int32_t on = 0; on < s->n_tasks; on++)
+    for (int32_t e = s->dep_head[on]; e >= 0; e = s->edge_next[e])
+      if (s->edge_task[e] == t && !sim_finished(s, on) && (best_e < 0 || e < best_e)) {
+        best_e = e;
+        best = on;
+      }
+  return best;
 }
 
-/* One member of collective c that has not arrived, or -1. */
+/* One member of collective c that has not arrived (neither finished nor holding its stream), or
+ * -1. */
 static int32_t missing_member(const hap_sim *s, int32_t c) {
   const sim_run *r = &s->run;
-  for (int32_t i = r->co_off[c]; i < r->co_off[c + 1]; i++)
-    if (r->ready_s[r->co_list[i]] < 0)
-      return r->co_list[i];
+  for (int32_t t = s->co_first[c]; t >= 0; t = s->mb_next[s->aux[t]]) {
+    int32_t key = s->key[t];
+    bool arrived = sim_finished(s, t) || (r->st_head[key] == t && r->st_busy[key]);
+    if (!arrived)
+      return t;
+  }
   return -1;
 }
 
@@ -166,14 +146,15 @@ static void describe_stuck(const hap_sim *s, int32_t d, int32_t t, char *buf, si
   int32_t dep = s->run.pending[t] > 0 ? unfinished_dep(s, t) : -1;
   if (dep >= 0) {
     appendf(buf, cap, len, " waits for \"%s\" (device %d, %s stream)", sim_task_name(s, dep),
-            s->device[dep], hap_sim_stream_name((hap_sim_stream)s->stream[dep]));
+            s->key[dep] / HAP_SIM_N_STREAMS,
+            hap_sim_stream_name((hap_sim_stream)(s->key[dep] % HAP_SIM_N_STREAMS)));
     return;
   }
-  if (s->kind[t] == HAP_SIM_COLLECTIVE) {
-    int32_t m = missing_member(s, s->aux[t]);
+  if (sim_kind(s, t) == HAP_SIM_COLLECTIVE) {
+    int32_t m = missing_member(s, s->mb_coll[s->aux[t]]);
     if (m >= 0) {
-      appendf(buf, cap, len, " (collective) waits for device %d to reach \"%s\"", s->device[m],
-              sim_task_name(s, m));
+      appendf(buf, cap, len, " (collective) waits for device %d to reach \"%s\"",
+              s->key[m] / HAP_SIM_N_STREAMS, sim_task_name(s, m));
       return;
     }
   }

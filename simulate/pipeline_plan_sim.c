@@ -46,6 +46,7 @@ typedef struct stage_state {
   uint8_t *coll_dep;  /* [n_tasks]: a collective waits for this task (a chain ends at it) */
   int32_t *last_comp; /* [n]: the op just added, last compute-stream task per device, or -1 */
   int32_t *last_comm; /* [n]: likewise on the communication stream */
+  int32_t *local;     /* [cluster devices]: the local index of a device of the group, or -1 */
 } stage_state;
 
 typedef struct sim_build {
@@ -65,10 +66,8 @@ typedef struct sim_build {
   int32_t *root_deps; /* per local device: the arrivals it waits for */
   int32_t *root_first, *root_n;
   int32_t cap_root;
-  uint8_t *is_tail; /* per engine task */
-  int32_t cap_tail;
-  double *chain_s; /* per engine task: a chain's summed duration, s (read by chain_duration) */
-  int32_t cap_chain;
+  int32_t *tails; /* [2 * n_tails]: ranges [first, end) of engine ids of the tails, ascending */
+  int32_t n_tails, cap_tails;
   double transfer_bytes;
 } sim_build;
 
@@ -88,21 +87,25 @@ static hap_status instance_new(const hap_pipe_lowered_stage *s, int32_t n, insta
   return HAP_OK;
 }
 
-static hap_status mark_tail(sim_build *b, int32_t id, bool tail, hap_err *err) {
-  if (HAP_VEC_RESERVE(b->is_tail, b->cap_tail, (int64_t)id + 1, 1024) != 0 ||
-      HAP_VEC_RESERVE(b->chain_s, b->cap_chain, (int64_t)id + 1, 1024) != 0)
+/* The engine tasks added since `first` are a tail (ids are consecutive). */
+static hap_status mark_tail(sim_build *b, int32_t first, hap_err *err) {
+  int32_t end = hap_sim_n_tasks(b->sim);
+  if (end == first)
+    return HAP_OK;
+  if (HAP_VEC_RESERVE(b->tails, b->cap_tails, 2 * ((int64_t)b->n_tails + 1), 16) != 0)
     return oom(err);
-  b->is_tail[id] = tail;
-  b->chain_s[id] = 0;
+  b->tails[2 * (size_t)b->n_tails] = first;
+  b->tails[2 * (size_t)b->n_tails + 1] = end;
+  b->n_tails++;
   return HAP_OK;
 }
 
-/* The engine asks for a chain's duration when the run starts. */
-static hap_status chain_duration(void *ctx, const hap_sim_record *task, double *seconds,
-                                 hap_err *err) {
-  (void)err;
-  *seconds = ((const double *)ctx)[task->task];
-  return HAP_OK;
+/* Is engine task `id` part of a tail? Asked in ascending id order: *cursor is the first range that
+ * does not end before it. */
+static bool is_tail(const sim_build *b, int32_t *cursor, int32_t id) {
+  while (*cursor < b->n_tails && b->tails[2 * (size_t)*cursor + 1] <= id)
+    (*cursor)++;
+  return *cursor < b->n_tails && b->tails[2 * (size_t)*cursor] <= id;
 }
 
 /* ---- resources and transfers ---------------------------------------------------------------- */
@@ -152,8 +155,7 @@ static hap_status add_transfer(sim_build *b, const hap_pipe_xfer *x, int32_t src
                     .n_path = n_path,
                     .latency_s = link.latency_s};
   b->transfer_bytes += bytes;
-  HAP_TRY(hap_sim_add_task(b->sim, &t, id, err));
-  return mark_tail(b, *id, false, err);
+  return hap_sim_add_task(b->sim, &t, id, err);
 }
 
 /* What marks the end of the op just added on local device i of a stage: its last task on each
@@ -192,10 +194,9 @@ static hap_status replica_collective(sim_build *b, int32_t k, int32_t r, hap_col
   return st;
 }
 
-/* Member `dev` (a cluster device) of collective `coll`, after deps[0..n); `tail`: part of the
- * once-per-iteration tail (not an op's). */
+/* Member `dev` (a cluster device) of collective `coll`, after deps[0..n). */
 static hap_status add_member(sim_build *b, int32_t dev, const char *label, double sec, double bytes,
-                             int32_t coll, const int32_t *deps, int32_t n, bool tail, int32_t *id,
+                             int32_t coll, const int32_t *deps, int32_t n, int32_t *id,
                              hap_err *err) {
   hap_sim_task t = {.name = label,
                     .device = dev,
@@ -206,8 +207,7 @@ static hap_status add_member(sim_build *b, int32_t dev, const char *label, doubl
                     .deps = deps,
                     .n_deps = n,
                     .collective = coll};
-  HAP_TRY(hap_sim_add_task(b->sim, &t, id, err));
-  return mark_tail(b, *id, tail, err);
+  return hap_sim_add_task(b->sim, &t, id, err);
 }
 
 /* The reduce-scatter that turns a Reduce boundary into shards before the send: one engine
@@ -228,8 +228,8 @@ static hap_status add_reduce_scatter(sim_build *b, int32_t k, const hap_pipe_xfe
                             err);
     for (int32_t i = r * gs; i < (r + 1) * gs && st == HAP_OK; i++) {
       int32_t after[2], n_after = op_end(ss, i, after);
-      st = add_member(b, s->devices[i], label, sec, x->shard_bytes, coll, after, n_after, false,
-                      &rs[i], err);
+      st = add_member(b, s->devices[i], label, sec, x->shard_bytes, coll, after, n_after, &rs[i],
+                      err);
     }
   }
   return st;
@@ -239,7 +239,6 @@ static hap_status add_reduce_scatter(sim_build *b, int32_t k, const hap_pipe_xfe
  * micro-batch j. */
 static hap_status send_from(sim_build *b, int32_t k, bool gradient, int32_t j, hap_err *err) {
   hap_pipe_lowered *pw = b->pw;
-  const hap_pipe_lowered_stage *s = &pw->stages[k];
   stage_state *ss = &b->st[k];
   int32_t *rs = calloc((size_t)ss->n, sizeof *rs);
   if (rs == NULL)
@@ -261,12 +260,10 @@ static hap_status send_from(sim_build *b, int32_t k, bool gradient, int32_t j, h
       st = add_reduce_scatter(b, k, x, rs, err);
     for (int32_t q = 0; q < x->n_pairs && st == HAP_OK; q++) {
       const hap_pipe_pair *pr = &pw->pairs[x->pair0 + q];
-      int32_t i = 0;
-      while (i < ss->n && s->devices[i] != pr->src)
-        i++;
+      int32_t i = ss->local[pr->src];
       int32_t after[2], n_after = 0;
       ids[q] = -1;
-      if (i == ss->n)
+      if (i < 0)
         continue; /* not a device of the stage: lowering keeps pairs inside it */
       if (x->reduce_scatter) {
         if (rs[i] >= 0)
@@ -292,9 +289,26 @@ static hap_status add_all_gather(sim_build *b, int32_t k, const hap_pipe_xfer *x
                                  const int32_t *ids, int32_t *ag, hap_err *err) {
   const hap_pipe_lowered *pw = b->pw;
   const hap_pipe_lowered_stage *s = &pw->stages[k];
+  const stage_state *ss = &b->st[k];
   int32_t gs = s->lw->group_size;
+  /* the arrivals per local device, in pair order: device i's are after[first[i] .. first[i+1]) */
   int32_t *after = malloc((size_t)(x->n_pairs ? x->n_pairs : 1) * sizeof *after);
-  hap_status st = after ? HAP_OK : oom(err);
+  int32_t *first = calloc((size_t)ss->n + 1, sizeof *first);
+  hap_status st = after && first ? HAP_OK : oom(err);
+  for (int32_t q = 0; st == HAP_OK && ids != NULL && q < x->n_pairs; q++) {
+    int32_t i = ss->local[pw->pairs[x->pair0 + q].dst];
+    if (i >= 0 && ids[q] >= 0)
+      first[i + 1]++;
+  }
+  for (int32_t i = 0; st == HAP_OK && i < ss->n; i++)
+    first[i + 1] += first[i];
+  for (int32_t q = 0, i; st == HAP_OK && ids != NULL && q < x->n_pairs; q++)
+    if ((i = ss->local[pw->pairs[x->pair0 + q].dst]) >= 0 && ids[q] >= 0)
+      after[first[i]++] = ids[q];
+  for (int32_t i = ss->n; st == HAP_OK && i > 0; i--) /* the cursors back to the starts */
+    first[i] = first[i - 1];
+  if (st == HAP_OK)
+    first[0] = 0;
   char label[256];
   snprintf(label, sizeof label, "%s.%s.all_gather", pw->graph->tensors[x->tensor].name,
            x->gradient ? "grad.recv" : "recv");
@@ -303,16 +317,12 @@ static hap_status add_all_gather(sim_build *b, int32_t k, const hap_pipe_xfer *x
     double sec = 0;
     st = replica_collective(b, k, r, HAP_COLL_ALL_GATHER, x->gather_shard_bytes, label, &coll, &sec,
                             err);
-    for (int32_t i = r * gs; i < (r + 1) * gs && st == HAP_OK; i++) {
-      int32_t n_after = 0;
-      for (int32_t q = 0; ids != NULL && q < x->n_pairs; q++)
-        if (pw->pairs[x->pair0 + q].dst == s->devices[i] && ids[q] >= 0)
-          after[n_after++] = ids[q];
-      st = add_member(b, s->devices[i], label, sec, x->gather_shard_bytes, coll, after, n_after,
-                      false, &ag[i], err);
-    }
+    for (int32_t i = r * gs; i < (r + 1) * gs && st == HAP_OK; i++)
+      st = add_member(b, s->devices[i], label, sec, x->gather_shard_bytes, coll, after + first[i],
+                      first[i + 1] - first[i], &ag[i], err);
   }
   free(after);
+  free(first);
   return st;
 }
 
@@ -321,7 +331,6 @@ static hap_status add_all_gather(sim_build *b, int32_t k, const hap_pipe_xfer *x
 static hap_status collect_arrivals(sim_build *b, int32_t k, bool gradient, int32_t j,
                                    hap_err *err) {
   hap_pipe_lowered *pw = b->pw;
-  const hap_pipe_lowered_stage *s = &pw->stages[k];
   int32_t n = b->st[k].n, total = 0;
   int32_t *ag = malloc((size_t)n * sizeof *ag);
   if (ag == NULL)
@@ -345,10 +354,8 @@ static hap_status collect_arrivals(sim_build *b, int32_t k, bool gradient, int32
         }
       }
       for (int32_t q = 0; q < x->n_pairs && ids != NULL && !x->all_gather; q++) {
-        int32_t dst = pw->pairs[x->pair0 + q].dst, i = 0;
-        while (i < n && s->devices[i] != dst)
-          i++;
-        if (i == n || ids[q] < 0)
+        int32_t i = b->st[k].local[pw->pairs[x->pair0 + q].dst];
+        if (i < 0 || ids[q] < 0)
           continue;
         if (pass == 0)
           b->root_n[i]++;
@@ -401,7 +408,7 @@ static int32_t dep_id(const hap_pipe_lowered_stage *s, const stage_state *ss, ha
  * A device's run of compute-stream tasks is one engine task (a chain) while nothing else can
  * start inside it: a task joins the open chain when all it waits for is on the compute stream
  * (done by stream order) and no collective waits for the chain's last task; the chain's duration
- * is the sum, supplied when the run starts (chain_duration). Exact: the stream runs them back to
+ * is the sum (hap_sim_extend as tasks join, in their order). Exact: the stream runs them back to
  * back either way. */
 static hap_status add_op_tasks(sim_build *b, int32_t k, hap_pipe_part op, instance *cur,
                                const instance *fwd, bool roots, hap_err *err) {
@@ -414,10 +421,12 @@ static hap_status add_op_tasks(sim_build *b, int32_t k, hap_pipe_part op, instan
   int32_t *coll = malloc((size_t)n * sizeof *coll);
   int32_t *chain = malloc((size_t)n * sizeof *chain);           /* open chain's engine id, or -1 */
   int32_t *chain_last = malloc((size_t)n * sizeof *chain_last); /* its last task */
-  if (coll == NULL || chain == NULL || chain_last == NULL) {
+  int32_t *sub_id = malloc((size_t)n * sizeof *sub_id); /* a collective task's ids per sub-group */
+  if (coll == NULL || chain == NULL || chain_last == NULL || sub_id == NULL) {
     free(coll);
     free(chain);
     free(chain_last);
+    free(sub_id);
     return oom(err);
   }
   for (int32_t i = 0; i < n; i++)
@@ -431,12 +440,11 @@ static hap_status add_op_tasks(sim_build *b, int32_t k, hap_pipe_part op, instan
     if (is_coll) { /* one engine collective per sub-group of the task's span */
       bool by_group = kt->span == HAP_SPAN_GROUP;
       int32_t n_sub = by_group ? lw->replicas : lw->group_size;
-      for (int32_t sub = 0; sub < n_sub && st == HAP_OK; sub++) {
-        int32_t id;
-        st = hap_sim_new_collective(b->sim, &id, err);
-        for (int32_t i = 0; i < n && st == HAP_OK; i++)
-          if ((by_group ? i / lw->group_size : i % lw->group_size) == sub)
-            coll[i] = id;
+      for (int32_t sub = 0; sub < n_sub && st == HAP_OK; sub++)
+        st = hap_sim_new_collective(b->sim, &sub_id[sub], err);
+      for (int32_t i = 0; i < n && st == HAP_OK; i++) {
+        int32_t sub = by_group ? i / lw->group_size : i % lw->group_size;
+        coll[i] = sub < n_sub ? sub_id[sub] : -1;
       }
     }
     bool root = roots;
@@ -453,7 +461,7 @@ static hap_status add_op_tasks(sim_build *b, int32_t k, hap_pipe_part op, instan
       bool joins = !b->no_chains && !is_coll && stream_deps && extra == 0 && chain[i] >= 0 &&
                    !ss->coll_dep[chain_last[i]];
       if (joins) {
-        b->chain_s[chain[i]] += dur;
+        st = hap_sim_extend(b->sim, chain[i], dur, err);
         chain_last[i] = t;
         cur->ids[cell] = chain[i];
         continue;
@@ -476,14 +484,12 @@ static hap_status add_op_tasks(sim_build *b, int32_t k, hap_pipe_part op, instan
                         .device = s->devices[i],
                         .stream = comm ? HAP_SIM_COMM : HAP_SIM_COMPUTE,
                         .kind = is_coll ? HAP_SIM_COLLECTIVE : HAP_SIM_FIXED,
-                        .duration_s = is_coll ? dur : HAP_SIM_DURATION_FN,
+                        .duration_s = dur,
                         .deps = b->deps,
                         .n_deps = nd,
                         .collective = is_coll ? coll[i] : -1};
       int32_t id;
       st = hap_sim_add_task(b->sim, &e, &id, err);
-      if (st == HAP_OK)
-        st = mark_tail(b, id, op == HAP_PIPE_PART_TAIL, err);
       if (st != HAP_OK)
         break;
       cur->ids[cell] = id;
@@ -492,7 +498,6 @@ static hap_status add_op_tasks(sim_build *b, int32_t k, hap_pipe_part op, instan
       } else {
         ss->last_comp[i] = id;
         if (!is_coll) {
-          b->chain_s[id] = dur;
           chain[i] = id;
           chain_last[i] = t;
         }
@@ -502,6 +507,7 @@ static hap_status add_op_tasks(sim_build *b, int32_t k, hap_pipe_part op, instan
   free(coll);
   free(chain);
   free(chain_last);
+  free(sub_id);
   return st;
 }
 
@@ -552,9 +558,10 @@ static hap_status add_tail(sim_build *b, int32_t k, hap_err *err) {
   HAP_TRY(instance_new(s, b->st[k].n, &cur, err));
   for (int32_t i = 0; i < b->st[k].n; i++)
     b->root_n[i] = 0;
+  int32_t first = hap_sim_n_tasks(b->sim);
   hap_status st = add_op_tasks(b, k, HAP_PIPE_PART_TAIL, &cur, NULL, false, err);
   instance_free(&cur);
-  return st;
+  return st == HAP_OK ? mark_tail(b, first, err) : st;
 }
 
 /* A parameter several stages use (GPT's tied embedding): its gradients summed with an all-reduce
@@ -598,6 +605,7 @@ static hap_status add_tied_sum(sim_build *b, int32_t t, hap_err *err) {
   }
   if (st == HAP_OK)
     st = hap_sim_new_collective(b->sim, &coll, err);
+  int32_t first = hap_sim_n_tasks(b->sim);
   for (int32_t g = 0; g < pl->n_groups && st == HAP_OK; g++) {
     int32_t nd;
     const int32_t *dev = hap_pipeline_group(pl, g, &nd);
@@ -606,9 +614,11 @@ static hap_status add_tied_sum(sim_build *b, int32_t t, hap_err *err) {
       for (int32_t k = g; k < pw->n_stages && n_after + 2 <= 64; k += pl->n_groups)
         n_after += op_end(&b->st[k], i, after + n_after);
       int32_t id = -1;
-      st = add_member(b, dev[i], label, sec, bytes, coll, after, n_after, true, &id, err);
+      st = add_member(b, dev[i], label, sec, bytes, coll, after, n_after, &id, err);
     }
   }
+  if (st == HAP_OK)
+    st = mark_tail(b, first, err);
   free(ranks);
   free(holds);
   return st;
@@ -662,14 +672,15 @@ static hap_status build(sim_build *b, hap_err *err) {
 /* ---- results -------------------------------------------------------------------------------- */
 
 typedef struct visit_ctx {
-  const uint8_t *is_tail;
+  const sim_build *b;
+  int32_t cursor; /* into b->tails */
   hap_pipe_plan_sim *r;
 } visit_ctx;
 
 static hap_status visit(void *ctx, const hap_sim_record *rec, hap_err *err) {
   (void)err;
   visit_ctx *v = ctx;
-  if (v->is_tail[rec->task])
+  if (is_tail(v->b, &v->cursor, rec->task))
     return HAP_OK;
   if (rec->end_s > v->r->flush_s)
     v->r->flush_s = rec->end_s;
@@ -685,7 +696,7 @@ static hap_status results(sim_build *b, hap_pipe_plan_sim *r, hap_err *err) {
   r->n_events = res->n_events;
   r->n_engine_tasks = res->n_tasks;
   r->transfer_bytes = b->transfer_bytes;
-  visit_ctx v = {b->is_tail, r};
+  visit_ctx v = {b, 0, r};
   HAP_TRY(hap_sim_visit(b->sim, visit, &v, err));
   for (int32_t d = 0; d < r->n_devices; d++)
     r->bubble[d] = r->flush_s > 0 ? 1 - r->busy_s[d] / r->flush_s : 0;
@@ -705,17 +716,19 @@ static hap_status results(sim_build *b, hap_pipe_plan_sim *r, hap_err *err) {
 typedef struct trace_ctx {
   hap_trace *t;
   int32_t max_devices;
-  const uint8_t *is_tail;
+  const sim_build *b;
+  int32_t cursor; /* into b->tails */
 } trace_ctx;
 
 static hap_status trace_one(void *ctx, const hap_sim_record *rec, hap_err *err) {
   trace_ctx *x = ctx;
+  bool tail = is_tail(x->b, &x->cursor, rec->task);
   if (rec->device >= x->max_devices)
     return HAP_OK;
   hap_trace_event e = HAP_TRACE_EVENT_INIT;
   e.name = rec->name;
   e.task = rec->name;
-  e.cat = x->is_tail[rec->task]             ? "tail"
+  e.cat = tail                              ? "tail"
           : rec->kind == HAP_SIM_TRANSFER   ? "p2p"
           : rec->kind == HAP_SIM_COLLECTIVE ? "collective"
                                             : "compute";
@@ -738,7 +751,7 @@ static hap_status write_trace(sim_build *b, hap_trace *t, int32_t max_devices, h
   for (int32_t d = 0; d < n; d++)
     if (hap_trace_rank(t, HAP_TRACE_SIM, d, c->devices[d].name) != HAP_OK)
       return hap_err_set(err, HAP_EIO, "writing the pipeline trace failed");
-  trace_ctx x = {t, n, b->is_tail};
+  trace_ctx x = {t, n, b, 0};
   HAP_TRY(hap_sim_visit(b->sim, trace_one, &x, err));
   if (n < c->n_devices) {
     char buf[32];
@@ -764,6 +777,7 @@ static void build_free(sim_build *b) {
     free(ss->last_comp);
     free(ss->last_comm);
     free(ss->coll_dep);
+    free(ss->local);
   }
   free(b->st);
   for (size_t i = 0; b->arrivals != NULL && i < (size_t)pw->n_xfers * (size_t)b->m; i++)
@@ -776,8 +790,7 @@ static void build_free(sim_build *b) {
   free(b->root_deps);
   free(b->root_first);
   free(b->root_n);
-  free(b->is_tail);
-  free(b->chain_s);
+  free(b->tails);
   hap_sim_destroy(b->sim);
 }
 
@@ -811,9 +824,14 @@ static hap_status prepare(sim_build *b, hap_err *err) {
     ss->last_comp = malloc((size_t)ss->n * sizeof *ss->last_comp);
     ss->last_comm = malloc((size_t)ss->n * sizeof *ss->last_comm);
     ss->coll_dep = calloc((size_t)(s->lw->n_tasks ? s->lw->n_tasks : 1), 1);
+    ss->local = malloc((size_t)nd * sizeof *ss->local);
     if (!ss->dur || !ss->fwd || !ss->fwd_added || !ss->bwd_added || !ss->last_comp ||
-        !ss->last_comm || !ss->coll_dep)
+        !ss->last_comm || !ss->coll_dep || !ss->local)
       return oom(err);
+    for (int32_t d = 0; d < nd; d++)
+      ss->local[d] = -1;
+    for (int32_t i = ss->n - 1; i >= 0; i--) /* the first local index of a device */
+      ss->local[s->devices[i]] = i;
     for (int32_t t = 0; t < s->lw->n_tasks; t++) {
       const hap_task *kt = &s->lw->tasks[t];
       for (int32_t q = 0; q < kt->n_deps && kt->kind == HAP_TASK_COLLECTIVE; q++)
@@ -851,11 +869,8 @@ hap_status hap_pipe_plan_sim_run(hap_pipe_lowered *pw, const hap_pipe_plan_sim_o
     st = prepare(&b, err);
   if (st == HAP_OK)
     st = build(&b, err);
-  hap_sim_options so = {.duration_fn = chain_duration, .ctx = NULL};
-  if (st == HAP_OK) {
-    so.ctx = b.chain_s;
-    st = hap_sim_run(b.sim, &so, err);
-  }
+  if (st == HAP_OK)
+    st = hap_sim_run(b.sim, NULL, err);
   if (st == HAP_OK)
     st = results(&b, r, err);
   if (st == HAP_OK && o != NULL && o->trace != NULL)

@@ -66,7 +66,7 @@ add_test(NAME profile_fit_holdout_dense
          COMMAND ${HAP_RETRY_TIMING} ${MPIEXEC_EXECUTABLE} -np 2 $<TARGET_FILE:test_fit_holdout>
                  --reps 30 --iters 5 --step 2 --max-median ${HAP_HOLDOUT_BOUND})
 set_tests_properties(profile_measure profile_rank_dies PROPERTIES
-                     LABELS mpi RUN_SERIAL TRUE TIMEOUT 120 ENVIRONMENT "${HAP_MPI_TEST_ENV}")
+                     LABELS mpi RUN_SERIAL TRUE TIMEOUT 240 ENVIRONMENT "${HAP_MPI_TEST_ENV}")
 set_tests_properties(profile_fit_holdout profile_fit_holdout_dense PROPERTIES
                      LABELS mpi RUN_SERIAL TRUE TIMEOUT 300 ENVIRONMENT "${HAP_MPI_TEST_ENV}")
 

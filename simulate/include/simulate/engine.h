@@ -134,6 +134,11 @@ hap_status hap_sim_add_task(hap_sim *s, const hap_sim_task *t, int32_t *id, hap_
  * A cycle is reported by hap_sim_run as a deadlock. */
 hap_status hap_sim_add_dep(hap_sim *s, int32_t task, int32_t on, hap_err *err);
 
+/* Lengthen a FIXED task added with a duration (not HAP_SIM_DURATION_FN) by `seconds` >= 0: its
+ * duration becomes duration + seconds (a run of back-to-back work that grows after it was added,
+ * e.g. a chain of kernels). */
+hap_status hap_sim_extend(hap_sim *s, int32_t task, double seconds, hap_err *err);
+
 int32_t hap_sim_n_tasks(const hap_sim *s);
 int32_t hap_sim_n_devices(const hap_sim *s);
 
