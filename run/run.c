@@ -47,6 +47,12 @@ typedef struct rprop {
   /* the copy the optimizer updates (a trainable parameter's ZeRO shard or stored copy) */
   float *master;        /* mixed precision: the float32 master copy; val holds it rounded */
   float *opt_m, *opt_v; /* optimizer state (optim.h), allocated at the first update */
+  /* Policy ZeRO stage >= 1 on a replicated parameter (zero_rows): the group's ranks split its rows
+   * (dim 0 of the box) evenly; the gradient is reduce-scattered to them, the optimizer updates
+   * elements [upd_lo, upd_lo + upd_n) of the box only (master, opt_m and opt_v hold those alone)
+   * and the update ends with an all-gather of every rank's rows. Else the whole box. */
+  bool zero_rows;
+  int64_t upd_lo, upd_n; /* elements */
 } rprop;
 
 enum { SCRATCH_SEND, SCRATCH_RECV, SCRATCH_SUM, SCRATCH_PORT, SCRATCH_SLOTS };
@@ -189,6 +195,7 @@ static hap_status new_prop(hap_run *r, int32_t t, hap_layout l, int32_t seg, int
   p->val = calloc((size_t)(n > 0 ? n : 1), p->elem);
   if (p->val == NULL)
     return oom(err);
+  p->upd_n = n;
   if (chain) {
     p->next = r->head[t];
     r->head[t] = r->n_props;
@@ -207,6 +214,28 @@ static int32_t find_prop(const hap_run *r, int32_t t, hap_layout l, int32_t seg,
         r->props[i].granule == want_gran)
       return i;
   return -1;
+}
+
+static bool trainable(const hap_tensor *t) {
+  return t->kind == HAP_TENSOR_PARAMETER && t->requires_grad;
+}
+
+/* Rank i of the group's rows of a zero_rows prop: elements [*lo, *lo + *n) of its box. */
+static void zero_rows_of(const hap_run *r, const rprop *p, int32_t i, int64_t *lo, int64_t *n) {
+  int64_t rows = p->box.hi[0] - p->box.lo[0], numel = hap_box_numel(&p->box);
+  int64_t row = rows > 0 ? numel / rows : 0;
+  int64_t first = (int64_t)i * rows / r->n, end = ((int64_t)i + 1) * rows / r->n;
+  *lo = first * row;
+  *n = (end - first) * row;
+}
+
+/* Policy ZeRO >= 1 on a replicated trainable parameter of a 1-D plan: split its rows (above). */
+static void split_zero_rows(hap_run *r, const hap_step *s, rprop *p) {
+  if (r->pol.zero < 1 || r->n < 2 || s->storage != HAP_STORE_REPLICATED ||
+      s->to != HAP_LAYOUT_IDENTITY || p->box.rank == 0 || !trainable(&r->g->tensors[s->tensor]))
+    return;
+  p->zero_rows = true;
+  zero_rows_of(r, p, r->rank, &p->upd_lo, &p->upd_n);
 }
 
 /* The gradient buffer of a prop, zeroed on its first use in an iteration. */
@@ -237,10 +266,6 @@ static hap_status need(hap_run *r, int32_t k, int32_t t, hap_layout l, int32_t s
                        r->g->tensors[t].name, hap_layout_name(l, buf));
   }
   return HAP_OK;
-}
-
-static bool trainable(const hap_tensor *t) {
-  return t->kind == HAP_TENSOR_PARAMETER && t->requires_grad;
 }
 
 /* A source's initial values, from the whole graph: an input's rows are this replica's block of
@@ -291,11 +316,11 @@ static hap_status fill_source(hap_run *r, int32_t t, int32_t id, hap_err *err) {
   HAP_TRY(hap_init_fill(r->init_g, wt, r->o.seed, &at, p->val, err));
   if (!is_float || r->half == HAP_F32)
     return HAP_OK;
-  if (trainable(whole)) {
-    p->master = malloc((size_t)(n > 0 ? n : 1) * sizeof *p->master);
+  if (trainable(whole)) { /* the rows this rank updates */
+    p->master = malloc((size_t)(p->upd_n > 0 ? p->upd_n : 1) * sizeof *p->master);
     if (p->master == NULL)
       return oom(err);
-    memcpy(p->master, p->val, (size_t)n * sizeof *p->master);
+    memcpy(p->master, (const float *)p->val + p->upd_lo, (size_t)p->upd_n * sizeof *p->master);
   }
   hap_round_array(r->half, p->val, n);
   return HAP_OK;
@@ -315,6 +340,7 @@ static hap_status build(hap_run *r, hap_err *err) {
         HAP_TRY(new_prop(r, s->tensor, 0, 0, 1, false, &held, err));
         r->zero_shard[s->tensor] = held;
       }
+      split_zero_rows(r, s, &r->props[held]);
       HAP_TRY(fill_source(r, s->tensor, held, err));
     } else if (s->kind == HAP_STEP_COMPUTE) {
       const hap_node *node = &g->nodes[s->node];
@@ -581,6 +607,12 @@ hap_status hap_run_create(hap_lowered *lw, const hap_graph *g, hap_comm *comm,
                          "hap-run: tensor '%s' is %s; the %s backend runs float32 only",
                          g->tensors[t].name, hap_dtype_name(g->tensors[t].dtype),
                          o->kernels != NULL ? o->kernels->name : hap_run_kernels_cpu.name);
+  if (lw->plan->policy.zero >= 1 && (lw->replicas > 1 || o->stage != NULL))
+    return hap_err_set(err, HAP_EUNSUPPORTED,
+                       "hap-run: policy zero=%d: hap-run shards optimizer state on plans of one "
+                       "data-parallel group only so far; this plan %s",
+                       (int)lw->plan->policy.zero,
+                       o->stage != NULL ? "is pipelined" : "has replicas (a 2-D plan)");
   hap_run *r = calloc(1, sizeof *r);
   if (r == NULL)
     return oom(err);
@@ -830,6 +862,52 @@ static hap_status sum_all(hap_run *r, const float *src, float *dst, int64_t coun
   return st;
 }
 
+/* ZeRO (zero_rows): every rank's count and offset of prop id's rows, times `elem` bytes. */
+static int64_t *rows_table(hap_run *r, const rprop *p, int64_t elem, hap_err *err) {
+  int64_t *t = malloc((size_t)r->n * 2 * sizeof *t);
+  if (t == NULL) {
+    oom(err);
+    return NULL;
+  }
+  for (int32_t i = 0; i < r->n; i++) {
+    zero_rows_of(r, p, i, &t[r->n + i], &t[i]);
+    t[i] *= elem;
+    t[r->n + i] *= elem;
+  }
+  return t;
+}
+
+/* ZeRO: the group's sum of prop id's gradient, on this rank's rows only (a reduce-scatter in place
+ * of the all-reduce; the other rows keep this rank's own partial sums, unused). */
+static hap_status reduce_rows(hap_run *r, int32_t id, hap_err *err) {
+  rprop *p = &r->props[id];
+  int64_t *counts = rows_table(r, p, 1, err);
+  float *mine = counts ? scratch(r, SCRATCH_RECV, p->upd_n * (int64_t)sizeof(float), err) : NULL;
+  hap_status st = mine == NULL ? HAP_ENOMEM
+                               : r->comm->ops->reduce_scatterv(r->comm, p->grad, mine, counts,
+                                                               HAP_F32, HAP_REDUCE_SUM, err);
+  if (st == HAP_OK)
+    memcpy(p->grad + p->upd_lo, mine, (size_t)p->upd_n * sizeof(float));
+  free(counts);
+  return st;
+}
+
+/* ZeRO: every rank's rows of prop id from `from` (this rank's rows of a box-shaped buffer of
+ * float32) into the whole box `to` (an all-gather). */
+static hap_status gather_rows(hap_run *r, int32_t id, const float *from, float *to, hap_err *err) {
+  rprop *p = &r->props[id];
+  int64_t bytes = p->upd_n * (int64_t)sizeof(float);
+  int64_t *table = rows_table(r, p, (int64_t)sizeof(float), err);
+  void *mine = table ? scratch(r, SCRATCH_SEND, bytes, err) : NULL;
+  hap_status st = HAP_ENOMEM;
+  if (mine != NULL) {
+    memcpy(mine, from + p->upd_lo, (size_t)bytes);
+    st = r->comm->ops->all_gatherv(r->comm, mine, bytes, to, table, table + r->n, err);
+  }
+  free(table);
+  return st;
+}
+
 /* Move values (fwd) or gradients (bwd) of tensor t from layout a to layout b with the
  * collective `kind`: src holds a's box, dst b's. */
 static hap_status collective(hap_run *r, hap_coll_kind kind, int32_t t, hap_layout a, int32_t aseg,
@@ -996,6 +1074,8 @@ static hap_status comm_task(hap_run *r, const hap_task *k, hap_err *err) {
     float *gp = grad_of(r, p, err);
     if (gp == NULL)
       return HAP_ENOMEM;
+    if (k->coll == HAP_COLL_ALL_REDUCE && r->props[p].zero_rows)
+      return reduce_rows(r, p, err);
     if (k->coll == HAP_COLL_ALL_REDUCE) /* replicated: sum the partial gradients in place */
       return sum_all(r, gp, gp, hap_box_numel(&r->props[p].box), false, err);
     /* ZeRO: each rank keeps its shard's gradient, summed over the micro-batches */
@@ -1034,7 +1114,7 @@ static bool grads_overflowed(const hap_run *r) {
     if (!trainable(&r->g->tensors[t]) || r->lw->source_step[t] < 0)
       continue;
     const rprop *p = &r->props[update_prop(r, t)];
-    if (p->grad_live && !hap_all_finite(p->grad, hap_box_numel(&p->box)))
+    if (p->grad_live && !hap_all_finite(p->grad + p->upd_lo, p->upd_n))
       return true;
   }
   return false;
@@ -1058,17 +1138,18 @@ static hap_status update(hap_run *r, const hap_task *k, hap_err *err) {
   if (r->update_state < 0)
     return HAP_OK;
   for (int32_t i = 0; i < k->n_params; i++) {
-    int32_t t = r->lw->params[k->param0 + i];
-    rprop *p = &r->props[update_prop(r, t)];
+    int32_t t = r->lw->params[k->param0 + i], id = update_prop(r, t);
+    rprop *p = &r->props[id];
     if (!p->grad_live || r->o.lr == 0)
       continue;
     int32_t me = r->world_rank;
-    int64_t n = hap_box_numel(&p->box);
+    int64_t n = p->upd_n; /* the rows this rank updates (ZeRO), else the whole box */
+    float *grad = p->grad + p->upd_lo, *val = (float *)p->val + p->upd_lo;
     double lr = hap_fault_lr(&r->fault, me, t, r->o.lr);
-    hap_fault_gradient(&r->fault, me, t, p->grad, n);
-    float *w = p->master != NULL ? p->master : p->val;
+    hap_fault_gradient(&r->fault, me, t, grad, n);
+    float *w = p->master != NULL ? p->master : val;
     if (hap_policy_is_default(&r->pol)) { /* as hap-run always did */
-      hap_kernel_sgd(w, p->grad, (float)lr, n);
+      hap_kernel_sgd(w, grad, (float)lr, n);
     } else {
       int buffers = hap_optim_state_buffers(r->pol.optimizer);
       if (buffers >= 1 && p->opt_m == NULL &&
@@ -1078,14 +1159,16 @@ static hap_status update(hap_run *r, const hap_task *k, hap_err *err) {
           (p->opt_v = calloc((size_t)(n > 0 ? n : 1), sizeof(float))) == NULL)
         return oom(err);
       hap_optim_hyper h = hap_optim_defaults(lr);
-      hap_optim_step(r->pol.optimizer, &h, r->opt_steps + 1, w, p->grad, 1 / r->scaler.scale,
-                     p->opt_m, p->opt_v, n);
+      hap_optim_step(r->pol.optimizer, &h, r->opt_steps + 1, w, grad, 1 / r->scaler.scale, p->opt_m,
+                     p->opt_v, n);
     }
     hap_fault_value(&r->fault, me, t, w, n);
     if (p->master != NULL) { /* the compute copy */
-      memcpy(p->val, p->master, (size_t)n * sizeof *p->master);
-      hap_round_array(r->half, p->val, n);
+      memcpy(val, p->master, (size_t)n * sizeof *p->master);
+      hap_round_array(r->half, val, n);
     }
+    if (p->zero_rows) /* every rank's updated rows to every rank */
+      HAP_TRY(gather_rows(r, id, p->val, p->val, err));
   }
   return HAP_OK;
 }
@@ -1569,7 +1652,9 @@ hap_status hap_run_gather_grad(hap_run *r, int32_t tensor, float *full, hap_err 
   if (whole == NULL)
     return oom(err);
   hap_status st = HAP_OK;
-  if (p->layout < 0) {
+  if (p->zero_rows) {
+    st = gather_rows(r, id, g, whole, err); /* each rank summed its rows */
+  } else if (p->layout < 0) {
     memcpy(whole, g, (size_t)total * sizeof *whole); /* replicated: already summed */
   } else {
     hap_box *boxes = malloc((size_t)r->n * 2 * sizeof *boxes);
@@ -1660,6 +1745,14 @@ bool hap_run_local_copy(hap_run *r, int32_t tensor, hap_run_quantity q, hap_box 
   *data = q == HAP_RUN_GRADIENT ? grad_of(r, id, err)
           : p->master != NULL   ? p->master /* mixed precision: the float32 master */
                                 : (const float *)p->val;
+  /* ZeRO: the gradient summed on this rank's rows, their float32 master; the value as gathered */
+  if (p->zero_rows && (q == HAP_RUN_GRADIENT || p->master != NULL)) {
+    int64_t rows = box->hi[0] - box->lo[0], row = rows > 0 ? hap_box_numel(box) / rows : 1;
+    box->lo[0] += p->upd_lo / (row > 0 ? row : 1);
+    box->hi[0] = box->lo[0] + p->upd_n / (row > 0 ? row : 1);
+    if (q == HAP_RUN_GRADIENT && *data != NULL)
+      *data += p->upd_lo;
+  }
   return true;
 }
 

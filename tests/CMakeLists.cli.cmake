@@ -32,5 +32,10 @@ if(TARGET hap-sim AND TARGET hap-synth)
   add_test(NAME cli_hap_synth_policy
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_hap_synth_policy.sh
                    $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-sim>)
-  set_tests_properties(cli_hap_sim cli_hap_synth_policy PROPERTIES LABELS cli TIMEOUT 300)
+  # the paper study: every strategy planned, hap never slower than the dp baselines
+  add_test(NAME cli_paper_study_order
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_paper_study_order.sh
+                   $<TARGET_FILE:hap-sim>)
+  set_tests_properties(cli_hap_sim cli_hap_synth_policy cli_paper_study_order PROPERTIES
+                       LABELS cli TIMEOUT 300)
 endif()

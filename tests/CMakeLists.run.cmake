@@ -14,6 +14,12 @@ if(TARGET hap-run AND TARGET hap-synth AND HAP_MPIRUN)
     set(HAP_CHECK_MODELS "^(mlp|bert|vit|gpt)")
     set(HAP_FAULTS_MODE "quick")
   endif()
+  # the mpi backend's collectives, whole and in pieces (exec/mpi/comm_mpi.c)
+  add_executable(test_comm_mpi ${CMAKE_CURRENT_SOURCE_DIR}/run/test_comm_mpi.c)
+  target_link_libraries(test_comm_mpi PRIVATE hap_exec)
+  add_test(NAME run_comm_mpi
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_comm_mpi.sh
+                   $<TARGET_FILE:test_comm_mpi> ${HAP_MPIRUN})
   set(HAP_ALL_STRATEGIES "hap dp-ev dp-cp megatron-tp")
   add_test(NAME run_check_2ranks
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check.sh $<TARGET_FILE:hap-synth>
@@ -43,7 +49,20 @@ if(TARGET hap-run AND TARGET hap-synth AND HAP_MPIRUN)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check_policies.sh
                    $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-run> 4
                    paper-hetero:gpus_per_host=1,hosts=2 hap ${HAP_POLICY_MODELS})
-  set(HAP_POLICY_TESTS run_check_policies_2ranks run_check_policies_4ranks)
+  # policy ZeRO stages 1-3 (hap-run shards optimizer state by rows of each replicated parameter):
+  # hap and dp-cp plans (every parameter replicated, uneven batch ratios) on 4 ranks
+  set(HAP_ZERO_MODELS "^(mlp|bert-base|gpt:.*fine)")
+  if(HAP_SANITIZE)
+    set(HAP_ZERO_MODELS "^mlp")
+  endif()
+  add_test(NAME run_check_zero
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check_policies.sh
+                   $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-run> 4
+                   paper-hetero:gpus_per_host=1,hosts=2 "hap dp-cp" ${HAP_ZERO_MODELS}
+                   "optimizer=momentum,zero=1"
+                   "precision=bf16,optimizer=adam,zero=2,micro_batches=4"
+                   "optimizer=adamw,zero=3,recompute=full")
+  set(HAP_POLICY_TESTS run_check_policies_2ranks run_check_policies_4ranks run_check_zero)
   if(NOT HAP_SANITIZE)
     add_test(NAME run_check_policies_vgg19
              COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check_policies.sh
@@ -64,7 +83,7 @@ if(TARGET hap-run AND TARGET hap-synth AND HAP_MPIRUN)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check_faults.sh
                    $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-run> ${HAP_FAULTS_MODE})
   set(HAP_RUN_TESTS run_check_2ranks run_check_4ranks run_check_megatron run_check_pipeline
-                    run_end_to_end
+                    run_end_to_end run_comm_mpi
                     run_check_faults ${HAP_POLICY_TESTS})
   set_tests_properties(${HAP_RUN_TESTS} PROPERTIES LABELS "mpi;run" TIMEOUT 900 RUN_SERIAL TRUE)
   if(HAP_SANITIZE)

@@ -527,9 +527,11 @@ static int open_cuda(hap_comm *comm, hap_cuda_kernels **ck) {
   return 1;
 }
 
-/* Refused before any rank starts work: a policy this backend does not run. */
-static hap_status refuse_policy(const opts *o, const hap_train_policy *pol, hap_err *err) {
-  if (hap_policy_is_default(pol) || (!o->cuda && pol->zero == 0))
+/* Refused before any rank starts work: a policy this backend does not run. `replicas` is the
+ * plan's (2-D plans > 1), `pipelined` whether it has stages. */
+static hap_status refuse_policy(const opts *o, const hap_train_policy *pol, int32_t replicas,
+                                bool pipelined, hap_err *err) {
+  if (hap_policy_is_default(pol) || (!o->cuda && (pol->zero == 0 || (replicas <= 1 && !pipelined))))
     return HAP_OK;
   char text[160];
   hap_policy_brief(pol, text, sizeof text);
@@ -539,10 +541,11 @@ static hap_status refuse_policy(const opts *o, const hap_train_policy *pol, hap_
                        "default policy so far (fp32, SGD, no ZeRO stage, no recomputation, one "
                        "micro-batch): use --backend cpu",
                        o->plan, text);
-  return hap_err_set(err, HAP_EUNSUPPORTED,
-                     "%s: the plan trains with --policy %s; hap-run does not shard optimizer "
-                     "state yet (policy zero=%d): zero=0 runs every other policy",
-                     o->plan, text, (int)pol->zero);
+  return hap_err_set(
+      err, HAP_EUNSUPPORTED,
+      "%s: the plan trains with --policy %s; hap-run shards optimizer state (zero=%d) "
+      "on plans of one data-parallel group only so far, and this plan %s",
+      o->plan, text, (int)pol->zero, pipelined ? "is pipelined" : "has replicas (a 2-D plan)");
 }
 
 /* --sim-cluster: the same devices as `c`, measured again (*out NULL without it). */
@@ -580,7 +583,7 @@ static int run(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster *c, hap_
   double staging = 0;    /* this rank's mean staging per timed iteration, s */
   int rc = 1, me = comm->rank;
   hap_status st = HAP_OK;
-  if ((st = refuse_policy(o, &plan->policy, &err)) != HAP_OK)
+  if ((st = refuse_policy(o, &plan->policy, plan->replicas, false, &err)) != HAP_OK)
     goto out;
   if (o->cuda && open_cuda(comm, &ck) != 0)
     goto out; /* said by the lowest failing rank */
@@ -853,7 +856,7 @@ static int run_pipeline(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster
   double *op_start = NULL, *op_end = NULL, *all_start = NULL, *all_end = NULL;
   int rc = 1, me = comm->rank, total = o->warmup + o->iters;
   /* set-up, refused before any work: every rank agrees, the lowest failing one says why */
-  hap_status st = refuse_policy(o, &pl->policy, &err);
+  hap_status st = refuse_policy(o, &pl->policy, 1, true, &err);
   if (st == HAP_OK && comm->size != pl->n_devices)
     st = hap_err_set(&err, HAP_EINVAL,
                      "%s: the pipelined plan is for %d devices (%d stages on %d groups) but %d "

@@ -3,9 +3,9 @@
 # the tensor and rank that were corrupted, and exits 1: a NaN loss, a NaN gradient element, a 0.1 %
 # gradient error, one rank's replica drifting, a skipped gradient all-reduce and a wrong update, on
 # a data-parallel plan, a tensor-parallel plan (sharded parameters), a ZeRO plan (sharded
-# parameter storage) and a 2-D plan (replica all-reduces); a skipped recomputation under full and
-# selective recomputation. The same runs without the fault pass, and test_check.sh itself fails
-# under each kind of fault.
+# parameter storage), a plan under policy ZeRO-1 (sharded optimizer state) and a 2-D plan (replica
+# all-reduces); a skipped recomputation under full and selective recomputation. The same runs
+# without the fault pass, and test_check.sh itself fails under each kind of fault.
 # Usage: test_check_faults.sh HAP_SYNTH HAP_RUN [quick]
 # quick (the sanitizer build): one case per kind of fault and plan, and test_check.sh under one
 # fault only (each run is ~10x slower under ASan).
@@ -96,6 +96,17 @@ zero_kinds="grad-error,rank=1 drift,rank=0 bad-update"
 [ "$quick" = quick ] && zero_kinds="grad-error,rank=1"
 for f in $zero_kinds; do
   run_case "zero $f" 2 "$mlp" cpu-2 "$tmp/zero.json" "$f"
+done
+
+# policy ZeRO-1: each rank updates its rows of a replicated parameter (gradient reduce-scattered,
+# optimizer state for those rows only) and all-gathers them
+"$synth" "$mlp" -c cpu-2 -s dp-ev --policy optimizer=momentum,zero=1 -o "$tmp/zero1.json" -q ||
+  { echo "hap-synth zero=1 failed"; exit 1; }
+clean zero1 2 "$mlp" cpu-2 "$tmp/zero1.json"
+zero1_kinds="skip-all-reduce drift,rank=1 bad-update,rank=0"
+[ "$quick" = quick ] && zero1_kinds="skip-all-reduce"
+for f in $zero1_kinds; do
+  run_case "zero1 $f" 2 "$mlp" cpu-2 "$tmp/zero1.json" "$f"
 done
 
 # 2-D: megatron-tp on 2 hosts x 2 ranks; the replicas all-reduce the gradients

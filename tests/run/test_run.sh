@@ -54,11 +54,13 @@ expect sim-cluster-other 1 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 
 check sim-cluster-other-msg grep -q 'devices differ' "$tmp/err"
 expect sim-cluster-same 0 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 \
   --sim-cluster cpu-2:intra_gbps=5 -n 1 -w 0
-# a plan with a training policy hap-run cannot execute yet is refused, naming the policy
-"$synth" "$m" -c cpu-2 --policy precision=bf16,optimizer=adam,zero=1 -o "$tmp/policy.json" -q ||
+# a plan with a training policy hap-run cannot execute yet (ZeRO on a pipelined plan) is refused,
+# naming the policy
+"$synth" "$m" -c cpu-2 --pipeline stages=2,micro_batches=2 \
+  --policy precision=bf16,optimizer=adam,zero=1 -o "$tmp/policy.json" -q ||
   { echo "hap-synth --policy failed"; exit 1; }
 expect policy-refused 1 "${mpi[@]}" "$run" "$tmp/policy.json" -m "$m" -c cpu-2 -n 1 -w 0
-check policy-refused-msg grep -q "trains with --policy precision=bf16,optimizer=adam,zero=1; hap-run does not shard optimizer state yet" "$tmp/err"
+check policy-refused-msg grep -q "trains with --policy precision=bf16,optimizer=adam,zero=1,micro_batches=2; hap-run shards optimizer state (zero=1) on plans of one data-parallel group only so far, and this plan is pipelined" "$tmp/err"
 expect check-one-iteration 2 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 --check -n 1 -w 0
 check check-one-iteration-msg grep -q -- '--warmup + --iters must be at least 2' "$tmp/err"
 expect rank-count 1 mpirun --oversubscribe -np 3 "$run" "$tmp/plan.json" -m "$m" -c cpu-2
