@@ -59,6 +59,13 @@ hap_pipeline *hap_pipeline_create(const char *strategy, const char *graph_name,
   return pl;
 }
 
+hap_status hap_pipeline_set_specs(hap_pipeline *pl, const char *model, const char *cluster) {
+  HAP_TRY(hap_plan_specs_set(&pl->specs, model, cluster));
+  if (hap_pipeline_is_flat(pl) && pl->stages[0].plan != NULL)
+    HAP_TRY(hap_plan_specs_set(&pl->stages[0].plan->specs, model, cluster));
+  return HAP_OK;
+}
+
 void hap_pipeline_destroy(hap_pipeline *pl) {
   if (pl == NULL)
     return;
@@ -70,6 +77,7 @@ void hap_pipeline_destroy(hap_pipeline *pl) {
   free(pl->strategy);
   free(pl->graph_name);
   free(pl->cluster_name);
+  hap_plan_specs_free(&pl->specs);
   free(pl);
 }
 
@@ -81,6 +89,11 @@ hap_status hap_pipeline_of_plan(hap_plan *plan, const hap_graph *g, hap_pipeline
       hap_pipeline_create(plan->strategy, plan->graph_name, plan->graph_digest, plan->cluster_name,
                           plan->cluster_digest, n, HAP_PIPE_GPIPE, 1, 1, &n);
   if (pl == NULL) {
+    hap_plan_destroy(plan);
+    return hap_err_set(err, HAP_ENOMEM, "out of memory making a one-stage pipeline");
+  }
+  if (hap_plan_specs_set(&pl->specs, plan->specs.model, plan->specs.cluster) != HAP_OK) {
+    hap_pipeline_destroy(pl);
     hap_plan_destroy(plan);
     return hap_err_set(err, HAP_ENOMEM, "out of memory making a one-stage pipeline");
   }

@@ -95,7 +95,8 @@ static hap_status read_pipeline(reader *r, const json_t *root, const hap_plan_re
     r->pl = hap_pipeline_create(refs->strategy, refs->graph_name, refs->graph_digest,
                                 refs->cluster_name, refs->cluster_digest, r->c->n_devices, schedule,
                                 (int32_t)chunks, n_groups, sizes);
-    if (r->pl == NULL)
+    if (r->pl == NULL ||
+        hap_plan_specs_set(&r->pl->specs, refs->model_spec, refs->cluster_spec) != HAP_OK)
       st = hap_jr_oom(&r->jr);
   }
   free(sizes);
@@ -284,7 +285,7 @@ hap_status hap_pipeline_write(const hap_pipeline *pl, const hap_graph *g, const 
   hap_jw_init(&w, f, 2);
   hap_jw_begin_object(&w);
   hap_plan_write_refs(&w, HAP_PIPELINE_VERSION_MAJOR, HAP_PIPELINE_VERSION_MINOR, pl->strategy,
-                      pl->graph_digest, pl->cluster_digest, g, c);
+                      pl->graph_digest, pl->cluster_digest, &pl->specs, g, c);
   hap_jw_key(&w, "pipeline");
   hap_jw_begin_object(&w);
   hap_jw_key(&w, "schedule");

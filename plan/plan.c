@@ -102,6 +102,25 @@ hap_status hap_layout_parse(const char *s, hap_layout *out) {
 
 static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
 
+hap_status hap_plan_specs_set(hap_plan_specs *s, const char *model, const char *cluster) {
+  char *m = model ? strdup(model) : NULL, *c = cluster ? strdup(cluster) : NULL;
+  hap_plan_specs_free(s);
+  if ((model && !m) || (cluster && !c)) {
+    free(m);
+    free(c);
+    return HAP_ENOMEM;
+  }
+  s->model = m;
+  s->cluster = c;
+  return HAP_OK;
+}
+
+void hap_plan_specs_free(hap_plan_specs *s) {
+  free(s->model);
+  free(s->cluster);
+  s->model = s->cluster = NULL;
+}
+
 hap_plan *hap_plan_create(const char *strategy, const char *graph_name, uint64_t graph_digest,
                           const char *cluster_name, uint64_t cluster_digest, int32_t n_devices,
                           int32_t n_segments) {
@@ -157,7 +176,8 @@ hap_status hap_plan_set_replicas(hap_plan *p, int32_t replicas, hap_err *err) {
 hap_plan *hap_plan_copy(const hap_plan *p) {
   hap_plan *q = hap_plan_create(p->strategy, p->graph_name, p->graph_digest, p->cluster_name,
                                 p->cluster_digest, p->n_devices, p->n_segments);
-  if (q == NULL || hap_plan_set_replicas(q, p->replicas, NULL) != HAP_OK) {
+  if (q == NULL || hap_plan_set_replicas(q, p->replicas, NULL) != HAP_OK ||
+      hap_plan_specs_set(&q->specs, p->specs.model, p->specs.cluster) != HAP_OK) {
     hap_plan_destroy(q);
     return NULL;
   }
@@ -188,6 +208,7 @@ void hap_plan_destroy(hap_plan *p) {
   free(p->strategy);
   free(p->graph_name);
   free(p->cluster_name);
+  hap_plan_specs_free(&p->specs);
   free(p->ratios);
   free(p->steps);
   free(p->device_memory_bytes);

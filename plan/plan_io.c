@@ -4,9 +4,11 @@
  *   "format"     required  "hap-plan"
  *   "version"    required  "MAJOR.MINOR"; major > 1 is refused (HAP_EVERSION)
  *   "strategy"   required  non-empty text: "hap", "dp-ev", ...
- *   "graph"      required  {"name", "digest"}: the graph the plan was made for; the digest
- *                          (16 hex digits, hap_graph_digest) must be the given graph's
- *   "cluster"    required  {"name", "digest", "devices"}: likewise, and the device names in order
+ *   "graph"      required  {"name", "digest", "spec"?}: the graph the plan was made for; the digest
+ *                          (16 hex digits, hap_graph_digest) must be the given graph's; "spec":
+ *                          the zoo spec or graph file it was loaded from (hap_plan.specs)
+ *   "cluster"    required  {"name", "digest", "devices", "spec"?}: likewise, and the device names
+ *                          in order
  *   "replicas"   optional  2-D device groups (hap_plan.replicas), an integer >= 1 dividing the
  *                          devices; absent means 1. Ratios and lengths are then per device of a
  *                          group, and extents those of one replica's graph (hap_graph_split_batch)
@@ -196,7 +198,7 @@ static hap_status read_digest(hap_jr *jr, const json_t *obj, const char *path, u
 /* {"name", "digest"} at `path`; the digest must be `have` (of the object named `have_name`). */
 static hap_status read_ref(hap_jr *jr, const json_t *root, const char *path, const char *what,
                            const char *have_name, uint64_t have, const char **name,
-                           uint64_t *digest) {
+                           uint64_t *digest, const char **spec) {
   json_t *obj, *m;
   hap_jpath p;
   hap_jquote b;
@@ -207,6 +209,10 @@ static hap_status read_ref(hap_jr *jr, const json_t *root, const char *path, con
   HAP_TRY(hap_jr_member(jr, obj, path, "name", true, "a name", &m));
   HAP_TRY(hap_jr_want_name(jr, m, hap_jpath_key(p, path, "name"), name));
   HAP_TRY(read_digest(jr, obj, path, digest));
+  HAP_TRY(hap_jr_member(jr, obj, path, "spec", false, NULL, &m));
+  *spec = NULL;
+  if (m != NULL)
+    HAP_TRY(hap_jr_want_name(jr, m, hap_jpath_key(p, path, "spec"), spec));
   if (*digest != have || strcmp(*name, have_name) != 0)
     return hap_jr_fail(
         jr, HAP_EINVAL, path,
@@ -250,15 +256,16 @@ hap_status hap_plan_read_refs(hap_jr *jr, const json_t *root, const hap_graph *g
     st = hap_cluster_digest(c, &have_c, &e);
   if (st != HAP_OK)
     return hap_err_set(jr->err, st, "%s: %s", jr->label, e.msg);
-  HAP_TRY(
-      read_ref(jr, root, "graph", "graph", g->name, have_g, &out->graph_name, &out->graph_digest));
+  HAP_TRY(read_ref(jr, root, "graph", "graph", g->name, have_g, &out->graph_name,
+                   &out->graph_digest, &out->model_spec));
   HAP_TRY(read_ref(jr, root, "cluster", "cluster", c->name, have_c, &out->cluster_name,
-                   &out->cluster_digest));
-  static const char *const gkeys[] = {"name", "digest", NULL};
-  static const char *const ckeys[] = {"name", "digest", "devices", NULL};
-  HAP_TRY(hap_jr_check_keys(jr, json_object_get(root, "graph"), "graph", gkeys, "name, digest"));
+                   &out->cluster_digest, &out->cluster_spec));
+  static const char *const gkeys[] = {"name", "digest", "spec", NULL};
+  static const char *const ckeys[] = {"name", "digest", "devices", "spec", NULL};
+  HAP_TRY(
+      hap_jr_check_keys(jr, json_object_get(root, "graph"), "graph", gkeys, "name, digest, spec"));
   HAP_TRY(hap_jr_check_keys(jr, json_object_get(root, "cluster"), "cluster", ckeys,
-                            "name, digest, devices"));
+                            "name, digest, devices, spec"));
   return read_devices(jr, root, c);
 }
 
@@ -344,7 +351,8 @@ static hap_status read_top(reader *r, const json_t *root) {
   r->p = hap_plan_create(refs.strategy, refs.graph_name, refs.graph_digest, refs.cluster_name,
                          refs.cluster_digest, r->c->n_devices, r->g->n_segments);
   r->lengths = calloc((size_t)r->g->n_segments, sizeof(json_t *));
-  if (r->p == NULL || r->lengths == NULL)
+  if (r->p == NULL || r->lengths == NULL ||
+      hap_plan_specs_set(&r->p->specs, refs.model_spec, refs.cluster_spec) != HAP_OK)
     return hap_err_set(r->jr.err, HAP_ENOMEM, "%s: out of memory", r->jr.label);
   HAP_TRY(read_replicas(r, root));
   HAP_TRY(read_policy(r, root));
@@ -932,6 +940,43 @@ hap_status hap_plan_read_file(const char *path, const hap_graph *g, const hap_cl
   return st;
 }
 
+/* "PATH.spec" of root (optional) into *out (a copy; NULL when absent). */
+static hap_status read_spec(hap_jr *jr, const json_t *root, const char *path, char **out) {
+  json_t *obj = NULL, *m = NULL;
+  const char *s = NULL;
+  hap_jpath p;
+  char want[96];
+  snprintf(want, sizeof want, "the %s the plan was made for {\"name\", \"digest\", ...}", path);
+  HAP_TRY(hap_jr_member(jr, root, "", path, true, want, &obj));
+  HAP_TRY(hap_jr_want_type(jr, obj, JSON_OBJECT, path, want));
+  HAP_TRY(hap_jr_member(jr, obj, path, "spec", false, NULL, &m));
+  if (m == NULL)
+    return HAP_OK;
+  HAP_TRY(hap_jr_want_name(jr, m, hap_jpath_key(p, path, "spec"), &s));
+  if ((*out = strdup(s)) == NULL)
+    return hap_jr_oom(jr);
+  return HAP_OK;
+}
+
+hap_status hap_plan_file_specs(const char *path, hap_plan_specs *out, hap_err *err) {
+  *out = (hap_plan_specs){0};
+  char *data;
+  size_t len;
+  HAP_TRY(hap_read_file(path, &data, &len, err));
+  hap_jr jr = {.label = path, .err = err, .strict = true};
+  json_t *root = NULL;
+  hap_status st = hap_jr_load(&jr, data, len, HAP_PLAN_FORMAT, &root);
+  free(data);
+  if (st == HAP_OK)
+    st = read_spec(&jr, root, "graph", &out->model);
+  if (st == HAP_OK)
+    st = read_spec(&jr, root, "cluster", &out->cluster);
+  json_decref(root);
+  if (st != HAP_OK)
+    hap_plan_specs_free(out);
+  return st;
+}
+
 /* ---- writer --------------------------------------------------------------------------------- */
 
 static void write_layout(hap_jw *w, hap_layout l) {
@@ -1026,8 +1071,8 @@ static void write_step(hap_jw *w, const hap_graph *g, const hap_step *s) {
 }
 
 void hap_plan_write_refs(hap_jw *w, int major, int minor, const char *strategy,
-                         uint64_t graph_digest, uint64_t cluster_digest, const hap_graph *g,
-                         const hap_cluster *c) {
+                         uint64_t graph_digest, uint64_t cluster_digest,
+                         const hap_plan_specs *specs, const hap_graph *g, const hap_cluster *c) {
   char version[32], digest[24];
   snprintf(version, sizeof version, "%d.%d", major, minor);
   hap_jw_key(w, "format");
@@ -1043,6 +1088,10 @@ void hap_plan_write_refs(hap_jw *w, int major, int minor, const char *strategy,
   hap_jw_key(w, "digest");
   snprintf(digest, sizeof digest, "%016llx", (unsigned long long)graph_digest);
   hap_jw_str(w, digest);
+  if (specs->model != NULL) {
+    hap_jw_key(w, "spec");
+    hap_jw_str(w, specs->model);
+  }
   hap_jw_end_object(w);
   hap_jw_key(w, "cluster");
   hap_jw_begin_object_inline(w);
@@ -1056,6 +1105,10 @@ void hap_plan_write_refs(hap_jw *w, int major, int minor, const char *strategy,
   for (int32_t i = 0; i < c->n_devices; i++)
     hap_jw_str(w, c->devices[i].name);
   hap_jw_end_array(w);
+  if (specs->cluster != NULL) {
+    hap_jw_key(w, "spec");
+    hap_jw_str(w, specs->cluster);
+  }
   hap_jw_end_object(w);
 }
 
@@ -1181,7 +1234,7 @@ hap_status hap_plan_write_object(hap_jw *w, const hap_plan *p, const hap_graph *
   }
   hap_jw_begin_object(w);
   hap_plan_write_refs(w, HAP_PLAN_VERSION_MAJOR, HAP_PLAN_VERSION_MINOR, p->strategy,
-                      p->graph_digest, p->cluster_digest, g, c);
+                      p->graph_digest, p->cluster_digest, &p->specs, g, c);
   if (p->replicas > 1) {
     hap_jw_key(w, "replicas");
     hap_jw_int(w, p->replicas);

@@ -20,17 +20,18 @@ hap_status hap_plan_write_object(hap_jw *w, const hap_plan *p, const hap_graph *
 typedef struct hap_plan_refs {
   const char *strategy, *graph_name, *cluster_name;
   uint64_t graph_digest, cluster_digest;
+  const char *model_spec, *cluster_spec; /* "graph.spec", "cluster.spec"; NULL when absent */
 } hap_plan_refs;
 
 /* Read "strategy", "graph" and "cluster" (with "devices") of `root` and check them against `g` and
  * `c` (names, digests, device names in order), with the file's error conventions. */
 hap_status hap_plan_read_refs(hap_jr *jr, const json_t *root, const hap_graph *g,
                               const hap_cluster *c, hap_plan_refs *out);
-/* Write "format", "version" (MAJOR.MINOR), "strategy", "graph" and "cluster" (with "devices") as
- * the next keys of the object `w` is in. */
+/* Write "format", "version" (MAJOR.MINOR), "strategy", "graph" and "cluster" (with "devices",
+ * and each with "spec" where `specs` records it) as the next keys of the object `w` is in. */
 void hap_plan_write_refs(hap_jw *w, int major, int minor, const char *strategy,
-                         uint64_t graph_digest, uint64_t cluster_digest, const hap_graph *g,
-                         const hap_cluster *c);
+                         uint64_t graph_digest, uint64_t cluster_digest,
+                         const hap_plan_specs *specs, const hap_graph *g, const hap_cluster *c);
 /* The major of `root`'s "version" ("MAJOR.MINOR"), or 0 when it has none that reads. */
 int hap_plan_version_major(const json_t *root);
 

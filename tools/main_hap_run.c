@@ -37,50 +37,51 @@
 static const char *prog = "hap-run";
 
 static void usage(FILE *f) {
-  fprintf(
-      f,
-      "Usage: mpirun -np N hap-run PLAN --model MODEL --cluster CLUSTER [OPTIONS]\n"
-      "\n"
-      "Run a plan (hap-synth -o PLAN) for real: every rank is one device of the plan and runs\n"
-      "its lowered tasks (the kernels compute the real function, layouts move over MPI), with\n"
-      "one timestamp pair per task. Prints the measured iteration time (mean, p50, p95) next\n"
-      "to the simulated one for CLUSTER, the loss, and the tasks whose times differ most. A\n"
-      "plan made with hap-synth --policy trains that way (docs/execution.md): half-precision\n"
-      "storage, the optimizer, recomputation, micro-batches (cpu backend; ZeRO stages not yet).\n"
-      "A pipelined plan (hap-synth --pipeline ... -o PLAN) runs its stages on their device\n"
-      "groups in its schedule's order (GPipe, 1F1B, interleaved), boundaries sent between the\n"
-      "stages' ranks, and is compared with hap-sim --plan's simulation of every device.\n"
-      "\n"
-      "  -m, --model MODEL      the model the plan was made for (zoo spec or hap-graph file)\n"
-      "  -c, --cluster C        the cluster the plan was made for: a hap-profile .h5 measured\n"
-      "                         on these machines (hap-profile measure), or a spec\n"
-      "      --sim-cluster C2   simulate on C2 instead: a profile of the same devices taken\n"
-      "                         after the plan was made, e.g. with hap-profile --plan PLAN\n"
-      "                         (kernel times at exactly this plan's shapes)\n"
-      "  -b, --backend NAME     where compute tasks run: cpu (default; the CPU kernels over\n"
-      "                         OpenBLAS) or cuda (each rank one GPU, local rank -> device;\n"
-      "                         each task's inputs are copied to the GPU and its results\n"
-      "                         back, and the copies are reported apart as 'staging')\n"
-      "  -n, --iters N          timed iterations (default 10)\n"
-      "  -w, --warmup W         untimed iterations first (default 2)\n"
-      "  -t, --trace FILE       Chrome trace: simulated and measured rows per rank\n"
-      "      --check            after each of the first 2 iterations compare the loss,\n"
-      "                         every rank's copy of every parameter gradient and every\n"
-      "                         updated parameter with a single-device run trained the same\n"
-      "                         way, under the plan's policy (1e-4 relative in fp32, looser\n"
-      "                         in bf16/fp16; any NaN or Inf fails; needs --warmup +\n"
-      "                         --iters >= 2, and fp16 two steps its loss scale did not skip)\n"
-      "      --threads N        OpenBLAS threads per rank (default 1, as hap-profile)\n"
-      "      --seed S           parameters, inputs and dropout (default 1)\n"
-      "      --lr LR            learning rate of the plan's optimizer (default 0.001)\n"
-      "      --emulate-speed L  rank i's kernels take 1/L[i] as long (e.g. 1,0.5)\n"
-      "      --timeout S        a task that does not finish in S s ends every rank with an\n"
-      "                         error naming it (default 120)\n"
-      "  -f, --format FMT       table (default) or json\n"
-      "  -q, --quiet            only errors and the one-line result\n"
-      "  -h, --help, -V, --version\n"
-      "\n"
-      "Exit status: 0 ok, 1 failure (a --check mismatch included), 2 usage error.\n");
+  fprintf(f,
+          "Usage: mpirun -np N hap-run PLAN [--model MODEL] [--cluster CLUSTER] [OPTIONS]\n"
+          "\n"
+          "Run a plan (hap-synth -o PLAN) for real: every rank is one device of the plan and runs\n"
+          "its lowered tasks (the kernels compute the real function, layouts move over MPI), with\n"
+          "one timestamp pair per task. Prints the measured iteration time (mean, p50, p95) next\n"
+          "to the simulated one for CLUSTER, the loss, and the tasks whose times differ most. A\n"
+          "plan made with hap-synth --policy trains that way (docs/execution.md): half-precision\n"
+          "storage, the optimizer, ZeRO, recomputation, micro-batches (cpu backend).\n"
+          "A pipelined plan (hap-synth --pipeline ... -o PLAN) runs its stages on their device\n"
+          "groups in its schedule's order (GPipe, 1F1B, interleaved), boundaries sent between the\n"
+          "stages' ranks, and is compared with hap-sim --plan's simulation of every device.\n"
+          "\n"
+          "  -m, --model MODEL      the model the plan was made for (zoo spec or hap-graph file;\n"
+          "                         default: the one hap-synth recorded in the plan)\n"
+          "  -c, --cluster C        the cluster the plan was made for: a hap-profile .h5 measured\n"
+          "                         on these machines (hap-profile measure), or a spec (default:\n"
+          "                         the one recorded in the plan)\n"
+          "      --sim-cluster C2   simulate on C2 instead: a profile of the same devices taken\n"
+          "                         after the plan was made, e.g. with hap-profile --plan PLAN\n"
+          "                         (kernel times at exactly this plan's shapes)\n"
+          "  -b, --backend NAME     where compute tasks run: cpu (default; the CPU kernels over\n"
+          "                         OpenBLAS) or cuda (each rank one GPU, local rank -> device;\n"
+          "                         each task's inputs are copied to the GPU and its results\n"
+          "                         back, and the copies are reported apart as 'staging')\n"
+          "  -n, --iters N          timed iterations (default 10)\n"
+          "  -w, --warmup W         untimed iterations first (default 2)\n"
+          "  -t, --trace FILE       Chrome trace: simulated and measured rows per rank\n"
+          "      --check            after each of the first 2 iterations compare the loss,\n"
+          "                         every rank's copy of every parameter gradient and every\n"
+          "                         updated parameter with a single-device run trained the same\n"
+          "                         way, under the plan's policy (1e-4 relative in fp32, looser\n"
+          "                         in bf16/fp16; any NaN or Inf fails; needs --warmup +\n"
+          "                         --iters >= 2, and fp16 two steps its loss scale did not skip)\n"
+          "      --threads N        OpenBLAS threads per rank (default 1, as hap-profile)\n"
+          "      --seed S           parameters, inputs and dropout (default 1)\n"
+          "      --lr LR            learning rate of the plan's optimizer (default 0.001)\n"
+          "      --emulate-speed L  rank i's kernels take 1/L[i] as long (e.g. 1,0.5)\n"
+          "      --timeout S        a task that does not finish in S s ends every rank with an\n"
+          "                         error naming it (default 120)\n"
+          "  -f, --format FMT       table (default) or json\n"
+          "  -q, --quiet            only errors and the one-line result\n"
+          "  -h, --help, -V, --version\n"
+          "\n"
+          "Exit status: 0 ok, 1 failure (a --check mismatch included), 2 usage error.\n");
 }
 
 typedef struct opts {
@@ -966,29 +967,55 @@ out_quiet:
   return rc;
 }
 
+/* --model and --cluster default to the specs the plan records (o's pointers then into *specs). */
+static hap_status default_specs(opts *o, hap_plan_specs *specs, hap_err *err) {
+  if (o->model != NULL && o->cluster != NULL)
+    return HAP_OK;
+  HAP_TRY(hap_plan_file_specs(o->plan, specs, err));
+  const char *none = o->model == NULL && specs->model == NULL       ? "model"
+                     : o->cluster == NULL && specs->cluster == NULL ? "cluster"
+                                                                    : NULL;
+  if (none != NULL)
+    return hap_err_set(err, HAP_EINVAL,
+                       "%s: the plan does not record its %s (made by an older hap-synth, or "
+                       "edited): give --%s",
+                       o->plan, none, none);
+  if (o->model == NULL)
+    o->model = specs->model;
+  if (o->cluster == NULL)
+    o->cluster = specs->cluster;
+  return HAP_OK;
+}
+
 /* Load the model, the cluster and the plan, and run it: a one-stage plan (hap-plan 1.x, or 2.x
  * with one stage over every device) as an SPMD program, else as a pipeline. */
-static int start(const opts *o, hap_comm *comm) {
+static int start(opts *o, hap_comm *comm) {
   hap_err err = {0};
   hap_graph *g = NULL;
   hap_cluster *c = NULL;
   hap_pipeline *pl = NULL;
-  hap_status st;
-  if ((st = hap_model_load(o->model, &g, &err)) == HAP_OK &&
+  hap_plan_specs specs = {0};
+  hap_status st = default_specs(o, &specs, &err);
+  if (st == HAP_OK && (st = hap_model_load(o->model, &g, &err)) == HAP_OK &&
       (st = hap_cluster_open(o->cluster, &c, &err)) == HAP_OK)
     st = hap_pipeline_read_file(o->plan, g, c, &pl, &err);
+  int rc = 1;
   if (said_by_first(comm, st, &err) || pl == NULL) {
     hap_pipeline_destroy(pl);
     hap_cluster_destroy(c);
     hap_graph_destroy(g);
-    return 1;
+  } else if (!hap_pipeline_is_flat(pl)) {
+    rc = run_pipeline(o, comm, g, c, pl);
+  } else {
+    hap_plan *plan = pl->stages[0].plan;
+    pl->stages[0].plan = NULL;
+    hap_pipeline_destroy(pl);
+    rc = run(o, comm, g, c, plan);
   }
-  if (!hap_pipeline_is_flat(pl))
-    return run_pipeline(o, comm, g, c, pl);
-  hap_plan *plan = pl->stages[0].plan;
-  pl->stages[0].plan = NULL;
-  hap_pipeline_destroy(pl);
-  return run(o, comm, g, c, plan);
+  o->model = o->model == specs.model ? NULL : o->model; /* they pointed into specs */
+  o->cluster = o->cluster == specs.cluster ? NULL : o->cluster;
+  hap_plan_specs_free(&specs);
+  return rc;
 }
 
 /* 0 ok, 2 usage error (printed by rank 0), -1 help/version printed. */
@@ -1096,9 +1123,6 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
   }
   const char *missing = optind >= argc      ? "missing PLAN (a hap-plan file from hap-synth -o)"
                         : optind < argc - 1 ? "more than one PLAN given"
-                        : o->model == NULL  ? "missing --model MODEL (the model the plan is for)"
-                        : o->cluster == NULL
-                            ? "missing --cluster C (the profile or spec the plan was made for)"
                         : o->cuda && o->n_speeds > 0 ? "--emulate-speed is for --backend cpu"
                         : o->check && o->warmup + o->iters < HAP_CHECK_MIN_ITERATIONS
                             ? "--check compares after 2 iterations (an update in between): "

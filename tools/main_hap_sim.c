@@ -54,7 +54,8 @@ static void usage(FILE *f) {
       "                        megatron[:tp=T,pp=P,dp=D,mbs=B,v=V,sp=on|off,recompute=R]:\n"
       "                        Megatron-LM's 3-D layout (hap-synth --help)\n"
       "  -p, --plan FILE       simulate this hap-plan file instead of synthesising (it must\n"
-      "                        have been made for MODEL on the cluster: digests are checked)\n"
+      "                        have been made for MODEL on the cluster: digests are checked;\n"
+      "                        without MODEL or --cluster, the ones the plan records)\n"
       "  -w, --sweep K=V,V...  what-if axis; repeat for a grid. Keys: the cluster spec\n"
       "                        parameters (gpus_per_host, hosts, inter_gbps,\n"
       "                        inter_latency_us, intra_gbps, intra_latency_us), the model's\n"
@@ -800,9 +801,13 @@ int main(int argc, char **argv) {
   int c;
   long long v;
   hap_err err = {0};
+  bool cluster_given = false;
   while ((c = getopt_long(argc, argv, "c:s:p:w:t:f:m:b:qhV", long_opts, NULL)) != -1) {
     switch (c) {
-    case 'c': o.cluster = optarg; break;
+    case 'c':
+      o.cluster = optarg;
+      cluster_given = true;
+      break;
     case 's': strategy = optarg; break;
     case 'p': o.plan = optarg; break;
     case 'w':
@@ -882,6 +887,24 @@ int main(int argc, char **argv) {
     return hap_report_usage(prog, -1,
                             "--plan and --policy exclude each other: a plan carries "
                             "its policy");
+  /* --plan without MODEL or --cluster: the ones hap-synth recorded in the plan */
+  hap_plan_specs specs = {0};
+  if (o.plan != NULL && (optind == argc || !cluster_given)) {
+    if (hap_plan_file_specs(o.plan, &specs, &err) != HAP_OK)
+      return hap_report_usage(prog, -1, "%s", err.msg);
+    const char *none = optind == argc && specs.model == NULL     ? "model (give MODEL)"
+                       : !cluster_given && specs.cluster == NULL ? "cluster (give --cluster)"
+                                                                 : NULL;
+    if (none != NULL) {
+      hap_plan_specs_free(&specs);
+      return hap_report_usage(prog, -1,
+                              "%s: the plan does not record its %s; it was made by an older "
+                              "hap-synth, or edited",
+                              o.plan, none);
+    }
+    o.model = optind == argc ? specs.model : o.model;
+    o.cluster = cluster_given ? o.cluster : specs.cluster;
+  }
   if (bare) {
     sweeps[n_sweeps++] = DEFAULT_SWEEP;
     batch_per_device = DEFAULT_BATCH_PER_DEVICE;
@@ -892,12 +915,16 @@ int main(int argc, char **argv) {
                          .batch_per_device = batch_per_device,
                          .axes = sweeps,
                          .n_axes = n_sweeps};
-  if (hap_sweep_init(&o.sweep, &sc, &err) != HAP_OK)
+  if (hap_sweep_init(&o.sweep, &sc, &err) != HAP_OK) {
+    hap_plan_specs_free(&specs);
     return hap_report_usage(prog, -1, "%s", err.msg);
+  }
   if (bare && !o.quiet)
     fprintf(stderr,
             "%s: the bundled study: %s on %s, hap vs dp-ev vs dp-cp vs megatron-tp, --sweep %s "
             "--batch-per-device %d (see --help)\n",
             prog, o.model, o.cluster, DEFAULT_SWEEP, DEFAULT_BATCH_PER_DEVICE);
-  return run(&o);
+  int rc = run(&o);
+  hap_plan_specs_free(&specs); /* o.model and o.cluster may point into it */
+  return rc;
 }

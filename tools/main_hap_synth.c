@@ -364,7 +364,8 @@ static int report_layout(const opts *o, const hap_graph *g, const hap_cluster *c
                          const hap_layout_search *ls, const hap_plan *one,
                          const hap_synth_stats *st, hap_err *err) {
   if (o->output != NULL &&
-      hap_pipeline_write_file(ls->estimate->pipeline, g, c, o->output, err) != HAP_OK)
+      (hap_pipeline_set_specs(ls->estimate->pipeline, o->model, o->cluster) != HAP_OK ||
+       hap_pipeline_write_file(ls->estimate->pipeline, g, c, o->output, err) != HAP_OK))
     return 1;
   char line[256];
   if (one != NULL)
@@ -442,6 +443,10 @@ static int run(const opts *o) {
         fprintf(stderr, "%s: no %s baseline: %s\n", prog, hap_strategy_name((hap_strategy)k),
                 berr.msg);
     }
+  }
+  if (o->output != NULL && hap_plan_specs_set(&plan->specs, o->model, o->cluster) != HAP_OK) {
+    hap_err_set(&err, HAP_ENOMEM, "out of memory");
+    goto out;
   }
   if (o->output != NULL && hap_plan_write_file(plan, g, c, o->output, &err) != HAP_OK)
     goto out;

@@ -341,7 +341,8 @@ int hap_pipeline_report(const char *prog, const hap_pipeline_report_args *given)
   if (ran && search)
     chosen = best_fitting(est, a->n_specs);
   if (rc == 0 && chosen >= 0 && est[chosen] != NULL && a->output != NULL &&
-      hap_pipeline_write_file(est[chosen]->pipeline, g, c, a->output, &err) != HAP_OK) {
+      (hap_pipeline_set_specs(est[chosen]->pipeline, a->model, a->cluster) != HAP_OK ||
+       hap_pipeline_write_file(est[chosen]->pipeline, g, c, a->output, &err) != HAP_OK)) {
     hap_report_err(prog, -1, &err);
     rc = 1;
   }

@@ -35,8 +35,22 @@ mpi=(mpirun --oversubscribe -np 2)
 expect help 0 "$run" --help
 check help-text grep -q '^Usage: mpirun -np N hap-run' "$tmp/out"
 expect no-plan 2 "${mpi[@]}" "$run"
-expect no-model 2 "${mpi[@]}" "$run" "$tmp/plan.json" -c cpu-2
-check no-model-msg grep -q 'missing --model' "$tmp/err"
+# --model and --cluster default to the specs hap-synth recorded in the plan
+expect plan-alone 0 "${mpi[@]}" "$run" "$tmp/plan.json" -n 1 -w 0
+check plan-alone-spec grep -q "\"spec\": \"$m\"" "$tmp/plan.json"
+sed 's/, "spec": "[^"]*"//' "$tmp/plan.json" >"$tmp/nospec.json"
+expect no-spec 1 "${mpi[@]}" "$run" "$tmp/nospec.json" -c cpu-2 -n 1 -w 0
+check no-spec-msg grep -q "nospec.json: the plan does not record its model (made by an older hap-synth, or edited): give --model" "$tmp/err"
+expect no-spec-given 0 "${mpi[@]}" "$run" "$tmp/nospec.json" -m "$m" -c cpu-2 -n 1 -w 0
+# a plan made from a graph file runs from it alone, and is refused once the file changed
+"$(dirname "$synth")/hap-model" export "$m" -o "$tmp/g.json" ||
+  { echo "hap-model export failed"; exit 1; }
+"$synth" "$tmp/g.json" -c cpu-2 -o "$tmp/gplan.json" -q || { echo "hap-synth g.json failed"; exit 1; }
+expect graph-file 0 "${mpi[@]}" "$run" "$tmp/gplan.json" -n 1 -w 0
+"$(dirname "$synth")/hap-model" export "${m/layers=1/layers=2}" -o "$tmp/g.json" ||
+  { echo "hap-model export failed"; exit 1; }
+expect graph-file-changed 1 "${mpi[@]}" "$run" "$tmp/gplan.json" -n 1 -w 0
+check graph-file-changed-msg grep -q "gplan.json: graph: made for graph 'bert-base' digest [0-9a-f]*, this graph 'bert-base' has digest [0-9a-f]*; re-run hap-synth" "$tmp/err"
 expect bad-iters 2 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 --iters x
 expect bad-backend 2 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 --backend nosuch
 check bad-backend-msg grep -q "unknown backend 'nosuch' (expected cpu or cuda)" "$tmp/err"

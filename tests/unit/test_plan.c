@@ -760,6 +760,59 @@ Test(plan, write_file_and_read_file) {
   done(&f);
 }
 
+/* What the graph and cluster were loaded from travels with the plan ("spec"), is read back without
+ * the rest (hap_plan_file_specs), and is optional; a spec that is not a non-empty string fails. */
+Test(plan, specs_round_trip) {
+  fixture f = make(MLP, dp_plan);
+  char dir[] = "/tmp/hap_test_specs.XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char path[128];
+  snprintf(path, sizeof path, "%s/plan.json", dir);
+  hap_err err = {0};
+  hap_plan_specs specs = {0};
+  cr_assert_eq(hap_plan_write_file(f.p, f.g, f.c, path, &err), HAP_OK, "%s", err.msg);
+  cr_assert_eq(hap_plan_file_specs(path, &specs, &err), HAP_OK, "%s", err.msg);
+  cr_assert(specs.model == NULL && specs.cluster == NULL, "no specs recorded: none read");
+  cr_assert_eq(hap_plan_specs_set(&f.p->specs, MLP, "cpu-2"), HAP_OK);
+  cr_assert_eq(hap_plan_write_file(f.p, f.g, f.c, path, &err), HAP_OK, "%s", err.msg);
+  cr_assert_eq(hap_plan_file_specs(path, &specs, &err), HAP_OK, "%s", err.msg);
+  cr_assert_str_eq(specs.model, MLP);
+  cr_assert_str_eq(specs.cluster, "cpu-2");
+  hap_plan_specs_free(&specs);
+  hap_plan *back = NULL;
+  cr_assert_eq(hap_plan_read_file(path, f.g, f.c, &back, &err), HAP_OK, "%s", err.msg);
+  cr_assert_str_eq(back->specs.model, MLP);
+  cr_assert_str_eq(back->specs.cluster, "cpu-2");
+  hap_plan *copy = hap_plan_copy(back);
+  cr_assert_not_null(copy);
+  cr_assert_str_eq(copy->specs.cluster, "cpu-2");
+  hap_plan_destroy(copy);
+  hap_plan_destroy(back);
+  /* malformed: the reader and hap_plan_file_specs say the path */
+  char *good = to_json(&f);
+  char *bad = replace(good, "\"spec\": \"cpu-2\"", "\"spec\": 3");
+  expect_unreadable(&f, bad, HAP_EPARSE, TEXTS("plan.json: cluster.spec: "));
+  FILE *out = fopen(path, "w");
+  cr_assert_not_null(out);
+  fputs(bad, out);
+  fclose(out);
+  cr_assert_neq(hap_plan_file_specs(path, &specs, &err), HAP_OK);
+  cr_assert_not_null(strstr(err.msg, "cluster.spec"), "%s", err.msg);
+  cr_assert_eq(strncmp(err.msg, path, strlen(path)), 0, "names the file: %s", err.msg);
+  cr_assert(specs.model == NULL && specs.cluster == NULL);
+  free(bad);
+  bad = replace(good, "\"spec\": \"cpu-2\"", "\"spec\": \"\"");
+  expect_unreadable(&f, bad, HAP_EPARSE, TEXTS("plan.json: cluster.spec: "));
+  free(bad);
+  free(good);
+  hap_err missing = {0};
+  cr_assert_neq(hap_plan_file_specs("/nonexistent/plan.json", &specs, &missing), HAP_OK);
+  cr_assert_not_null(strstr(missing.msg, "/nonexistent/plan.json"), "%s", missing.msg);
+  unlink(path);
+  rmdir(dir);
+  done(&f);
+}
+
 Test(plan, newer_minor_version_ignores_unknown_keys) {
   fixture f = make(MLP, dp_plan);
   char *good = to_json(&f);

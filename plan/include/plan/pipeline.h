@@ -36,6 +36,7 @@ typedef struct hap_pipeline {
   uint64_t graph_digest; /* hap_graph_digest of the whole graph */
   char *cluster_name;
   uint64_t cluster_digest; /* hap_cluster_digest of the whole cluster */
+  hap_plan_specs specs;    /* where they were loaded from (may be empty) */
   int32_t n_devices;       /* the whole cluster's */
   hap_pipe_schedule schedule;
   int32_t chunks;         /* v >= 1: virtual stages per group */
@@ -48,6 +49,10 @@ typedef struct hap_pipeline {
   hap_train_policy policy;      /* every stage's; micro_batches is the pipeline's m */
   double predicted_iteration_s; /* the pipeline's simulated iteration, s (0: not predicted) */
 } hap_pipeline;
+
+/* Record where the graph and cluster were loaded from (hap_plan_specs): on the pipeline, and on
+ * its stage's plan when it is flat (written as that plan). */
+hap_status hap_pipeline_set_specs(hap_pipeline *pl, const char *model, const char *cluster);
 
 /* A pipeline of `n_groups` groups with `group_size[g]` devices each (summing to n_devices) and
  * n_groups * chunks stages, stage k on group k % n_groups; group devices start as 0..n_devices-1

@@ -78,12 +78,25 @@ typedef struct hap_step {
   double predicted_s;   /* forward + backward + gradient synchronisation of this step, s */
 } hap_step;
 
+/* What the tools loaded a plan's graph and cluster from, as given: a zoo spec or a graph file path,
+ * a cluster spec or a profile path. NULL: not recorded. hap-run and hap-sim --plan default
+ * --model / --cluster to them (the digests still decide). Owned (hap_plan_specs_set / _free). */
+typedef struct hap_plan_specs {
+  char *model, *cluster;
+} hap_plan_specs;
+
+/* Replace s's strings with copies of model and cluster (either may be NULL). HAP_ENOMEM leaves
+ * both NULL. */
+hap_status hap_plan_specs_set(hap_plan_specs *s, const char *model, const char *cluster);
+void hap_plan_specs_free(hap_plan_specs *s);
+
 typedef struct hap_plan {
   char *strategy; /* "hap", "dp-ev", "dp-cp", "megatron-tp" */
   char *graph_name;
   uint64_t graph_digest; /* hap_graph_digest (model/graph_io.h) */
   char *cluster_name;
   uint64_t cluster_digest; /* hap_cluster_digest (cluster/cluster_io.h) */
+  hap_plan_specs specs;    /* where they were loaded from (may be empty) */
   int32_t n_devices;
   /* 2-D device groups: the devices split into `replicas` consecutive groups of group_size =
    * n_devices / replicas; the steps are the SPMD program of one group, run by every group on an

@@ -40,4 +40,9 @@ hap_status hap_plan_from_json(const char *json, size_t len, const char *label, c
 hap_status hap_plan_read_file(const char *path, const hap_graph *g, const hap_cluster *c,
                               hap_plan **out, hap_err *err);
 
+/* The model and cluster specs a plan file (any version) records ("graph.spec", "cluster.spec"),
+ * without reading the rest: *out's strings, NULL where absent. A file that is not a hap-plan, or
+ * a spec that is not a non-empty string, is one error naming the file and the JSON path. */
+hap_status hap_plan_file_specs(const char *path, hap_plan_specs *out, hap_err *err);
+
 #endif
