@@ -189,6 +189,70 @@ hap_status syn_synthesize_flat(const hap_graph *g, const hap_cluster *c, const h
 hap_status syn_synthesize_replica(const hap_graph *g, const hap_cluster *c,
                                   const hap_synth_options *o, const hap_group *replica_groups,
                                   hap_plan **out, hap_synth_stats *stats, hap_err *err) {
+  return syn_synthesize_replica_program(g, c, o, replica_groups, out, NULL, stats, err);
+}
+
+/* The context that prices `g` on c under o's policy, with the groups across replicas. */
+static hap_status replica_ctx(syn_ctx *x, const hap_graph *g, const hap_cluster *c,
+                              const hap_synth_options *o, const hap_train_policy *pol,
+                              const hap_group *replica_groups, hap_err *err) {
+  hap_strategy strategy = o ? o->strategy : HAP_STRATEGY_HAP;
+  HAP_TRY(syn_ctx_init(x, g, c, strategy, o ? o->sequence_parallel : HAP_SP_FREE,
+                       o ? o->memory_limit_bytes : 0, err));
+  x->replica_groups = replica_groups;
+  x->act_copies = o && o->activation_copies > 1 ? o->activation_copies : 1;
+  x->cost_bound = o && o->cost_bound_s > 0 ? o->cost_bound_s : 0;
+  hap_status st = syn_ctx_set_policy(x, pol, replica_groups ? replica_groups[0].n : 1, err);
+  if (st != HAP_OK)
+    syn_ctx_free(x);
+  return st;
+}
+
+hap_status syn_price_replica(const hap_graph *g, const hap_cluster *c, const hap_synth_options *o,
+                             const hap_group *replica_groups, const int8_t *variants,
+                             const double *ratios, hap_plan **out, hap_err *err) {
+  *out = NULL;
+  uint64_t gd, cd;
+  HAP_TRY(hap_graph_digest(g, &gd, err));
+  HAP_TRY(hap_cluster_digest(c, &cd, err));
+  hap_train_policy pol = o ? o->policy : hap_policy_default();
+  if (pol.micro_batches == 0)
+    pol.micro_batches = 1;
+  HAP_TRY(hap_policy_check(&pol, err));
+  hap_graph *pg = NULL;
+  HAP_TRY(hap_graph_for_policy(g, 1, &pol, &pg, err));
+  syn_ctx x;
+  hap_status st = replica_ctx(&x, pg ? pg : g, c, o, &pol, replica_groups, err);
+  if (st != HAP_OK) {
+    hap_graph_destroy(pg);
+    return st;
+  }
+  hap_plan *p = hap_plan_create(hap_strategy_name(o ? o->strategy : HAP_STRATEGY_HAP), g->name, gd,
+                                c->name, cd, x.n, x.n_segments);
+  double cost = 0;
+  if (p == NULL)
+    st = hap_err_set(err, HAP_ENOMEM, "out of memory pricing a program");
+  if (st == HAP_OK) {
+    memcpy(p->ratios, ratios, (size_t)x.n_segments * (size_t)x.n * sizeof *ratios);
+    p->policy = x.pol;
+    st = syn_set_ratios(&x, ratios, err);
+  }
+  if (st == HAP_OK)
+    st = syn_replay(&x, variants, p, &cost, err);
+  syn_ctx_free(&x);
+  hap_graph_destroy(pg);
+  if (st != HAP_OK) {
+    hap_plan_destroy(p);
+    return st;
+  }
+  *out = p;
+  return HAP_OK;
+}
+
+hap_status syn_synthesize_replica_program(const hap_graph *g, const hap_cluster *c,
+                                          const hap_synth_options *o,
+                                          const hap_group *replica_groups, hap_plan **out,
+                                          int8_t *variants, hap_synth_stats *stats, hap_err *err) {
   *out = NULL;
   hap_synth_stats local_stats;
   if (stats == NULL)
@@ -211,17 +275,7 @@ hap_status syn_synthesize_replica(const hap_graph *g, const hap_cluster *c,
   hap_graph *pg = NULL;
   HAP_TRY(hap_graph_for_policy(g, 1, &pol, &pg, err));
   syn_ctx x;
-  hap_status ist =
-      syn_ctx_init(&x, pg ? pg : g, c, strategy, o ? o->sequence_parallel : HAP_SP_FREE,
-                   o ? o->memory_limit_bytes : 0, err);
-  if (ist == HAP_OK) {
-    x.replica_groups = replica_groups;
-    x.act_copies = o && o->activation_copies > 1 ? o->activation_copies : 1;
-    x.cost_bound = o && o->cost_bound_s > 0 ? o->cost_bound_s : 0;
-    ist = syn_ctx_set_policy(&x, &pol, replica_groups ? replica_groups[0].n : 1, err);
-    if (ist != HAP_OK)
-      syn_ctx_free(&x);
-  }
+  hap_status ist = replica_ctx(&x, pg ? pg : g, c, o, &pol, replica_groups, err);
   if (ist != HAP_OK) {
     hap_graph_destroy(pg);
     return ist;
@@ -373,6 +427,8 @@ hap_status syn_synthesize_replica(const hap_graph *g, const hap_cluster *c,
       best_score = score;
       hap_plan_destroy(plan);
       plan = p;
+      if (variants != NULL)
+        memcpy(variants, cand_prog[k], (size_t)g->n_nodes);
     } else {
       hap_plan_destroy(p);
     }

@@ -99,6 +99,18 @@ hap_status syn_synthesize_flat(const hap_graph *g, const hap_cluster *c, const h
 hap_status syn_synthesize_replica(const hap_graph *g, const hap_cluster *c,
                                   const hap_synth_options *o, const hap_group *replica_groups,
                                   hap_plan **out, hap_synth_stats *stats, hap_err *err);
+/* syn_synthesize_replica, also giving the chosen program (variants[g->n_nodes], caller's buffer).
+ */
+hap_status syn_synthesize_replica_program(const hap_graph *g, const hap_cluster *c,
+                                          const hap_synth_options *o,
+                                          const hap_group *replica_groups, hap_plan **out,
+                                          int8_t *variants, hap_synth_stats *stats, hap_err *err);
+/* Price a program syn_synthesize_replica chose (variants, under `ratios`) on c, another group of
+ * the same size (its devices may differ): a fresh plan of c's devices with the steps, per-device
+ * compute, communication and memory and the predicted iteration. */
+hap_status syn_price_replica(const hap_graph *g, const hap_cluster *c, const hap_synth_options *o,
+                             const hap_group *replica_groups, const int8_t *variants,
+                             const double *ratios, hap_plan **out, hap_err *err);
 /* The megatron-tp baseline (megatron.c): a 2-D plan, one replica per host. */
 hap_status syn_megatron(const hap_graph *g, const hap_cluster *c, const hap_synth_options *o,
                         hap_plan **out, hap_synth_stats *stats, hap_err *err);

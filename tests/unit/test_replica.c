@@ -206,6 +206,37 @@ Test(replica, megatron_mlp_two_hosts_task_list) {
   hap_graph_destroy(g);
 }
 
+/* The group program is searched on host 0 but priced on every host's own devices: with host 1 at
+ * a tenth of the speed its devices' compute time is about ten times host 0's, and the iteration is
+ * the slow host's (it was host 0's for every host before: 1.27 s predicted for a plan simulated at
+ * 1.97 s on paper-hetero). */
+Test(replica, megatron_prices_every_host_on_its_own_devices) {
+  hap_graph *g = model("mlp:layers=2,batch=64,seq=32,hidden=512");
+  static const double even[4] = {1, 1, 1, 1}, slow_second[4] = {1, 1, 0.1, 0.1};
+  hap_cluster *fast = two_per_host(2, even), *mixed = two_per_host(2, slow_second);
+  hap_plan *pf = megatron(g, fast), *pm = megatron(g, mixed);
+  cr_assert_eq(pm->replicas, 2);
+  for (int d = 0; d < 2; d++) {
+    cr_expect_float_eq(pm->device_compute_s[d], pf->device_compute_s[d],
+                       1e-9 * pf->device_compute_s[d], "host 0 device %d", d);
+    double ratio = pm->device_compute_s[d + 2] / pm->device_compute_s[d];
+    cr_expect(ratio > 5 && ratio <= 10 + 1e-9, "host 1 device %d: %.3fx host 0's compute", d,
+              ratio);
+  }
+  cr_expect_gt(pm->predicted_iteration_s, 3 * pf->predicted_iteration_s,
+               "mixed %.6g s vs all fast %.6g s", pm->predicted_iteration_s,
+               pf->predicted_iteration_s);
+  double slowest = 0;
+  for (int d = 0; d < 4; d++)
+    slowest = fmax(slowest, pm->device_compute_s[d] + pm->device_comm_s[d]);
+  cr_expect_geq(pm->predicted_iteration_s, slowest * (1 - 1e-9));
+  hap_plan_destroy(pf);
+  hap_plan_destroy(pm);
+  hap_cluster_destroy(fast);
+  hap_cluster_destroy(mixed);
+  hap_graph_destroy(g);
+}
+
 Test(replica, megatron_on_one_host_is_a_plain_plan) {
   hap_graph *g = model(mlp);
   hap_cluster *c = bundled("cpu-2");
