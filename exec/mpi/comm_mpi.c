@@ -5,9 +5,10 @@
  * largest buffer of one MPI call). glibc serves a block above its mmap threshold (32 MiB at most)
  * with a fresh mapping, so Open MPI's reductions over bigger buffers page-fault their temporary
  * buffers on every call: on dev-2c (2 ranks, shared memory) an in-place all-reduce of 392 MiB took
- * 1.1 s in one call and 0.05 s in 16 MiB pieces, a reduce-scatter 3.6 s against 0.07 s (all-gather
- * 0.4 s against 0.04 s; all-to-all, broadcast and point-to-point showed no such cliff). NCCL and
- * DDP's gradient buckets move large tensors in pieces too. */
+ * 1.3 s in one call and 0.08 s in 4 MiB pieces, a reduce-scatter 3.9 s against 0.10 s; all-gather
+ * 0.07-1.9 s in one call, 0.07 s in pieces; all-to-all and point-to-point showed no such cliff
+ * (tests/bench/bench_comm_mpi, reports/BENCHMARKS.md). NCCL and DDP's gradient buckets move large
+ * tensors in pieces too. */
 #include "exec/comm_mpi.h"
 
 #include <errno.h>
