@@ -76,8 +76,8 @@ static void usage(FILE *f) {
          "                        kernels take 1/s_i as long (heterogeneous clusters on one host)\n"
          "      --threads N       OpenBLAS threads per rank (default 1)\n"
          "      --plan FILE       time the kernels at exactly the local shapes each rank runs\n"
-         "                        under this hap-plan (needs --model and --cluster, the ones\n"
-         "                        the plan was made for), instead of the built-in shape grid,\n"
+         "                        under this hap-plan (its model and cluster: the ones it\n"
+         "                        records, or --model and --cluster), instead of the grid,\n"
          "                        and extend each collective's sweep to the plan's largest\n"
          "                        message of that kind; a pipelined plan: the programs of\n"
          "                        each rank's stages, one micro-batch each, on its group\n"
@@ -474,7 +474,25 @@ static hap_status kernel_cases(const measure_opts *o, int32_t rank, int32_t size
   return st;
 }
 
+static int measure(int *argc, char ***argv, const measure_opts *o, const char *out);
+
+/* measure, with --plan's --model and --cluster defaulting to the specs the plan records. */
 static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const char *out) {
+  if (o->plan == NULL || (o->model != NULL && o->cluster != NULL))
+    return measure(argc, argv, o, out);
+  hap_plan_specs specs = {0};
+  hap_err err = {0};
+  if (hap_plan_file_specs(o->plan, &specs, &err) != HAP_OK)
+    return hap_report_usage(prog, -1, "--plan %s", err.msg);
+  measure_opts mo = *o;
+  mo.model = mo.model != NULL ? mo.model : specs.model;
+  mo.cluster = mo.cluster != NULL ? mo.cluster : specs.cluster;
+  int rc = measure(argc, argv, &mo, out);
+  hap_plan_specs_free(&specs);
+  return rc;
+}
+
+static int measure(int *argc, char ***argv, const measure_opts *o, const char *out) {
   hap_err err = {0};
   double *speeds = NULL;
   int32_t n_speeds = 0;
@@ -488,7 +506,9 @@ static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const cha
     return hap_report_usage(prog, -1, "measure needs -o OUT (the profile to write)");
   if (o->plan != NULL && (o->model == NULL || o->cluster == NULL))
     return hap_report_usage(prog, -1,
-                            "--plan needs --model and --cluster (the plan's model and cluster)");
+                            "--plan %s records no %s: give --model and --cluster (the plan's "
+                            "model and cluster)",
+                            o->plan, o->model == NULL ? "model" : "cluster");
   if (o->plan == NULL && (o->model != NULL || o->cluster != NULL))
     return hap_report_usage(prog, -1, "--model and --cluster go with --plan");
   if (o->kernel_timing != NULL && o->plan == NULL)

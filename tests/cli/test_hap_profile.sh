@@ -66,8 +66,14 @@ check measure-cuda-no-gpu-one-line test "$(wc -l < "$tmp/err")" -eq 1
 check measure-cuda-no-gpu-no-file test ! -e "$tmp/m.h5"
 expect measure-cuda-emulate 2 "$bin" measure --backend cuda --emulate-speed 1 -o "$tmp/m.h5"
 says measure-cuda-emulate-says "--emulate-speed is for --backend cpu"
-expect measure-plan-no-model 2 "$bin" measure --backend cpu --plan p.json -o "$tmp/m.h5"
-check measure-plan-no-model-says grep -q -- '--plan needs --model and --cluster' "$tmp/err"
+# --plan's --model and --cluster default to the specs the plan records
+expect measure-plan-missing 2 "$bin" measure --backend cpu --plan "$tmp/nope.json" -o "$tmp/m.h5"
+check measure-plan-missing-says grep -q -- "--plan $tmp/nope.json: cannot open" "$tmp/err"
+printf '{"format": "hap-plan", "version": "1.0", "graph": {"name": "mlp", "digest": "%s"}, "cluster": {"name": "cpu-2", "digest": "%s"}}\n' \
+  0000000000000000 0000000000000000 >"$tmp/nospec.json"
+expect measure-plan-no-model 2 "$bin" measure --backend cpu --plan "$tmp/nospec.json" -o "$tmp/m.h5"
+check measure-plan-no-model-says grep -q -- "--plan $tmp/nospec.json records no model: give --model and --cluster" "$tmp/err"
+check measure-plan-no-model-no-file test ! -e "$tmp/m.h5"
 expect measure-model-no-plan 2 "$bin" measure --backend cpu --model mlp -o "$tmp/m.h5"
 says measure-model-no-plan-says "--model and --cluster go with --plan"
 expect measure-no-output 2 "$bin" measure --backend cpu

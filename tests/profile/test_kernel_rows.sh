@@ -23,8 +23,9 @@ trap 'rm -rf "$tmp"' EXIT
 
 model="mlp:layers=2,batch=24,seq=8,hidden=32"
 "$synth" "$model" -c cpu-2 -o "$tmp/plan.json" -q
+# (--model and --cluster: the ones the plan records)
 "$mpiexec" -np 2 "$bin" measure --backend cpu --quick --only compute --quiet \
-  --plan "$tmp/plan.json" --model "$model" --cluster cpu-2 -o "$tmp/plan.h5"
+  --plan "$tmp/plan.json" -o "$tmp/plan.h5"
 "$check" "$tmp/plan.h5" --plan "$tmp/plan.json" --model "$model" --cluster cpu-2
 "$mpiexec" -np 2 "$bin" measure --backend cpu --quick --only compute --quiet --kernel-timing loop \
   --plan "$tmp/plan.json" --model "$model" --cluster cpu-2 -o "$tmp/loop.h5"
@@ -33,7 +34,7 @@ model="mlp:layers=2,batch=24,seq=8,hidden=32"
 two=paper-homo:gpus_per_host=1,hosts=2
 "$synth" "$model" -c "$two" -s megatron-tp -o "$tmp/mtp.json" -q
 "$mpiexec" -np 2 "$bin" measure --backend cpu --quick --only compute --quiet \
-  --plan "$tmp/mtp.json" --model "$model" --cluster "$two" -o "$tmp/mtp.h5"
+  --plan "$tmp/mtp.json" -o "$tmp/mtp.h5"
 "$check" "$tmp/mtp.h5" --plan "$tmp/mtp.json" --model "$model" --cluster "$two"
 # a pipelined plan (2 stages of 1 device): each rank's stage replayed on its group, and in loops
 "$synth" "$model" -c cpu-2 --pipeline stages=2,micro_batches=2 -o "$tmp/pipe.json" -q
