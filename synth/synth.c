@@ -192,19 +192,34 @@ hap_status syn_synthesize_replica(const hap_graph *g, const hap_cluster *c,
   return syn_synthesize_replica_program(g, c, o, replica_groups, out, NULL, stats, err);
 }
 
-/* The context that prices `g` on c under o's policy, with the groups across replicas. */
+/* The context that prices g on c under o's policy, with the groups across replicas: over *pg, the
+ * graph the kernels run (one micro-batch in the policy's compute precision; NULL when that is g
+ * itself; the caller destroys it after the context). Nothing to free on failure. */
 static hap_status replica_ctx(syn_ctx *x, const hap_graph *g, const hap_cluster *c,
-                              const hap_synth_options *o, const hap_train_policy *pol,
-                              const hap_group *replica_groups, hap_err *err) {
+                              const hap_synth_options *o, const hap_group *replica_groups,
+                              hap_graph **pg, hap_err *err) {
+  *pg = NULL;
+  hap_train_policy pol = o ? o->policy : hap_policy_default();
+  if (pol.micro_batches == 0)
+    pol.micro_batches = 1;
+  HAP_TRY(hap_policy_check(&pol, err));
+  HAP_TRY(hap_graph_for_policy(g, 1, &pol, pg, err));
   hap_strategy strategy = o ? o->strategy : HAP_STRATEGY_HAP;
-  HAP_TRY(syn_ctx_init(x, g, c, strategy, o ? o->sequence_parallel : HAP_SP_FREE,
-                       o ? o->memory_limit_bytes : 0, err));
-  x->replica_groups = replica_groups;
-  x->act_copies = o && o->activation_copies > 1 ? o->activation_copies : 1;
-  x->cost_bound = o && o->cost_bound_s > 0 ? o->cost_bound_s : 0;
-  hap_status st = syn_ctx_set_policy(x, pol, replica_groups ? replica_groups[0].n : 1, err);
-  if (st != HAP_OK)
-    syn_ctx_free(x);
+  hap_status st =
+      syn_ctx_init(x, *pg ? *pg : g, c, strategy, o ? o->sequence_parallel : HAP_SP_FREE,
+                   o ? o->memory_limit_bytes : 0, err);
+  if (st == HAP_OK) {
+    x->replica_groups = replica_groups;
+    x->act_copies = o && o->activation_copies > 1 ? o->activation_copies : 1;
+    x->cost_bound = o && o->cost_bound_s > 0 ? o->cost_bound_s : 0;
+    st = syn_ctx_set_policy(x, &pol, replica_groups ? replica_groups[0].n : 1, err);
+    if (st != HAP_OK)
+      syn_ctx_free(x);
+  }
+  if (st != HAP_OK) {
+    hap_graph_destroy(*pg);
+    *pg = NULL;
+  }
   return st;
 }
 
@@ -215,18 +230,10 @@ hap_status syn_price_replica(const hap_graph *g, const hap_cluster *c, const hap
   uint64_t gd, cd;
   HAP_TRY(hap_graph_digest(g, &gd, err));
   HAP_TRY(hap_cluster_digest(c, &cd, err));
-  hap_train_policy pol = o ? o->policy : hap_policy_default();
-  if (pol.micro_batches == 0)
-    pol.micro_batches = 1;
-  HAP_TRY(hap_policy_check(&pol, err));
   hap_graph *pg = NULL;
-  HAP_TRY(hap_graph_for_policy(g, 1, &pol, &pg, err));
   syn_ctx x;
-  hap_status st = replica_ctx(&x, pg ? pg : g, c, o, &pol, replica_groups, err);
-  if (st != HAP_OK) {
-    hap_graph_destroy(pg);
-    return st;
-  }
+  HAP_TRY(replica_ctx(&x, g, c, o, replica_groups, &pg, err));
+  hap_status st = HAP_OK;
   hap_plan *p = hap_plan_create(hap_strategy_name(o ? o->strategy : HAP_STRATEGY_HAP), g->name, gd,
                                 c->name, cd, x.n, x.n_segments);
   double cost = 0;
@@ -267,19 +274,9 @@ hap_status syn_synthesize_replica_program(const hap_graph *g, const hap_cluster 
   HAP_TRY(hap_graph_digest(g, &gd, err));
   HAP_TRY(hap_cluster_digest(c, &cd, err));
 
-  /* the graph the kernels run: one micro-batch, in the policy's compute precision */
-  hap_train_policy pol = o ? o->policy : hap_policy_default();
-  if (pol.micro_batches == 0)
-    pol.micro_batches = 1;
-  HAP_TRY(hap_policy_check(&pol, err));
-  hap_graph *pg = NULL;
-  HAP_TRY(hap_graph_for_policy(g, 1, &pol, &pg, err));
+  hap_graph *pg = NULL; /* the graph the kernels run: one micro-batch, compute precision */
   syn_ctx x;
-  hap_status ist = replica_ctx(&x, pg ? pg : g, c, o, &pol, replica_groups, err);
-  if (ist != HAP_OK) {
-    hap_graph_destroy(pg);
-    return ist;
-  }
+  HAP_TRY(replica_ctx(&x, g, c, o, replica_groups, &pg, err));
   size_t nr = (size_t)x.n_segments * (size_t)x.n;
   double *ratios = malloc(nr * sizeof *ratios);
   double *best_ratios = malloc(nr * sizeof *best_ratios);
