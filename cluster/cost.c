@@ -56,6 +56,8 @@ hap_coll_bytes hap_coll_bytes_of(const double *per_rank, int32_t n) {
   return b;
 }
 
+double hap_reshard_spread(int32_t n) { return n > 1 ? (double)n / (double)(n - 1) : 1; }
+
 hap_coll_bytes hap_coll_bytes_uniform(double bytes, int32_t n) {
   hap_coll_bytes b = {bytes, bytes, bytes * n, n};
   return b;
@@ -278,8 +280,8 @@ hap_coll_impl hap_coll_best(const hap_group *g, hap_coll_kind kind, hap_coll_byt
 }
 
 double hap_coll_time(const hap_group *g, hap_coll_kind kind, hap_coll_impl impl, hap_coll_bytes b) {
-  if (g->n <= 1)
-    return 0;
+  if (g->n <= 1 || (kind == HAP_COLL_ALL_TO_ALL && b.max <= 0))
+    return 0; /* one rank, or a re-shard that moves nothing */
   if (impl == HAP_IMPL_AUTO) {
     double t;
     hap_coll_best(g, kind, b, &t);

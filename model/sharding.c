@@ -644,6 +644,19 @@ hap_status hap_op_local_io(hap_op op, const hap_op_io *full, const hap_variant *
 /* ---- shard lengths ----------------------------------------------------------------------------
  */
 
+void hap_shard_moved(const int64_t *from, const int64_t *to, int n, int64_t *moved) {
+  int64_t a0 = 0, b0 = 0; /* where device i's part starts under from / to */
+  for (int i = 0; i < n; i++) {
+    int64_t a1 = a0 + from[i], b1 = b0 + to[i];
+    int64_t lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+    int64_t kept = hi > lo ? hi - lo : 0;
+    int64_t sent = from[i] - kept, received = to[i] - kept;
+    moved[i] = sent > received ? sent : received;
+    a0 = a1;
+    b0 = b1;
+  }
+}
+
 hap_status hap_shard_lengths(int64_t len, int64_t granule, const double *ratios, int n,
                              int64_t *out, hap_err *err) {
   if (n <= 0)

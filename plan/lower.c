@@ -18,7 +18,7 @@
 static const char *const kind_names[HAP_TASK_KIND_COUNT] = {"compute", "local", "collective",
                                                             "update"};
 static const char *const phase_names[3] = {"fwd", "bwd", "upd"};
-static const char *const local_names[HAP_LOCAL_OP_COUNT] = {"slice", "pad", "keep_once"};
+static const char *const local_names[HAP_LOCAL_OP_COUNT] = {"slice", "pad", "keep_once", "copy"};
 
 const char *hap_task_kind_name(hap_task_kind k) {
   return (unsigned)k < HAP_TASK_KIND_COUNT ? kind_names[k] : "?";
@@ -82,6 +82,21 @@ typedef struct builder {
   hap_recompute_map rmap; /* of the priced graph */
 } builder;
 
+/* An all-to-all between two segments' splits of one dim that are equal moves nothing: it becomes
+ * a LOCAL copy of the device's part, which waits for no other device. */
+static void copy_if_nothing_moves(builder *b, hap_task *t) {
+  if (t->kind != HAP_TASK_COLLECTIVE || t->coll != HAP_COLL_ALL_TO_ALL || t->from < 0 ||
+      t->from != t->to || t->from_segment == t->to_segment)
+    return;
+  int64_t extent = b->g->tensors[t->tensor].shape.dims[t->from];
+  const int64_t *a = hap_lowered_lengths(b->lw, extent, t->granule, t->from_segment);
+  const int64_t *c = hap_lowered_lengths(b->lw, extent, t->granule, t->to_segment);
+  if (a != NULL && c != NULL && memcmp(a, c, (size_t)b->lw->group_size * sizeof *a) == 0) {
+    t->kind = HAP_TASK_LOCAL;
+    t->local = HAP_LOCAL_COPY;
+  }
+}
+
 /* Runs per iteration of a task that moves or computes tensor t: once per micro-batch, unless t
  * carries no batch (parameters, buffers and what is made from them alone). */
 static int32_t runs_of(const builder *b, int32_t tensor) {
@@ -104,7 +119,8 @@ static lprop key(hap_layout l, int32_t t, int32_t segment, int64_t granule) {
 static int32_t find_prop(const builder *b, lprop k) {
   for (int32_t i = b->head[k.tensor]; i >= 0; i = b->props[i].next) {
     const lprop *q = &b->props[i];
-    if (q->layout == k.layout && q->segment == k.segment && q->granule == k.granule)
+    if (q->layout == k.layout && q->granule == k.granule &&
+        hap_plan_same_split(b->p, q->segment, k.segment))
       return i;
   }
   return -1;
@@ -268,8 +284,11 @@ static hap_status forward_pass(builder *b) {
           HAP_COLL_ALL_GATHER, HAP_COLL_REDUCE_SCATTER, HAP_COLL_ALL_REDUCE, HAP_COLL_ALL_TO_ALL};
       t.coll = coll_of[s->comm];
       t.local = s->comm == HAP_COMM_SLICE ? HAP_LOCAL_SLICE : HAP_LOCAL_KEEP_ONCE;
-      if ((task = add_task(b, &t, "%s.%s", g->tensors[s->tensor].name, hap_comm_op_name(s->comm))) <
-          0)
+      copy_if_nothing_moves(b, &t);
+      if ((task = add_task(b, &t, "%s.%s", g->tensors[s->tensor].name,
+                           t.kind == HAP_TASK_LOCAL && t.local == HAP_LOCAL_COPY
+                               ? hap_local_op_name(t.local)
+                               : hap_comm_op_name(s->comm))) < 0)
         return oom(b);
       if ((out[0] = add_prop(b, key(s->to, s->tensor, s->segment, s->granule), k)) < 0)
         return oom(b);
@@ -399,6 +418,7 @@ static hap_status backward_step(builder *b, int32_t k) {
       t.from_segment = s->segment;
       t.to = s->from;
       t.to_segment = s->from_segment;
+      copy_if_nothing_moves(b, &t);
       break;
     case HAP_COMM_SLICE: /* grad G -> R: pad with zeros */
       t.kind = HAP_TASK_LOCAL;
@@ -715,11 +735,42 @@ double hap_lowered_elem_bytes(const hap_lowered *lw, int32_t t) {
   return k->kind == HAP_TASK_COLLECTIVE ? size * coll_scale(lw, k) : size;
 }
 
+/* Whether task k re-shards one dim between two segments' splits; if so, moved[] (group_size
+ * entries) gets what each rank of a group sends or receives of graph g's tensor, the larger,
+ * bytes (hap_shard_moved). */
+static bool reshard_moved(hap_lowered *lw, const hap_graph *g, const hap_task *k, double *moved) {
+  if (k->kind != HAP_TASK_COLLECTIVE || k->coll != HAP_COLL_ALL_TO_ALL || k->from < 0 ||
+      k->from != k->to || k->from_segment == k->to_segment)
+    return false;
+  const hap_tensor *ten = &g->tensors[k->tensor];
+  int64_t extent = ten->shape.dims[k->from];
+  const int64_t *a = hap_lowered_lengths(lw, extent, k->granule, k->from_segment);
+  const int64_t *b = hap_lowered_lengths(lw, extent, k->granule, k->to_segment);
+  int32_t m = lw->group_size;
+  int64_t *units = malloc((size_t)m * sizeof *units);
+  bool ok = a != NULL && b != NULL && units != NULL && extent > 0;
+  if (ok) {
+    hap_shard_moved(a, b, m, units);
+    double per_unit = (double)hap_tensor_bytes(ten) / (double)extent;
+    for (int32_t i = 0; i < m; i++)
+      moved[i] = (double)units[i] * per_unit;
+  }
+  free(units);
+  return ok;
+}
+
 hap_status hap_lowered_coll_bytes(hap_lowered *lw, int32_t t, double *per_rank, hap_err *err) {
   HAP_TRY(bad_task(lw, t, 0, err));
   const hap_task *k = &lw->tasks[t];
   if (k->kind != HAP_TASK_COLLECTIVE)
     return hap_err_set(err, HAP_EINVAL, "task '%s' is not a collective", k->name);
+  if (reshard_moved(lw, lw->priced_graph, k, per_rank)) {
+    /* priced as the all-to-all that moves it; per_rank has n_devices >= group_size entries */
+    double scale = coll_scale(lw, k) * hap_reshard_spread(lw->group_size);
+    for (int32_t d = lw->n_devices - 1; d >= 0; d--)
+      per_rank[d] = per_rank[d % lw->group_size] * scale;
+    return HAP_OK;
+  }
   /* all-gather and all-to-all: what each rank sends; reduce-scatter: what it receives;
    * all-reduce: the whole buffer */
   bool use_to = k->coll == HAP_COLL_REDUCE_SCATTER || k->coll == HAP_COLL_ALL_REDUCE;
@@ -814,7 +865,14 @@ static hap_status work(hap_lowered *lw, int32_t t, int32_t dev, bool priced, hap
     return HAP_OK;
   case HAP_TASK_COLLECTIVE: {
     bool use_to = k->coll == HAP_COLL_REDUCE_SCATTER || k->coll == HAP_COLL_ALL_REDUCE;
-    out->bytes = flat_zero(lw, k, priced)
+    double *moved = malloc((size_t)lw->group_size * sizeof *moved);
+    if (moved == NULL)
+      return hap_err_set(err, HAP_ENOMEM, "out of memory pricing task '%s'", k->name);
+    bool reshard = reshard_moved(lw, g, k, moved);
+    double mine = reshard ? moved[dev % lw->group_size] : 0;
+    free(moved);
+    out->bytes = reshard ? mine
+                 : flat_zero(lw, k, priced)
                      ? held_bytes(lw, g, k->tensor, -1, -1, 1, dev) / lw->group_size
                      : held_bytes(lw, g, k->tensor, use_to ? k->to : k->from,
                                   use_to ? k->to_segment : k->from_segment, k->granule, dev);

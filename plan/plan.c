@@ -236,6 +236,15 @@ hap_status hap_plan_step_graph(const hap_plan *p, const hap_graph *g, hap_graph 
                      p->replicas, why.msg);
 }
 
+bool hap_plan_same_split(const hap_plan *p, int32_t a, int32_t b) {
+  if (a == b)
+    return true;
+  if (a < 0 || b < 0 || a >= p->n_segments || b >= p->n_segments)
+    return false;
+  size_t n = (size_t)p->group_size;
+  return memcmp(p->ratios + (size_t)a * n, p->ratios + (size_t)b * n, n * sizeof *p->ratios) == 0;
+}
+
 hap_status hap_plan_add_step(hap_plan *p, const hap_step *step, hap_err *err) {
   if (p->n_steps == p->cap_steps && p->cap_steps > INT32_MAX / 2)
     return hap_err_set(err, HAP_ENOMEM, "plan: too many steps (%d)", p->n_steps);
@@ -387,8 +396,11 @@ static prop make_prop(hap_layout l, int32_t segment, int64_t granule) {
   return p;
 }
 
-static bool prop_eq(prop a, prop b) {
-  return a.layout == b.layout && a.segment == b.segment && a.granule == b.granule;
+/* The same property: a Gather under segments that split alike is one. */
+static bool prop_eq(const flow *f, prop a, prop b) {
+  return a.layout == b.layout && a.granule == b.granule &&
+         (a.segment == b.segment ||
+          (a.layout >= 0 && hap_plan_same_split(f->p, a.segment, b.segment)));
 }
 
 /* "G0 (segment 1)", "G1 (segment 0, granule 64)", "I", "R". */
@@ -406,7 +418,7 @@ static const char *prop_str(prop p, char *buf, size_t len) {
 
 static bool has_prop(const flow *f, int32_t t, prop p) {
   for (int32_t e = f->head[t]; e >= 0 && f->ent != NULL; e = f->ent[e].next)
-    if (prop_eq(f->ent[e].p, p))
+    if (prop_eq(f, f->ent[e].p, p))
       return true;
   return false;
 }

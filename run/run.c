@@ -210,8 +210,8 @@ static int32_t find_prop(const hap_run *r, int32_t t, hap_layout l, int32_t seg,
   if (r->props == NULL)
     return -1;
   for (int32_t i = r->head[t]; i >= 0; i = r->props[i].next)
-    if (r->props[i].layout == l && r->props[i].segment == want_seg &&
-        r->props[i].granule == want_gran)
+    if (r->props[i].layout == l && r->props[i].granule == want_gran &&
+        hap_plan_same_split(r->p, r->props[i].segment, want_seg))
       return i;
   return -1;
 }
@@ -1018,7 +1018,7 @@ static hap_status local(hap_run *r, const hap_task *k, hap_err *err) {
   const int32_t to = r->out[(size_t)k->step * HAP_MAX_OP_OUTPUTS];
   rprop *a = &r->props[from], *b = &r->props[to];
   if (k->phase == HAP_PHASE_FWD) {
-    if (k->local == HAP_LOCAL_SLICE)
+    if (k->local == HAP_LOCAL_SLICE || k->local == HAP_LOCAL_COPY)
       hap_box_copy(&b->box, a->val, &a->box, b->val, &b->box, a->elem);
     else if (r->rank == 0) /* keep_once */
       memcpy(b->val, a->val, (size_t)hap_box_numel(&a->box) * a->elem);

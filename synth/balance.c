@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "base/hash.h"
+#include "base/vec.h"
 #include "synth/lp.h"
 #include "synth_internal.h"
 
@@ -113,6 +114,22 @@ static hap_status comm_step(lp_build *b, const hap_step *step, double current, h
     fwd = HAP_COLL_ALL_GATHER, bwd = HAP_COLL_REDUCE_SCATTER, g_layout = step->from;
   } else if (step->comm == HAP_COMM_REDUCE_SCATTER) {
     fwd = HAP_COLL_REDUCE_SCATTER, bwd = HAP_COLL_ALL_GATHER, g_layout = step->to;
+  } else if (step->comm == HAP_COMM_ALL_TO_ALL && step->from >= 0 && step->from == step->to) {
+    add_step_row(b, -1, 0, 0); /* between segments: crossing_rows prices it */
+    return HAP_OK;
+  } else if (step->comm == HAP_COMM_ALL_TO_ALL && step->from_segment == step->segment) {
+    /* one layout to another: every rank sends its shard (forward) and its gradient's (backward),
+     * both split by the step's segment: t >= c0 + c1S * r[s][i] */
+    double c0 = pair_time(x, step->tensor, HAP_COLL_ALL_TO_ALL, HAP_COLL_ALL_TO_ALL,
+                          HAP_IMPL_PAIRWISE, hap_coll_bytes_uniform(1, n));
+    double c1S = pair_time(x, step->tensor, HAP_COLL_ALL_TO_ALL, HAP_COLL_ALL_TO_ALL,
+                           HAP_IMPL_PAIRWISE, hap_coll_bytes_uniform(S, n)) -
+                 c0;
+    if (!isfinite(c0) || !isfinite(c1S)) {
+      add_step_row(b, -1, 0, current);
+      return HAP_OK;
+    }
+    return collective_rows(b, step->segment, false, c0, c1S, err);
   } else {
     /* all-reduce is a constant; all-to-all and local ops: their current time */
     add_step_row(b, -1, 0, current);
@@ -398,6 +415,164 @@ out:
   return st;
 }
 
+/* ---- segment boundaries ------------------------------------------------------------------ */
+
+/* A Gather that crosses into a segment with other ratios moves only the difference of the two
+ * contiguous splits (hap_shard_moved). Boundary k of the split (between devices k-1 and k, in
+ * rank order) shifts by shift_k = sum_{j<k} (r[s][j] - r[t][j]) of the extent, and the devices
+ * beside it send or receive at least |shift_k| of it. The shift is linear along a run of devices of
+ * one class, so the boundaries where the class changes bound it: each crossing gets an epigraph
+ * variable u >= c1S * |shift_k| there, with c1S the all-to-all's seconds for moving the whole
+ * tensor less its latency. u is 0 while the two segments' ratios agree (then no step exists). */
+static hap_status crossing_rows(lp_build *b, int32_t tensor, int32_t from_seg, int32_t to_seg,
+                                hap_err *err) {
+  syn_ctx *x = b->x;
+  int32_t n = x->n, nc = x->n_classes;
+  double S = (double)hap_tensor_bytes(&x->g->tensors[tensor]) * hap_reshard_spread(n);
+  double w = 2;
+  if (!x->plain) {
+    double wf, wb;
+    syn_comm_weights(x, tensor, &wf, &wb);
+    w = wf + wb;
+  }
+  double c1S = w * (hap_coll_time(&x->world, HAP_COLL_ALL_TO_ALL, HAP_IMPL_PAIRWISE,
+                                  hap_coll_bytes_uniform(S, n)) -
+                    hap_coll_time(&x->world, HAP_COLL_ALL_TO_ALL, HAP_IMPL_PAIRWISE,
+                                  hap_coll_bytes_uniform(1, n)));
+  if (!(c1S > 0) || !isfinite(c1S))
+    return HAP_OK;
+  int u;
+  HAP_TRY(hap_lp_add_var(b->lp, 0, INFINITY, 1, &u, err));
+  int *ids = malloc((size_t)(2 * nc + 1) * sizeof *ids);
+  double *coefs = malloc((size_t)(2 * nc + 1) * sizeof *coefs);
+  int32_t *before = calloc((size_t)nc, sizeof *before); /* devices of each class before k */
+  hap_status st = ids && coefs && before ? HAP_OK : hap_err_set(err, HAP_ENOMEM, "out of memory");
+  for (int32_t k = 1; k < n && st == HAP_OK; k++) {
+    before[x->dev_class[k - 1]]++;
+    if (x->dev_class[k - 1] == x->dev_class[k])
+      continue;
+    for (int sign = -1; sign <= 1 && st == HAP_OK; sign += 2) {
+      int m = 0;
+      ids[m] = u;
+      coefs[m++] = 1;
+      for (int32_t c = 0; c < nc; c++) {
+        if (before[c] == 0)
+          continue;
+        ids[m] = b->r[(size_t)from_seg * (size_t)nc + (size_t)c];
+        coefs[m++] = -sign * c1S * before[c];
+        ids[m] = b->r[(size_t)to_seg * (size_t)nc + (size_t)c];
+        coefs[m++] = sign * c1S * before[c];
+      }
+      st = hap_lp_add_row(b->lp, ids, coefs, m, 0, INFINITY, err);
+    }
+  }
+  free(ids);
+  free(coefs);
+  free(before);
+  return st;
+}
+
+/* A Gather of a tensor available under some segment's ratios (chained per tensor). */
+typedef struct avail_gather {
+  hap_layout layout;
+  int32_t segment;
+  int64_t granule;
+  int32_t next;
+} avail_gather;
+
+/* Whether the chain from `e` holds (layout, seg, gran); *other gets a segment it holds the same
+ * layout and granule under, -1 if none. */
+static bool find_gather(const avail_gather *av, int32_t e, hap_layout layout, int32_t seg,
+                        int64_t gran, int32_t *other) {
+  bool found = false;
+  for (; e >= 0 && av != NULL; e = av[e].next)
+    if (av[e].layout == layout && av[e].granule == gran) {
+      found = found || av[e].segment == seg;
+      *other = av[e].segment;
+    }
+  return found;
+}
+
+/* Every crossing of the program: an explicit all-to-all between two segments of one layout, or a
+ * compute step that reads a Gather made under another segment whose ratios are (for now) the
+ * same, which becomes one once the ratios differ. */
+static hap_status segment_crossings(lp_build *b, const hap_plan *plan, hap_err *err) {
+  syn_ctx *x = b->x;
+  if (x->n_segments < 2)
+    return HAP_OK;
+  int32_t nt = x->g->n_tensors;
+  int32_t *head = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *head);
+  avail_gather *av = NULL;
+  int32_t n_av = 0, cap_av = 0;
+  hap_status st = head ? HAP_OK : hap_err_set(err, HAP_ENOMEM, "out of memory");
+  for (int32_t t = 0; t < nt && head != NULL; t++)
+    head[t] = -1;
+  for (int32_t j = 0; j < plan->n_steps && st == HAP_OK; j++) {
+    const hap_step *s = &plan->steps[j];
+    int32_t tensors[HAP_MAX_OP_INPUTS + HAP_MAX_OP_OUTPUTS];
+    hap_layout layouts[HAP_MAX_OP_INPUTS + HAP_MAX_OP_OUTPUTS];
+    bool reads[HAP_MAX_OP_INPUTS + HAP_MAX_OP_OUTPUTS];
+    int m = 0;
+    int64_t gran = 1;
+    if (s->kind == HAP_STEP_COMPUTE) {
+      const hap_node *node = &x->g->nodes[s->node];
+      gran = s->variant.granule > 1 ? s->variant.granule : 1;
+      for (int i = 0; i < node->n_inputs; i++, m++) {
+        tensors[m] = node->inputs[i];
+        layouts[m] = s->variant.in[i];
+        reads[m] = true;
+      }
+      for (int o = 0; o < node->n_outputs; o++, m++) {
+        tensors[m] = node->outputs[o];
+        layouts[m] = s->variant.out[o];
+        reads[m] = false;
+      }
+    } else {
+      gran = s->granule > 1 ? s->granule : 1;
+      if (s->kind == HAP_STEP_COMM && s->comm == HAP_COMM_ALL_TO_ALL && s->from >= 0 &&
+          s->from == s->to && s->from_segment != s->segment)
+        st = crossing_rows(b, s->tensor, s->from_segment, s->segment, err);
+      tensors[m] = s->tensor;
+      layouts[m] = s->to;
+      reads[m++] = false;
+    }
+    for (int i = 0; i < m && st == HAP_OK; i++) {
+      if (layouts[i] < 0)
+        continue;
+      int32_t other = -1;
+      if (find_gather(av, head[tensors[i]], layouts[i], s->segment, gran, &other))
+        continue;
+      if (reads[i] && other >= 0 && (st = crossing_rows(b, tensors[i], other, s->segment, err)))
+        break;
+      if (HAP_VEC_RESERVE(av, cap_av, n_av + 1, 64)) {
+        st = hap_err_set(err, HAP_ENOMEM, "out of memory");
+        break;
+      }
+      av[n_av] = (avail_gather){layouts[i], s->segment, gran, head[tensors[i]]};
+      head[tensors[i]] = n_av++;
+    }
+  }
+  free(head);
+  free(av);
+  return st;
+}
+
+/* A row that equals an earlier segment's up to the solver's rounding (1e-9 per ratio) becomes
+ * that row exactly, so the two segments share their Gathers (hap_plan_same_split). */
+static void same_as_earlier(double *ratios, int32_t s, int32_t n) {
+  double *row = ratios + (size_t)s * (size_t)n;
+  for (int32_t e = 0; e < s; e++) {
+    const double *earlier = ratios + (size_t)e * (size_t)n;
+    bool close = true;
+    for (int32_t i = 0; i < n && close; i++)
+      close = fabs(row[i] - earlier[i]) <= 1e-9;
+    if (close) {
+      memcpy(row, earlier, (size_t)n * sizeof *row);
+      return;
+    }
+  }
+}
+
 static hap_status build_and_solve(lp_build *b, const hap_plan *plan, double *ratios, hap_err *err) {
   syn_ctx *x = b->x;
   int32_t n = x->n, nc = x->n_classes;
@@ -421,6 +596,7 @@ static hap_status build_and_solve(lp_build *b, const hap_plan *plan, double *rat
   }
   HAP_TRY(memory_rows(b, plan, err));
   HAP_TRY(step_rows(b, plan, err));
+  HAP_TRY(segment_crossings(b, plan, err));
   double *sol = malloc((size_t)hap_lp_n_vars(b->lp) * sizeof *sol);
   if (sol == NULL)
     return hap_err_set(err, HAP_ENOMEM, "out of memory solving the ratio LP");
@@ -435,6 +611,7 @@ static hap_status build_and_solve(lp_build *b, const hap_plan *plan, double *rat
       }
       for (int32_t i = 0; i < n; i++)
         ratios[(size_t)s * (size_t)n + (size_t)i] /= sum;
+      same_as_earlier(ratios, s, n);
     }
   }
   free(sol);

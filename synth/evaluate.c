@@ -325,6 +325,15 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
   return HAP_OK;
 }
 
+bool syn_same_split(const syn_ctx *x, int32_t a, int32_t b) {
+  if (a == b)
+    return true;
+  if (a < 0 || b < 0 || a >= x->n_segments || b >= x->n_segments)
+    return false;
+  size_t n = (size_t)x->n;
+  return memcmp(x->ratios + (size_t)a * n, x->ratios + (size_t)b * n, n * sizeof *x->ratios) == 0;
+}
+
 const int64_t *syn_lengths(syn_ctx *x, int64_t extent, int64_t granule, int32_t seg) {
   return hap_shard_cache_get(&x->lengths, extent, granule, seg);
 }
@@ -704,6 +713,29 @@ double syn_comm_time(syn_ctx *x, const syn_prop *from, const syn_prop *to, hap_c
   return e->t;
 }
 
+/* One run of the all-to-all that moves a tensor's Gather dim from one segment's split to
+ * another's (the same dim: hap_shard_moved), s; the gradient's way back moves the same bytes. */
+static double reshard_time(syn_ctx *x, const syn_prop *from, const syn_prop *to) {
+  const hap_tensor *t = &x->g->tensors[from->tensor];
+  int64_t extent = t->shape.dims[from->layout];
+  const int64_t *a = syn_lengths(x, extent, from->granule, from->segment);
+  const int64_t *b = syn_lengths(x, extent, to->granule, to->segment);
+  int64_t *moved = malloc((size_t)x->n * sizeof *moved);
+  double *bytes = malloc((size_t)x->n * sizeof *bytes);
+  double secs = HUGE_VAL;
+  if (a != NULL && b != NULL && moved != NULL && bytes != NULL && extent > 0) {
+    hap_shard_moved(a, b, x->n, moved);
+    double per_unit = (double)hap_tensor_bytes(t) / (double)extent * hap_reshard_spread(x->n);
+    for (int32_t i = 0; i < x->n; i++)
+      bytes[i] = (double)moved[i] * per_unit;
+    secs = hap_coll_time(&x->world, HAP_COLL_ALL_TO_ALL, HAP_IMPL_PAIRWISE,
+                         hap_coll_bytes_of(bytes, x->n));
+  }
+  free(moved);
+  free(bytes);
+  return secs;
+}
+
 static double comm_time(syn_ctx *x, const syn_prop *from, const syn_prop *to, hap_comm_op *op,
                         hap_coll_impl *impl) {
   double *bytes = malloc((size_t)x->n * sizeof *bytes);
@@ -733,6 +765,11 @@ static double comm_time(syn_ctx *x, const syn_prop *from, const syn_prop *to, ha
     syn_bytes(x, to, bytes);
     hap_coll_bytes cb = hap_coll_bytes_of(bytes, x->n);
     t = (x->plain ? 2 : wf + wb) * hap_coll_time(&x->world, HAP_COLL_ALL_REDUCE, HAP_IMPL_AUTO, cb);
+  } else if (a >= 0 && a == b && from->segment != to->segment) {
+    *op = HAP_COMM_ALL_TO_ALL; /* one dim between two segments' splits: only the difference moves */
+    *impl = HAP_IMPL_PAIRWISE;
+    double moved_t = reshard_time(x, from, to);
+    t = x->plain ? 2 * moved_t : moved_t * (wf + wb);
   } else if (a >= 0 && b >= 0 && (a != b || from->segment != to->segment)) {
     *op = HAP_COMM_ALL_TO_ALL;
     *impl = HAP_IMPL_PAIRWISE;

@@ -232,9 +232,12 @@ static syn_prop needed_prop(const syn_ctx *x, int32_t tensor, hap_layout l, int3
   return p;
 }
 
-static bool has_prop(const syn_prop *p, int32_t n, const syn_prop *q) {
+/* Whether q is among p[0..n): a Gather under a segment that splits alike counts. */
+static bool has_prop(const syn_ctx *x, const syn_prop *p, int32_t n, const syn_prop *q) {
   for (int32_t i = 0; i < n; i++)
-    if (prop_eq(&p[i], q))
+    if (p[i].tensor == q->tensor && p[i].layout == q->layout && p[i].granule == q->granule &&
+        (p[i].segment == q->segment ||
+         (q->layout >= 0 && syn_same_split(x, p[i].segment, q->segment))))
       return true;
   return false;
 }
@@ -248,7 +251,7 @@ static bool has_tensor(const syn_prop *p, int32_t n, int32_t tensor) {
 
 syn_choice syn_choose_input(syn_ctx *x, const syn_prop *have, int32_t n, const syn_prop *want) {
   syn_choice c = {.seconds = HUGE_VAL};
-  if (has_prop(have, n, want)) {
+  if (has_prop(x, have, n, want)) {
     c.seconds = 0;
     c.present = true;
     return c;

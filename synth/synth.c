@@ -163,6 +163,40 @@ static hap_status replay_fits(syn_ctx *x, const int8_t *prog, double *cost, bool
   return st;
 }
 
+/* Segment by segment, in order: take row s of lp_ratios into best_ratios where the program then
+ * costs less and still fits (*best, *improved updated). The ratios installed in x on return are
+ * best_ratios. */
+static hap_status adopt_segment_rows(syn_ctx *x, const int8_t *prog, const double *lp_ratios,
+                                     double *best_ratios, double *best, bool *improved,
+                                     hap_err *err) {
+  size_t n = (size_t)x->n, nr = (size_t)x->n_segments * n;
+  double *trial = malloc(nr * sizeof *trial);
+  if (trial == NULL)
+    return hap_err_set(err, HAP_ENOMEM, "out of memory balancing segments");
+  memcpy(trial, best_ratios, nr * sizeof *trial);
+  hap_status st = HAP_OK;
+  for (int32_t s = 0; s < x->n_segments && st == HAP_OK; s++) {
+    if (memcmp(trial + (size_t)s * n, lp_ratios + (size_t)s * n, n * sizeof *trial) == 0)
+      continue;
+    memcpy(trial + (size_t)s * n, lp_ratios + (size_t)s * n, n * sizeof *trial);
+    double cost;
+    bool fits = false;
+    if ((st = syn_set_ratios(x, trial, err)) == HAP_OK &&
+        (st = replay_fits(x, prog, &cost, &fits, err)) == HAP_OK && fits &&
+        cost < *best * (1 - 1e-12)) {
+      *best = cost;
+      *improved = true;
+      memcpy(best_ratios, trial, nr * sizeof *trial);
+    } else {
+      memcpy(trial + (size_t)s * n, best_ratios + (size_t)s * n, n * sizeof *trial);
+    }
+  }
+  if (st == HAP_OK)
+    st = syn_set_ratios(x, best_ratios, err);
+  free(trial);
+  return st;
+}
+
 /* Improve the ratios for a fixed program (the LP); false when nothing better is known. */
 bool syn_balance(syn_ctx *x, const int8_t *variants, double *ratios, hap_err *err);
 
@@ -380,7 +414,16 @@ hap_status syn_synthesize_replica_program(const hap_graph *g, const hap_cluster 
         memcpy(best_ratios, ratios, nr * sizeof *ratios);
         memcpy(best_prog, prog, (size_t)g->n_nodes);
       } else {
-        break;
+        /* The LP's ratios as a whole lost (rounding to whole granules, what it linearises):
+         * some segments' rows alone may still win. */
+        bool improved = false;
+        if (x.n_segments > 1 && (st = adopt_segment_rows(&x, prog, ratios, best_ratios, &best,
+                                                         &improved, err)) != HAP_OK)
+          goto out;
+        if (!improved)
+          break;
+        memcpy(best_prog, prog, (size_t)g->n_nodes);
+        memcpy(ratios, best_ratios, nr * sizeof *ratios);
       }
     }
     if (isfinite(best)) {

@@ -127,6 +127,10 @@ hap_status syn_ctx_set_policy(syn_ctx *x, const hap_train_policy *pol, int32_t r
 /* Install ratios ([n_segments][n]) and re-price every node's variants. */
 hap_status syn_set_ratios(syn_ctx *x, const double *ratios, hap_err *err);
 
+/* Whether segments a and b have identical ratios (hap_plan_same_split under the current ratios):
+ * a Gather under one is then the Gather under the other. */
+bool syn_same_split(const syn_ctx *x, int32_t a, int32_t b);
+
 /* Per-device lengths of a dim of `extent` split in `granule` units by segment `seg`'s ratios. */
 const int64_t *syn_lengths(syn_ctx *x, int64_t extent, int64_t granule, int32_t seg);
 

@@ -169,6 +169,24 @@ Test(cost, all_to_all_pairwise) {
   hap_cluster_destroy(c);
 }
 
+/* A re-shard that moves nothing costs nothing; one that moves M bytes from a rank is priced as
+ * the all-to-all of M * n / (n - 1): M over the link, n - 1 latencies. */
+Test(cost, reshard_all_to_all) {
+  hap_cluster *c = make_cluster(1, 4);
+  hap_group g = group_of(c, first8, 4);
+  cr_assert_eq(
+      hap_coll_time(&g, HAP_COLL_ALL_TO_ALL, HAP_IMPL_PAIRWISE, hap_coll_bytes_uniform(0, 4)), 0);
+  cr_assert_eq(hap_coll_time(&g, HAP_COLL_ALL_TO_ALL, HAP_IMPL_AUTO, hap_coll_bytes_uniform(0, 4)),
+               0);
+  expect_close(hap_reshard_spread(4), 4.0 / 3);
+  cr_assert_eq(hap_reshard_spread(1), 1);
+  double m = 6e6, moved[4] = {m * hap_reshard_spread(4), 0, 0, m * hap_reshard_spread(4)};
+  expect_close(
+      hap_coll_time(&g, HAP_COLL_ALL_TO_ALL, HAP_IMPL_PAIRWISE, hap_coll_bytes_of(moved, 4)),
+      3 * A_INTRA + m / B_INTRA);
+  hap_cluster_destroy(c);
+}
+
 Test(cost, broadcast_ring_and_tree) {
   hap_cluster *c = make_cluster(1, 8);
   hap_group g = group_of(c, first8, 8);

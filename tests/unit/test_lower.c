@@ -207,3 +207,101 @@ Test(lower, broken_flow_refused) {
   hap_cluster_destroy(c);
   hap_graph_destroy(g);
 }
+
+/* ---- segment boundaries --------------------------------------------------------------------- */
+
+/* p's copy with segments 1.. split by {r0, 1 - r0} and, with `reshard`, an all-to-all of
+ * layers.0.sigmoid (G0, segment 0 -> 1) before layers.1.linear. */
+static hap_plan *resplit(const hap_plan *p, const hap_graph *g, double r0, bool reshard) {
+  hap_plan *q = hap_plan_copy(p);
+  cr_assert_not_null(q);
+  for (int32_t s = 1; s < q->n_segments; s++) {
+    q->ratios[(size_t)s * 2] = r0;
+    q->ratios[(size_t)s * 2 + 1] = 1 - r0;
+  }
+  if (!reshard)
+    return q;
+  int32_t at = -1, tensor;
+  for (int32_t k = 0; k < q->n_steps && at < 0; k++)
+    if (q->steps[k].kind == HAP_STEP_COMPUTE &&
+        strcmp(g->nodes[q->steps[k].node].name, "layers.1.linear") == 0)
+      at = k;
+  tensor = hap_graph_find_tensor(g, "layers.0.sigmoid");
+  cr_assert(at >= 0 && tensor >= 0 && q->steps[at].segment == 1 && q->steps[at].variant.in[0] == 0);
+  hap_step step = {.kind = HAP_STEP_COMM,
+                   .segment = 1,
+                   .tensor = tensor,
+                   .node = -1,
+                   .to = 0,
+                   .from = 0,
+                   .comm = HAP_COMM_ALL_TO_ALL,
+                   .impl = HAP_IMPL_PAIRWISE,
+                   .from_segment = 0,
+                   .granule = 1};
+  hap_err err = {0};
+  cr_assert_eq(hap_plan_add_step(q, &step, &err), HAP_OK, "%s", err.msg);
+  memmove(&q->steps[at + 1], &q->steps[at], (size_t)(q->n_steps - 1 - at) * sizeof *q->steps);
+  q->steps[at] = step;
+  return q;
+}
+
+/* Segments with identical ratios share their Gathers (no step between them); a boundary between
+ * different splits moves only the difference (per rank: the larger of what it sends and receives,
+ * priced as the all-to-all of that times n / (n - 1)), or nothing when the lengths agree: then the
+ * all-to-all is a local copy. Reading a Gather under other ratios without a step is refused. */
+Test(lower, segment_boundaries_move_only_the_difference) {
+  hap_graph *g = model("mlp:layers=2,batch=24,seq=8,hidden=32,segments=1");
+  hap_cluster *c = bundled("cpu-2");
+  hap_plan *p = synth(g, c, HAP_STRATEGY_DP_EV);
+  hap_err err = {0};
+  cr_assert_gt(p->n_segments, 2);
+  cr_assert(hap_plan_same_split(p, 0, 1) && hap_plan_same_split(p, 2, 2));
+  cr_assert_not(hap_plan_same_split(p, 0, p->n_segments));
+  for (int32_t k = 0; k < p->n_steps; k++)
+    cr_assert(p->steps[k].kind != HAP_STEP_COMM || p->steps[k].comm != HAP_COMM_ALL_TO_ALL,
+              "steps[%d] re-shards between segments that split alike", k);
+  hap_lowered *lw = lower(p, g);
+  hap_lowered_destroy(lw);
+
+  /* 12 / 12 -> 18 / 6 rows of [24, 8, 32] float32 (1 KiB a row): 6 rows leave rank 1 for rank 0 */
+  hap_plan *moved = resplit(p, g, 0.75, true);
+  cr_assert_eq(hap_plan_validate(moved, g, c, &err), HAP_OK, "%s", err.msg);
+  cr_assert_not(hap_plan_same_split(moved, 0, 1));
+  cr_assert(hap_plan_same_split(moved, 1, 2));
+  lw = lower(moved, g);
+  const char *names[2] = {"layers.0.sigmoid.all_to_all", "layers.0.sigmoid.grad.all_to_all"};
+  for (int i = 0; i < 2; i++) {
+    int32_t t = find(lw, names[i]);
+    cr_assert(t >= 0 && lw->tasks[t].kind == HAP_TASK_COLLECTIVE, "%s", names[i]);
+    double per_rank[2];
+    cr_assert_eq(hap_lowered_coll_bytes(lw, t, per_rank, &err), HAP_OK, "%s", err.msg);
+    for (int d = 0; d < 2; d++)
+      cr_assert_float_eq(per_rank[d], 6 * 1024.0 * 2, 1e-9, "%s rank %d: %g", names[i], d,
+                         per_rank[d]);
+    hap_task_work w;
+    cr_assert_eq(hap_lowered_work(lw, t, 1, &w, &err), HAP_OK, "%s", err.msg);
+    cr_assert_float_eq(w.bytes, 6 * 1024.0, 1e-9);
+  }
+  hap_lowered_destroy(lw);
+
+  /* ratios that differ in the last bit only give the same lengths: a local copy each way */
+  hap_plan *copied = resplit(p, g, 0.5000000000000001, true);
+  cr_assert_not(hap_plan_same_split(copied, 0, 1));
+  lw = lower(copied, g);
+  cr_assert_lt(find(lw, "layers.0.sigmoid.all_to_all"), 0);
+  int32_t fwd = find(lw, "layers.0.sigmoid.copy"), bwd = find(lw, "layers.0.sigmoid.grad.copy");
+  cr_assert(fwd >= 0 && bwd >= 0);
+  cr_assert(lw->tasks[fwd].kind == HAP_TASK_LOCAL && lw->tasks[fwd].local == HAP_LOCAL_COPY);
+  cr_assert(lw->tasks[bwd].kind == HAP_TASK_LOCAL && lw->tasks[bwd].local == HAP_LOCAL_COPY);
+  hap_lowered_destroy(lw);
+
+  hap_plan *refused = resplit(p, g, 0.75, false);
+  cr_assert_eq(hap_plan_validate(refused, g, c, &err), HAP_EINVAL);
+  cr_assert(strstr(err.msg, "'layers.0.sigmoid' as G0 (segment 1)") != NULL, "%s", err.msg);
+  hap_plan_destroy(refused);
+  hap_plan_destroy(copied);
+  hap_plan_destroy(moved);
+  hap_plan_destroy(p);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}

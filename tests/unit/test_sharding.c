@@ -1580,3 +1580,40 @@ Test(sharding_zoo, every_node_has_sound_structure) {
   for (int op = 0; op < HAP_OP_COUNT; op++)
     cr_assert(seen[op], "op %s is not covered", hap_op_name((hap_op)op));
 }
+
+/* ---- re-sharding between two splits ------------------------------------------------------------
+ */
+
+/* hap_shard_moved against a count unit by unit: a unit whose owner differs between the two splits
+ * leaves its old owner and reaches its new one. */
+Test(sharding_lengths, moved_is_the_difference_of_the_splits) {
+  int64_t from[3] = {4, 4, 4}, to[3] = {6, 3, 3}, moved[3];
+  hap_shard_moved(from, to, 3, moved); /* units 4,5 go 1 -> 0, 8 goes 2 -> 1 */
+  cr_assert(moved[0] == 2 && moved[1] == 2 && moved[2] == 1, "%lld %lld %lld", (long long)moved[0],
+            (long long)moved[1], (long long)moved[2]);
+  hap_shard_moved(from, from, 3, moved);
+  cr_assert(moved[0] == 0 && moved[1] == 0 && moved[2] == 0);
+  for (int t = 0; t < 500; t++) {
+    int n = 1 + (int)(next_u64() % 8);
+    int64_t a[8], b[8], got[8], sent[8] = {0}, received[8] = {0}, ext = 0, ext_b = 0;
+    for (int i = 0; i < n; i++)
+      ext += a[i] = (int64_t)(next_u64() % 7);
+    for (int i = 0; i + 1 < n; i++) /* b: another split of the same extent */
+      ext_b += b[i] = ext - ext_b > 0 ? (int64_t)(next_u64() % (uint64_t)(ext - ext_b + 1)) : 0;
+    b[n - 1] = ext - ext_b;
+    hap_shard_moved(a, b, n, got);
+    for (int64_t u = 0; u < ext; u++) {
+      int oa = 0, ob = 0;
+      for (int64_t end = a[0]; u >= end; end += a[++oa]) {
+      }
+      for (int64_t end = b[0]; u >= end; end += b[++ob]) {
+      }
+      if (oa != ob) {
+        sent[oa]++;
+        received[ob]++;
+      }
+    }
+    for (int i = 0; i < n; i++)
+      cr_assert_eq(got[i], sent[i] > received[i] ? sent[i] : received[i], "case %d part %d", t, i);
+  }
+}

@@ -39,6 +39,11 @@ typedef struct hap_coll_bytes {
 
 hap_coll_bytes hap_coll_bytes_of(const double *per_rank, int32_t n);
 hap_coll_bytes hap_coll_bytes_uniform(double bytes, int32_t n);
+/* The pairwise all-to-all model spreads a rank's bytes over all n ranks, itself included. A
+ * re-shard in which a rank sends or receives `moved` bytes to or from the others (hap_shard_moved)
+ * is priced as an all-to-all of moved * hap_reshard_spread(n) bytes from that rank: n / (n - 1).
+ * An all-to-all that moves nothing costs 0 s. */
+double hap_reshard_spread(int32_t n);
 
 /* What the formulas need to know about a rank set, in the given rank order (the ring order). */
 typedef struct hap_group {

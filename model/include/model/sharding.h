@@ -77,6 +77,12 @@ hap_status hap_op_local_io(hap_op op, const hap_op_io *full, const hap_variant *
 hap_status hap_shard_lengths(int64_t len, int64_t granule, const double *ratios, int n,
                              int64_t *out, hap_err *err);
 
+/* Re-sharding one dim between two contiguous splits of the same extent (from[] and to[]: n part
+ * lengths in device order, each list summing to the extent): moved[i] = the larger of what part i
+ * sends to other devices and what it receives from them, in the dim's units (what it keeps of its
+ * own part stays put). All zero when the splits are equal. */
+void hap_shard_moved(const int64_t *from, const int64_t *to, int n, int64_t *moved);
+
 /* hap_shard_lengths under fixed ratios, computed once per (extent, granule, segment) and kept:
  * the lowering and the synthesizer ask for the same few lengths again and again.
  * Ownership: the cache borrows `ratios` ([n_segments][n]); its caller keeps them alive and calls

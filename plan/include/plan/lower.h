@@ -54,12 +54,14 @@ typedef enum hap_local_op {
   HAP_LOCAL_SLICE = 0, /* Identity -> Gather(d): keep the device's slice */
   HAP_LOCAL_PAD,       /* Gather(d) -> Reduce: the slice in place, zeros elsewhere (slice's dual) */
   HAP_LOCAL_KEEP_ONCE, /* Identity -> Reduce: device 0 keeps the tensor, the others zeros */
+  HAP_LOCAL_COPY,      /* Gather(d) of one segment -> Gather(d) of another with the same split: the
+                          device's part as it is (an all-to-all that would move nothing) */
   HAP_LOCAL_OP_COUNT
 } hap_local_op;
 
 const char *hap_task_kind_name(hap_task_kind k);   /* "compute", "local", "collective", "update" */
 const char *hap_task_phase_name(hap_task_phase p); /* "fwd", "bwd", "upd" */
-const char *hap_local_op_name(hap_local_op op);    /* "slice", "pad", "keep_once" */
+const char *hap_local_op_name(hap_local_op op);    /* "slice", "pad", "keep_once", "copy" */
 
 typedef struct hap_task {
   const char *name; /* owned by the hap_lowered */
@@ -148,7 +150,8 @@ hap_status hap_lowered_priced_work(hap_lowered *lw, int32_t t, int32_t dev, hap_
 double hap_lowered_elem_bytes(const hap_lowered *lw, int32_t t);
 
 /* A COLLECTIVE task's per-device bytes as priced (n_devices entries, as hap_coll_bytes_of wants
- * them; hap_lowered_priced_work's). */
+ * them; hap_lowered_priced_work's). An all-to-all between two segments' splits of one dim: only
+ * what moves (hap_shard_moved, hap_reshard_spread). */
 hap_status hap_lowered_coll_bytes(hap_lowered *lw, int32_t t, double *per_rank, hap_err *err);
 
 #endif

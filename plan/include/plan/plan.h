@@ -56,7 +56,9 @@ hap_status hap_layout_parse(const char *s, hap_layout *out);
 
 /* A Gather layout is always tied to the ratios of one segment and a granule: device i holds
  * hap_shard_lengths(extent, granule, ratios[segment])[i] of the sharded dim. A step that needs a
- * Gather needs it with that segment and granule; only an all-to-all changes the segment. */
+ * Gather needs it with that segment and granule; only an all-to-all changes the segment. Two
+ * segments whose ratios are identical (hap_plan_same_split) split alike: a Gather under one is the
+ * Gather under the other, and no step changes between them. */
 typedef struct hap_step {
   hap_step_kind kind;
   int32_t segment; /* ratios this step's Gather lengths use (a COMM: those of `to`); COMPUTE: its
@@ -141,6 +143,9 @@ hap_status hap_plan_set_replicas(hap_plan *p, int32_t replicas, hap_err *err);
  * micro-batches that do not divide the batch. */
 hap_status hap_plan_step_graph(const hap_plan *p, const hap_graph *g, hap_graph **out,
                                hap_err *err);
+/* Whether segments a and b split every dim alike: a == b, or both are segments whose ratio rows
+ * are identical (bit for bit). */
+bool hap_plan_same_split(const hap_plan *p, int32_t a, int32_t b);
 /* Append a copy of `step`; HAP_ENOMEM on failure. */
 hap_status hap_plan_add_step(hap_plan *p, const hap_step *step, hap_err *err);
 
