@@ -40,6 +40,11 @@ if(TARGET hap-sim AND TARGET hap-synth)
   add_test(NAME cli_paper_segments
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_paper_segments.sh
                    $<TARGET_FILE:hap-sim>)
-  set_tests_properties(cli_hap_sim cli_hap_synth_policy cli_paper_study_order cli_paper_segments PROPERTIES
+  # hap-synth --compare ranks the strategies as hap-sim does (issue 20)
+  add_test(NAME cli_compare_order
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_compare_order.sh
+                   $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-sim>)
+  set_tests_properties(cli_hap_sim cli_hap_synth_policy cli_paper_study_order cli_paper_segments
+                       cli_compare_order PROPERTIES
                        LABELS cli TIMEOUT 300)
 endif()

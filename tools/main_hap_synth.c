@@ -1,6 +1,7 @@
 /* hap-synth — synthesise a plan (the SPMD program and the sharding ratios) for a model on a
  * cluster, or build a baseline plan in the same form. */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,7 +47,9 @@ static void usage(FILE *f) {
           "                        over D, B samples per micro-batch per replica, sequence\n"
           "                        parallelism on (default) or off\n"
           "  -o, --output FILE     write the plan (hap-plan JSON; '-' = stdout)\n"
-          "      --compare         also build dp-ev, dp-cp and megatron-tp and print the speedups\n"
+          "      --compare         also build dp-ev, dp-cp and megatron-tp; print each plan's "
+          "estimate\n"
+          "                        and simulated time, and hap's speedups by the simulated times\n"
           "      --no-rescore      choose among candidate programs by the synthesizer's own\n"
           "                        estimate instead of simulating them (hap-sim's model)\n"
           "  -e, --explain         print every step: layouts, cost and why\n"
@@ -252,6 +255,23 @@ static void print_table(const opts *o, const hap_plan *p, const hap_graph *g, co
   }
 }
 
+/* --compare: the baselines, and every plan's iteration as hap-sim simulates it (HUGE_VAL without
+ * the simulator: --no-rescore, or a plan it cannot run). Speedups compare the simulated times when
+ * both are known, as hap-sim's do, else the synthesizer's estimates. */
+typedef struct comparison {
+  hap_plan *base[HAP_STRATEGY_COUNT];
+  int n_base;
+  double hap_sim_s;
+  double base_sim_s[HAP_STRATEGY_COUNT];
+} comparison;
+
+/* hap's speedup over baseline i; *simulated says which times it compares. */
+static double speedup_of(const comparison *cmp, const hap_plan *p, int i, bool *simulated) {
+  *simulated = isfinite(cmp->hap_sim_s) && isfinite(cmp->base_sim_s[i]);
+  return *simulated ? cmp->base_sim_s[i] / cmp->hap_sim_s
+                    : cmp->base[i]->predicted_iteration_s / p->predicted_iteration_s;
+}
+
 /* A baseline --compare could not build, and why. */
 typedef struct refusal {
   const char *strategy;
@@ -309,8 +329,7 @@ static void json_policy(hap_jw *w, const opts *o, const hap_plan *p, const hap_c
 
 static void print_json(const opts *o, const hap_plan *p, const hap_cluster *c,
                        const hap_synth_stats *st, const hap_steer_report *rep,
-                       const hap_plan *const *base, int n_base, const refusal *refused,
-                       int n_refused) {
+                       const comparison *cmp, const refusal *refused, int n_refused) {
   hap_jw w;
   hap_jw_init(&w, stdout, 2);
   hap_jw_begin_object(&w);
@@ -318,6 +337,10 @@ static void print_json(const opts *o, const hap_plan *p, const hap_cluster *c,
   hap_jw_str(&w, p->strategy);
   hap_jw_key(&w, "predicted_iteration_s");
   hap_jw_double(&w, p->predicted_iteration_s);
+  if (isfinite(cmp->hap_sim_s)) {
+    hap_jw_key(&w, "simulated_iteration_s");
+    hap_jw_double(&w, cmp->hap_sim_s);
+  }
   hap_jw_key(&w, "steps");
   hap_jw_int(&w, p->n_steps);
   hap_jw_key(&w, "rounds");
@@ -332,14 +355,23 @@ static void print_json(const opts *o, const hap_plan *p, const hap_cluster *c,
     json_policy(&w, o, p, c, rep);
   hap_jw_key(&w, "baselines");
   hap_jw_begin_array(&w);
-  for (int i = 0; i < n_base; i++) {
+  for (int i = 0; i < cmp->n_base; i++) {
+    const hap_plan *b = cmp->base[i];
+    bool simulated;
+    double speedup = speedup_of(cmp, p, i, &simulated);
     hap_jw_begin_object_inline(&w);
     hap_jw_key(&w, "strategy");
-    hap_jw_str(&w, base[i]->strategy);
+    hap_jw_str(&w, b->strategy);
     hap_jw_key(&w, "predicted_iteration_s");
-    hap_jw_double(&w, base[i]->predicted_iteration_s);
-    hap_jw_key(&w, "speedup");
-    hap_jw_double(&w, base[i]->predicted_iteration_s / p->predicted_iteration_s);
+    hap_jw_double(&w, b->predicted_iteration_s);
+    if (isfinite(cmp->base_sim_s[i])) {
+      hap_jw_key(&w, "simulated_iteration_s");
+      hap_jw_double(&w, cmp->base_sim_s[i]);
+    }
+    hap_jw_key(&w, "speedup"); /* simulated where both are, else estimated */
+    hap_jw_double(&w, speedup);
+    hap_jw_key(&w, "speedup_estimated");
+    hap_jw_double(&w, b->predicted_iteration_s / p->predicted_iteration_s);
     hap_jw_end_object(&w);
   }
   hap_jw_end_array(&w);
@@ -388,8 +420,9 @@ static int run(const opts *o) {
   hap_err err = {0};
   hap_graph *g = NULL;
   hap_cluster *c = NULL;
-  hap_plan *plan = NULL, *base[HAP_STRATEGY_COUNT] = {NULL};
-  int n_base = 0, n_refused = 0, rc = 1;
+  hap_plan *plan = NULL;
+  comparison cmp = {.n_base = 0, .hap_sim_s = HUGE_VAL};
+  int n_refused = 0, rc = 1;
   refusal refused[HAP_STRATEGY_COUNT];
   hap_layout_search layouts = {.best = -1};
   if (hap_model_load(o->model, &g, &err) != HAP_OK ||
@@ -428,13 +461,18 @@ static int run(const opts *o) {
   if (s != HAP_OK)
     goto out;
   if (o->compare && o->strategy == HAP_STRATEGY_HAP) {
+    if (!o->no_rescore)
+      cmp.hap_sim_s = hap_plan_sim_rescore(NULL, plan, g, c);
     for (int k = HAP_STRATEGY_DP_EV; k <= HAP_STRATEGY_MEGATRON_TP; k++) {
       hap_synth_options bo = {
           .strategy = (hap_strategy)k, .memory_limit_bytes = o->memory_limit, .policy = o->policy};
       hap_synth_stats bs;
       hap_err berr = {0};
-      if (hap_synthesize_steered(g, c, &bo, o->forced, &base[n_base], &bs, NULL, &berr) == HAP_OK) {
-        n_base++;
+      if (hap_synthesize_steered(g, c, &bo, o->forced, &cmp.base[cmp.n_base], &bs, NULL, &berr) ==
+          HAP_OK) {
+        cmp.base_sim_s[cmp.n_base] =
+            o->no_rescore ? HUGE_VAL : hap_plan_sim_rescore(NULL, cmp.base[cmp.n_base], g, c);
+        cmp.n_base++;
         continue;
       }
       refused[n_refused].strategy = hap_strategy_name((hap_strategy)k);
@@ -453,15 +491,25 @@ static int run(const opts *o) {
   bool plan_on_stdout = o->output != NULL && strcmp(o->output, "-") == 0;
   if (!o->quiet && !plan_on_stdout) {
     if (o->format == HAP_FORMAT_JSON) {
-      print_json(o, plan, c, &st, &rep, (const hap_plan *const *)base, n_base, refused, n_refused);
+      print_json(o, plan, c, &st, &rep, &cmp, refused, n_refused);
     } else {
       print_table(o, plan, g, c, &st, &rep);
-      for (int i = 0; i < n_base; i++) {
+      if (cmp.n_base > 0 && isfinite(cmp.hap_sim_s))
+        printf("simulated   %.6f s per iteration (hap-sim, overlap included: the speedups below "
+               "compare simulated times)\n",
+               cmp.hap_sim_s);
+      for (int i = 0; i < cmp.n_base; i++) {
+        const hap_plan *b = cmp.base[i];
         char pb[160];
-        printf("vs %-8s %.6f s: %.2fx speedup", base[i]->strategy, base[i]->predicted_iteration_s,
-               base[i]->predicted_iteration_s / plan->predicted_iteration_s);
-        if (!hap_policy_equal(&base[i]->policy, &plan->policy))
-          printf(" (policy %s)", hap_policy_brief(&base[i]->policy, pb, sizeof pb));
+        bool simulated;
+        double speedup = speedup_of(&cmp, plan, i, &simulated);
+        if (simulated)
+          printf("vs %-8s %.6f s estimated, %.6f s simulated: %.2fx speedup", b->strategy,
+                 b->predicted_iteration_s, cmp.base_sim_s[i], speedup);
+        else
+          printf("vs %-8s %.6f s: %.2fx speedup", b->strategy, b->predicted_iteration_s, speedup);
+        if (!hap_policy_equal(&b->policy, &plan->policy))
+          printf(" (policy %s)", hap_policy_brief(&b->policy, pb, sizeof pb));
         printf("\n");
       }
     }
@@ -472,8 +520,8 @@ out:
     hap_cli_error(prog, &err);
   hap_plan_destroy(plan);
   hap_layouts_free(&layouts);
-  for (int i = 0; i < n_base; i++)
-    hap_plan_destroy(base[i]);
+  for (int i = 0; i < cmp.n_base; i++)
+    hap_plan_destroy(cmp.base[i]);
   hap_cluster_destroy(c);
   hap_graph_destroy(g);
   return rc;
