@@ -2,6 +2,7 @@
  * the user left free are changed, cheapest first, until a plan fits. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -85,6 +86,42 @@ static void describe(const hap_synth_stats *s, const hap_cluster *c, const hap_t
               hap_fmt_bytes(total - s->leanest_limit, over, sizeof over), parts, verdict);
 }
 
+/* hap under a limit that steered its policy: the baselines steer on their own and may land on
+ * another policy (dp-cp on more micro-batches, say) that the simulator finds faster. With a
+ * re-scoring hook, their steered plans are offered to it too, so hap is never slower than a
+ * baseline it could have been; a winner is renamed hap and its policy reported as chosen. */
+static void offer_steered_baselines(const hap_graph *g, const hap_cluster *c,
+                                    const hap_synth_options *o, uint32_t forced, hap_plan **out,
+                                    hap_steer_report *rep) {
+  if (o->rescore == NULL)
+    return;
+  double best = o->rescore(o->rescore_ctx, *out, g, c);
+  for (int b = HAP_STRATEGY_DP_EV; b <= HAP_STRATEGY_DP_CP; b++) {
+    hap_synth_options bo = *o;
+    bo.strategy = (hap_strategy)b;
+    bo.rescore = NULL;
+    bo.progress = NULL;
+    hap_plan *bp = NULL;
+    hap_steer_report brep;
+    hap_err berr = {0};
+    if (hap_synthesize_steered(g, c, &bo, forced, &bp, NULL, &brep, &berr) != HAP_OK)
+      continue; /* it does not fit either */
+    double score = o->rescore(o->rescore_ctx, bp, g, c);
+    char *name = score < best ? strdup(hap_strategy_name(HAP_STRATEGY_HAP)) : NULL;
+    if (name == NULL) {
+      hap_plan_destroy(bp);
+      continue;
+    }
+    free(bp->strategy);
+    bp->strategy = name;
+    best = score;
+    hap_plan_destroy(*out);
+    *out = bp;
+    rep->chosen = brep.chosen;
+    rep->tried += brep.tried;
+  }
+}
+
 hap_status hap_synthesize_steered(const hap_graph *g, const hap_cluster *c,
                                   const hap_synth_options *o, uint32_t forced, hap_plan **out,
                                   hap_synth_stats *stats, hap_steer_report *report, hap_err *err) {
@@ -140,6 +177,9 @@ hap_status hap_synthesize_steered(const hap_graph *g, const hap_cluster *c,
     *err = e; /* anything else stops the search */
     break;
   }
+  if (st == HAP_OK && rep.steered && o != NULL && o->strategy == HAP_STRATEGY_HAP &&
+      !total.interrupted)
+    offer_steered_baselines(g, c, o, forced, out, &rep);
   total.seconds = now_s() - t0;
   rep.seconds = total.seconds;
   if (st != HAP_OK && total.over_bound) {

@@ -41,17 +41,18 @@ if(TARGET hap-sim AND TARGET hap-synth)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_paper_segments.sh
                    $<TARGET_FILE:hap-sim>)
   # hap-synth --compare ranks the strategies as hap-sim does (issue 20)
+  # (the sanitizer build runs the quick modes: the mlp cases, no steered point)
+  set(HAP_CLI_MODE all)
+  if(HAP_SANITIZE)
+    set(HAP_CLI_MODE quick)
+  endif()
   add_test(NAME cli_compare_order
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_compare_order.sh
-                   $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-sim>)
+                   $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-sim> ${HAP_CLI_MODE})
   # a memory limit under which any baseline fits gets a hap plan that fits (issue 20)
-  set(HAP_MEMFIT_MODE all)
-  if(HAP_SANITIZE)
-    set(HAP_MEMFIT_MODE quick)
-  endif()
   add_test(NAME cli_memory_limit_fits
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_memory_limit_fits.sh
-                   $<TARGET_FILE:hap-synth> ${HAP_MEMFIT_MODE})
+                   $<TARGET_FILE:hap-synth> ${HAP_CLI_MODE})
   set_tests_properties(cli_hap_sim cli_hap_synth_policy cli_paper_study_order cli_paper_segments
                        cli_compare_order cli_memory_limit_fits PROPERTIES
                        LABELS cli TIMEOUT 300)
