@@ -977,6 +977,28 @@ hap_status hap_plan_file_specs(const char *path, hap_plan_specs *out, hap_err *e
   return st;
 }
 
+hap_status hap_plan_default_specs(const char *path, const char **model, const char **cluster,
+                                  const char *model_hint, const char *cluster_hint,
+                                  hap_plan_specs *specs, hap_err *err) {
+  *specs = (hap_plan_specs){0};
+  if (*model != NULL && *cluster != NULL)
+    return HAP_OK;
+  HAP_TRY(hap_plan_file_specs(path, specs, err));
+  bool no_model = *model == NULL && specs->model == NULL;
+  if (no_model || (*cluster == NULL && specs->cluster == NULL)) {
+    hap_plan_specs_free(specs);
+    return hap_err_set(err, HAP_EINVAL,
+                       "%s: the plan does not record its %s (made by an older hap-synth, or "
+                       "edited): give %s",
+                       path, no_model ? "model" : "cluster", no_model ? model_hint : cluster_hint);
+  }
+  if (*model == NULL)
+    *model = specs->model;
+  if (*cluster == NULL)
+    *cluster = specs->cluster;
+  return HAP_OK;
+}
+
 /* ---- writer --------------------------------------------------------------------------------- */
 
 static void write_layout(hap_jw *w, hap_layout l) {

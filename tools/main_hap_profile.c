@@ -482,11 +482,10 @@ static int cmd_measure(int *argc, char ***argv, const measure_opts *o, const cha
     return measure(argc, argv, o, out);
   hap_plan_specs specs = {0};
   hap_err err = {0};
-  if (hap_plan_file_specs(o->plan, &specs, &err) != HAP_OK)
-    return hap_report_usage(prog, -1, "--plan %s", err.msg);
   measure_opts mo = *o;
-  mo.model = mo.model != NULL ? mo.model : specs.model;
-  mo.cluster = mo.cluster != NULL ? mo.cluster : specs.cluster;
+  if (hap_plan_default_specs(o->plan, &mo.model, &mo.cluster, "--model", "--cluster", &specs,
+                             &err) != HAP_OK)
+    return hap_report_usage(prog, -1, "--plan %s", err.msg);
   int rc = measure(argc, argv, &mo, out);
   hap_plan_specs_free(&specs);
   return rc;
@@ -504,11 +503,6 @@ static int measure(int *argc, char ***argv, const measure_opts *o, const char *o
                             o->backend);
   if (out == NULL)
     return hap_report_usage(prog, -1, "measure needs -o OUT (the profile to write)");
-  if (o->plan != NULL && (o->model == NULL || o->cluster == NULL))
-    return hap_report_usage(prog, -1,
-                            "--plan %s records no %s: give --model and --cluster (the plan's "
-                            "model and cluster)",
-                            o->plan, o->model == NULL ? "model" : "cluster");
   if (o->plan == NULL && (o->model != NULL || o->cluster != NULL))
     return hap_report_usage(prog, -1, "--model and --cluster go with --plan");
   if (o->kernel_timing != NULL && o->plan == NULL)

@@ -967,26 +967,6 @@ out_quiet:
   return rc;
 }
 
-/* --model and --cluster default to the specs the plan records (o's pointers then into *specs). */
-static hap_status default_specs(opts *o, hap_plan_specs *specs, hap_err *err) {
-  if (o->model != NULL && o->cluster != NULL)
-    return HAP_OK;
-  HAP_TRY(hap_plan_file_specs(o->plan, specs, err));
-  const char *none = o->model == NULL && specs->model == NULL       ? "model"
-                     : o->cluster == NULL && specs->cluster == NULL ? "cluster"
-                                                                    : NULL;
-  if (none != NULL)
-    return hap_err_set(err, HAP_EINVAL,
-                       "%s: the plan does not record its %s (made by an older hap-synth, or "
-                       "edited): give --%s",
-                       o->plan, none, none);
-  if (o->model == NULL)
-    o->model = specs->model;
-  if (o->cluster == NULL)
-    o->cluster = specs->cluster;
-  return HAP_OK;
-}
-
 /* Load the model, the cluster and the plan, and run it: a one-stage plan (hap-plan 1.x, or 2.x
  * with one stage over every device) as an SPMD program, else as a pipeline. */
 static int start(opts *o, hap_comm *comm) {
@@ -995,7 +975,9 @@ static int start(opts *o, hap_comm *comm) {
   hap_cluster *c = NULL;
   hap_pipeline *pl = NULL;
   hap_plan_specs specs = {0};
-  hap_status st = default_specs(o, &specs, &err);
+  hap_status st = o->plan != NULL ? hap_plan_default_specs(o->plan, &o->model, &o->cluster,
+                                                           "--model", "--cluster", &specs, &err)
+                                  : HAP_OK;
   if (st == HAP_OK && (st = hap_model_load(o->model, &g, &err)) == HAP_OK &&
       (st = hap_cluster_open(o->cluster, &c, &err)) == HAP_OK)
     st = hap_pipeline_read_file(o->plan, g, c, &pl, &err);

@@ -890,20 +890,13 @@ int main(int argc, char **argv) {
   /* --plan without MODEL or --cluster: the ones hap-synth recorded in the plan */
   hap_plan_specs specs = {0};
   if (o.plan != NULL && (optind == argc || !cluster_given)) {
-    if (hap_plan_file_specs(o.plan, &specs, &err) != HAP_OK)
+    const char *model = optind == argc ? NULL : o.model;
+    const char *cluster = cluster_given ? o.cluster : NULL;
+    if (hap_plan_default_specs(o.plan, &model, &cluster, "MODEL", "--cluster", &specs, &err) !=
+        HAP_OK)
       return hap_report_usage(prog, -1, "%s", err.msg);
-    const char *none = optind == argc && specs.model == NULL     ? "model (give MODEL)"
-                       : !cluster_given && specs.cluster == NULL ? "cluster (give --cluster)"
-                                                                 : NULL;
-    if (none != NULL) {
-      hap_plan_specs_free(&specs);
-      return hap_report_usage(prog, -1,
-                              "%s: the plan does not record its %s; it was made by an older "
-                              "hap-synth, or edited",
-                              o.plan, none);
-    }
-    o.model = optind == argc ? specs.model : o.model;
-    o.cluster = cluster_given ? o.cluster : specs.cluster;
+    o.model = model;
+    o.cluster = cluster;
   }
   if (bare) {
     sweeps[n_sweeps++] = DEFAULT_SWEEP;

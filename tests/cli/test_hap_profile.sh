@@ -72,7 +72,7 @@ check measure-plan-missing-says grep -q -- "--plan $tmp/nope.json: cannot open" 
 printf '{"format": "hap-plan", "version": "1.0", "graph": {"name": "mlp", "digest": "%s"}, "cluster": {"name": "cpu-2", "digest": "%s"}}\n' \
   0000000000000000 0000000000000000 >"$tmp/nospec.json"
 expect measure-plan-no-model 2 "$bin" measure --backend cpu --plan "$tmp/nospec.json" -o "$tmp/m.h5"
-check measure-plan-no-model-says grep -q -- "--plan $tmp/nospec.json records no model: give --model and --cluster" "$tmp/err"
+check measure-plan-no-model-says grep -q -- "--plan $tmp/nospec.json: the plan does not record its model (made by an older hap-synth, or edited): give --model" "$tmp/err"
 check measure-plan-no-model-no-file test ! -e "$tmp/m.h5"
 expect measure-model-no-plan 2 "$bin" measure --backend cpu --model mlp -o "$tmp/m.h5"
 says measure-model-no-plan-says "--model and --cluster go with --plan"

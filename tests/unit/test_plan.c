@@ -773,12 +773,30 @@ Test(plan, specs_round_trip) {
   cr_assert_eq(hap_plan_write_file(f.p, f.g, f.c, path, &err), HAP_OK, "%s", err.msg);
   cr_assert_eq(hap_plan_file_specs(path, &specs, &err), HAP_OK, "%s", err.msg);
   cr_assert(specs.model == NULL && specs.cluster == NULL, "no specs recorded: none read");
+  const char *none = NULL, *given = "cpu-2";
+  cr_assert_eq(hap_plan_default_specs(path, &none, &given, "MODEL", "--cluster", &specs, &err),
+               HAP_EINVAL);
+  cr_assert(strstr(err.msg, "the plan does not record its model (made by an older hap-synth, or "
+                            "edited): give MODEL") != NULL,
+            "%s", err.msg);
+  cr_assert(none == NULL && specs.model == NULL && specs.cluster == NULL);
+  err = (hap_err){0};
   cr_assert_eq(hap_plan_specs_set(&f.p->specs, MLP, "cpu-2"), HAP_OK);
   cr_assert_eq(hap_plan_write_file(f.p, f.g, f.c, path, &err), HAP_OK, "%s", err.msg);
   cr_assert_eq(hap_plan_file_specs(path, &specs, &err), HAP_OK, "%s", err.msg);
   cr_assert_str_eq(specs.model, MLP);
   cr_assert_str_eq(specs.cluster, "cpu-2");
   hap_plan_specs_free(&specs);
+  /* a tool's defaults: only what it was not given comes from the plan */
+  const char *model = NULL, *cluster = "mine";
+  cr_assert_eq(hap_plan_default_specs(path, &model, &cluster, "--model", "--cluster", &specs, &err),
+               HAP_OK, "%s", err.msg);
+  cr_assert_str_eq(model, MLP);
+  cr_assert_str_eq(cluster, "mine");
+  hap_plan_specs_free(&specs);
+  cr_assert_eq(hap_plan_default_specs("/nonexistent/plan.json", &model, &cluster, "--model",
+                                      "--cluster", &specs, &err),
+               HAP_OK, "both given: the plan is not read");
   hap_plan *back = NULL;
   cr_assert_eq(hap_plan_read_file(path, f.g, f.c, &back, &err), HAP_OK, "%s", err.msg);
   cr_assert_str_eq(back->specs.model, MLP);

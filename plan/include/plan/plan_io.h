@@ -45,4 +45,14 @@ hap_status hap_plan_read_file(const char *path, const hap_graph *g, const hap_cl
  * a spec that is not a non-empty string, is one error naming the file and the JSON path. */
 hap_status hap_plan_file_specs(const char *path, hap_plan_specs *out, hap_err *err);
 
+/* A tool's model and cluster defaulting to the ones the plan file records: each of *model and
+ * *cluster that is NULL becomes the recorded spec, owned by *specs (free it with
+ * hap_plan_specs_free once they are no longer used; zeroed when nothing was read). A needed spec
+ * the plan does not record is one error: "PATH: the plan does not record its model (made by an
+ * older hap-synth, or edited): give HINT", HINT being model_hint or cluster_hint (the tool's own
+ * option, e.g. "--model"). */
+hap_status hap_plan_default_specs(const char *path, const char **model, const char **cluster,
+                                  const char *model_hint, const char *cluster_hint,
+                                  hap_plan_specs *specs, hap_err *err);
+
 #endif
