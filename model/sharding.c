@@ -644,6 +644,16 @@ hap_status hap_op_local_io(hap_op op, const hap_op_io *full, const hap_variant *
 /* ---- shard lengths ----------------------------------------------------------------------------
  */
 
+bool hap_ratio_rows_same(const double *ratios, int32_t n_segments, int32_t n, int32_t a,
+                         int32_t b) {
+  if (a == b)
+    return true;
+  if (a < 0 || b < 0 || a >= n_segments || b >= n_segments)
+    return false;
+  return memcmp(ratios + (size_t)a * (size_t)n, ratios + (size_t)b * (size_t)n,
+                (size_t)n * sizeof *ratios) == 0;
+}
+
 void hap_shard_moved(const int64_t *from, const int64_t *to, int n, int64_t *moved) {
   int64_t a0 = 0, b0 = 0; /* where device i's part starts under from / to */
   for (int i = 0; i < n; i++) {

@@ -237,12 +237,7 @@ hap_status hap_plan_step_graph(const hap_plan *p, const hap_graph *g, hap_graph 
 }
 
 bool hap_plan_same_split(const hap_plan *p, int32_t a, int32_t b) {
-  if (a == b)
-    return true;
-  if (a < 0 || b < 0 || a >= p->n_segments || b >= p->n_segments)
-    return false;
-  size_t n = (size_t)p->group_size;
-  return memcmp(p->ratios + (size_t)a * n, p->ratios + (size_t)b * n, n * sizeof *p->ratios) == 0;
+  return hap_ratio_rows_same(p->ratios, p->n_segments, p->group_size, a, b);
 }
 
 hap_status hap_plan_add_step(hap_plan *p, const hap_step *step, hap_err *err) {

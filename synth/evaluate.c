@@ -326,12 +326,7 @@ hap_status syn_ctx_init(syn_ctx *x, const hap_graph *g, const hap_cluster *c, ha
 }
 
 bool syn_same_split(const syn_ctx *x, int32_t a, int32_t b) {
-  if (a == b)
-    return true;
-  if (a < 0 || b < 0 || a >= x->n_segments || b >= x->n_segments)
-    return false;
-  size_t n = (size_t)x->n;
-  return memcmp(x->ratios + (size_t)a * n, x->ratios + (size_t)b * n, n * sizeof *x->ratios) == 0;
+  return hap_ratio_rows_same(x->ratios, x->n_segments, x->n, a, b);
 }
 
 const int64_t *syn_lengths(syn_ctx *x, int64_t extent, int64_t granule, int32_t seg) {

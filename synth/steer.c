@@ -2,12 +2,12 @@
  * the user left free are changed, cheapest first, until a plan fits. */
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/cli.h"
 #include "synth/synth.h"
+#include "synth_internal.h"
 
 enum { MAX_CANDIDATES = 32 };
 
@@ -106,19 +106,9 @@ static void offer_steered_baselines(const hap_graph *g, const hap_cluster *c,
     hap_err berr = {0};
     if (hap_synthesize_steered(g, c, &bo, forced, &bp, NULL, &brep, &berr) != HAP_OK)
       continue; /* it does not fit either */
-    double score = o->rescore(o->rescore_ctx, bp, g, c);
-    char *name = score < best ? strdup(hap_strategy_name(HAP_STRATEGY_HAP)) : NULL;
-    if (name == NULL) {
-      hap_plan_destroy(bp);
-      continue;
-    }
-    free(bp->strategy);
-    bp->strategy = name;
-    best = score;
-    hap_plan_destroy(*out);
-    *out = bp;
-    rep->chosen = brep.chosen;
     rep->tried += brep.tried;
+    if (syn_keep_if_faster(out, &best, bp, o->rescore(o->rescore_ctx, bp, g, c)))
+      rep->chosen = brep.chosen;
   }
 }
 

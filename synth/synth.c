@@ -163,6 +163,20 @@ static hap_status replay_fits(syn_ctx *x, const int8_t *prog, double *cost, bool
   return st;
 }
 
+bool syn_keep_if_faster(hap_plan **plan, double *best, hap_plan *cand, double score) {
+  char *name = score < *best ? strdup(hap_strategy_name(HAP_STRATEGY_HAP)) : NULL;
+  if (name == NULL) {
+    hap_plan_destroy(cand);
+    return false;
+  }
+  free(cand->strategy);
+  cand->strategy = name;
+  *best = score;
+  hap_plan_destroy(*plan);
+  *plan = cand;
+  return true;
+}
+
 /* Segment by segment, in order: take row s of lp_ratios into best_ratios where the program then
  * costs less and still fits (*best, *improved updated). The ratios installed in x on return are
  * best_ratios. */
@@ -489,17 +503,7 @@ hap_status syn_synthesize_replica_program(const hap_graph *g, const hap_cluster 
         continue; /* e.g. it does not fit in memory */
       stats->states_expanded += bs.states_expanded;
       stats->states_generated += bs.states_generated;
-      double score = o->rescore(o->rescore_ctx, bp, g, c);
-      char *name = score < best_score ? strdup(hap_strategy_name(HAP_STRATEGY_HAP)) : NULL;
-      if (name == NULL) {
-        hap_plan_destroy(bp);
-        continue;
-      }
-      free(bp->strategy);
-      bp->strategy = name;
-      best_score = score;
-      hap_plan_destroy(plan);
-      plan = bp;
+      syn_keep_if_faster(&plan, &best_score, bp, o->rescore(o->rescore_ctx, bp, g, c));
     }
   }
   if (plan == NULL) {

@@ -127,6 +127,11 @@ hap_status syn_ctx_set_policy(syn_ctx *x, const hap_train_policy *pol, int32_t r
 /* Install ratios ([n_segments][n]) and re-price every node's variants. */
 hap_status syn_set_ratios(syn_ctx *x, const double *ratios, hap_err *err);
 
+/* A baseline's plan offered to hap (re-scored by the hook): when `score` beats *best, it replaces
+ * *plan (destroyed), renamed "hap", and *best becomes score; otherwise it is destroyed. Returns
+ * whether it was kept (false also when out of memory). */
+bool syn_keep_if_faster(hap_plan **plan, double *best, hap_plan *cand, double score);
+
 /* Whether segments a and b have identical ratios (hap_plan_same_split under the current ratios):
  * a Gather under one is then the Gather under the other. */
 bool syn_same_split(const syn_ctx *x, int32_t a, int32_t b);

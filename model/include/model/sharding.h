@@ -83,6 +83,10 @@ hap_status hap_shard_lengths(int64_t len, int64_t granule, const double *ratios,
  * own part stays put). All zero when the splits are equal. */
 void hap_shard_moved(const int64_t *from, const int64_t *to, int n, int64_t *moved);
 
+/* Whether segments a and b of `ratios` ([n_segments][n]) split alike: a == b, or both are
+ * segments whose rows are identical bit for bit (so every dim gets the same lengths). */
+bool hap_ratio_rows_same(const double *ratios, int32_t n_segments, int32_t n, int32_t a, int32_t b);
+
 /* hap_shard_lengths under fixed ratios, computed once per (extent, granule, segment) and kept:
  * the lowering and the synthesizer ask for the same few lengths again and again.
  * Ownership: the cache borrows `ratios` ([n_segments][n]); its caller keeps them alive and calls
