@@ -6,8 +6,12 @@
  *                                        (slope: the device's time for the whole extent, taken
  *                                        from its cost at the current shard, so GEMM-rate effects
  *                                        are linearised around the current ratios)
- *   padded collective (ring):            t_j >= c0 + c1 * S * r[s][i]          for every device i
+ *   padded collective (ring), and an all-to-all from one layout to another:
+ *                                        t_j >= c0 + c1 * S * r[s][i]          for every device i
  *   grouped collective:                  t_j >= c0 + c1 * S * (1 - m_s),  m_s <= r[s][i]
+ *   a Gather crossing from segment s to t (an all-to-all between them, or a Gather they share
+ *   while their ratios agree): u >= +-c1 * S * sum_{j<k} (r[s][j] - r[t][j]) at every boundary k
+ *                                        where the device class changes (crossing_rows)
  *   anything else:                       t_j >= its current time (a constant)
  * and sum_i r[s][i] = 1, and for every device class its memory (parameters twice, everything kept
  * for the backward pass once; a Gather's share is r[s][class] of the tensor) within its limit.
@@ -18,7 +22,8 @@
  * depend on the ratios (constant rows only) add a constant, no variable: the optimum is the same,
  * and the LP grows with the distinct steps, not with the layers (the simplex is superlinear in its
  * size). The alternation in synth.c re-prices the program exactly (integer shard lengths) under the
- * new ratios and keeps them only if the program got cheaper. */
+ * new ratios and keeps them only if the program got cheaper (else tries each segment's row alone).
+ */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
