@@ -38,6 +38,18 @@ static bool same_spec(const hap_device *a, const hap_device *b) {
          b->n_kernels == 0;
 }
 
+/* A short time for a narrow column: "23ns", "5.0us", "1.25ms" (a launch overhead of tens of
+ * nanoseconds is not "0.0us"). */
+static const char *short_time(double s, char *buf, size_t len) {
+  if (s < 1e-6)
+    snprintf(buf, len, "%.0fns", s * 1e9);
+  else if (s < 1e-3)
+    snprintf(buf, len, "%.1fus", s * 1e6);
+  else
+    snprintf(buf, len, "%.2fms", s * 1e3);
+  return buf;
+}
+
 static void print_devices(FILE *f, const hap_cluster *c) {
   fprintf(f, "\n%-20s %5s  %-16s %11s %11s %9s %10s %10s %7s %6s %7s\n", "devices", "count",
           "model", "fp32 TFLOP/s", "fp16 TFLOP/s", "memory", "mem GB/s", "upd GB/s", "launch",
@@ -53,10 +65,11 @@ static void print_devices(FILE *f, const hap_cluster *c) {
     char upd[32] = "-"; /* not measured: updates are priced at mem GB/s */
     if (d->update_bw_Bps > 0)
       snprintf(upd, sizeof upd, "%.1f", d->update_bw_Bps / 1e9);
-    fprintf(f, "%-20s %5d  %-16s %11.3f %11.3f %9s %10.1f %10s %5.1fus %6d %7d\n", first, j - i,
+    char launch[32];
+    fprintf(f, "%-20s %5d  %-16s %11.3f %11.3f %9s %10.1f %10s %7s %6d %7d\n", first, j - i,
             d->model, d->sustained_flops[HAP_F32] / 1e12, d->sustained_flops[HAP_F16] / 1e12,
             hap_fmt_bytes(d->memory_bytes, mem, sizeof mem), d->memory_bw_Bps / 1e9, upd,
-            d->launch_s * 1e6, d->n_gemm, d->n_kernels);
+            short_time(d->launch_s, launch, sizeof launch), d->n_gemm, d->n_kernels);
     i = j;
   }
   fprintf(f, "(FLOP/s are sustained rates that large GEMMs reach.)\n");

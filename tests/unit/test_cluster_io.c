@@ -13,6 +13,7 @@
 #include "base/fileio.h"
 #include "cluster/cluster.h"
 #include "cluster/cluster_io.h"
+#include "cluster/cluster_show.h"
 #include "cluster/presets.h"
 
 #define GOOD_DIR      HAP_TEST_DATA "/clusters/good"
@@ -873,4 +874,27 @@ Test(cluster_io, status_codes_and_labels) {
   hap_err_clear(&err);
   cr_assert_eq(from_string_err("{}", "bogus", &err), HAP_EINVAL);
   cr_assert_str_eq(err.msg, "mem: parameter 'bogus' is not of the form key=value");
+}
+
+/* hap-profile show's device table: a launch overhead in the unit that shows it (a measured 23 ns
+ * once printed as "0.0us"). */
+Test(show, launch_overhead_in_its_unit) {
+  use_repo_datasets();
+  hap_cluster *c = load("paper-hetero:gpus_per_host=1,hosts=1");
+  const double launch[3] = {23e-9, 5e-6, 1.25e-3};
+  const char *want[3] = {" 23ns ", " 5.0us ", " 1.25ms "};
+  for (int k = 0; k < 3; k++) {
+    for (int32_t d = 0; d < c->n_devices; d++)
+      c->devices[d].launch_s = launch[k];
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_not_null(f);
+    hap_cluster_show_table(f, c, "test");
+    fclose(f);
+    cr_assert(strstr(text, want[k]) != NULL, "no '%s' in:\n%s", want[k], text);
+    cr_assert(strstr(text, "0.0us") == NULL, "%s", text);
+    free(text);
+  }
+  hap_cluster_destroy(c);
 }

@@ -1,6 +1,7 @@
 /* cluster_show.h — a cluster printed for `hap-profile show`: a table of hosts and links, devices
  * (identical devices as one row) and collective fits, or the same as JSON. Units in the table:
- * GB/s, us, TFLOP/s; in JSON: bytes/s, s, FLOP/s. */
+ * GB/s, us, TFLOP/s (a device's launch overhead in ns, us or ms, whichever shows it); in JSON:
+ * bytes/s, s, FLOP/s. */
 #ifndef HAP_CLUSTER_SHOW_H
 #define HAP_CLUSTER_SHOW_H
 
