@@ -103,6 +103,13 @@ hap_status hap_atomic_open(hap_atomic_file *af, const char *path, hap_err *err) 
   return HAP_OK;
 }
 
+hap_status hap_atomic_probe(const char *path, hap_err *err) {
+  hap_atomic_file af;
+  HAP_TRY(hap_atomic_open(&af, path, err));
+  hap_atomic_abort(&af);
+  return HAP_OK;
+}
+
 /* fsync the directory holding `path` so the rename itself is durable (best effort). */
 static void sync_dir(const char *path) {
   char dir[sizeof((hap_atomic_file *)0)->path];

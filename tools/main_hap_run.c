@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/cli.h"
+#include "base/fileio.h"
 #include "base/json_write.h"
 #include "exec/clock.h"
 #include "exec/comm_mpi.h"
@@ -978,6 +979,9 @@ static int start(opts *o, hap_comm *comm) {
   hap_status st = o->plan != NULL ? hap_plan_default_specs(o->plan, &o->model, &o->cluster,
                                                            "--model", "--cluster", &specs, &err)
                                   : HAP_OK;
+  /* an unwritable --trace is refused now, not after the whole run (rank 0 writes it) */
+  if (st == HAP_OK && o->trace != NULL && comm->rank == 0)
+    st = hap_atomic_probe(o->trace, &err);
   if (st == HAP_OK && (st = hap_model_load(o->model, &g, &err)) == HAP_OK &&
       (st = hap_cluster_open(o->cluster, &c, &err)) == HAP_OK)
     st = hap_pipeline_read_file(o->plan, g, c, &pl, &err);

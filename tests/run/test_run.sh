@@ -51,6 +51,11 @@ expect graph-file 0 "${mpi[@]}" "$run" "$tmp/gplan.json" -n 1 -w 0
   { echo "hap-model export failed"; exit 1; }
 expect graph-file-changed 1 "${mpi[@]}" "$run" "$tmp/gplan.json" -n 1 -w 0
 check graph-file-changed-msg grep -q "gplan.json: graph: made for graph 'bert-base' digest [0-9a-f]*, this graph 'bert-base' has digest [0-9a-f]*; re-run hap-synth" "$tmp/err"
+# an unwritable --trace is refused before the run, in one line naming it (no iteration ran)
+expect trace-unwritable 1 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 -n 1 -w 0 \
+  -t "$tmp/no/such/dir/t.json"
+check trace-unwritable-msg grep -q "rank 0: $tmp/no/such/dir/t.json: cannot create a temporary file next to it" "$tmp/err"
+check trace-unwritable-before-run bash -c "! grep -q '^iteration' '$tmp/out'"
 expect bad-iters 2 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 --iters x
 expect bad-backend 2 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 --backend nosuch
 check bad-backend-msg grep -q "unknown backend 'nosuch' (expected cpu or cuda)" "$tmp/err"

@@ -638,6 +638,15 @@ Test(fileio, write_into_missing_directory_fails_cleanly) {
   cr_assert_not_null(strstr(err.msg, p), "%s", err.msg);
   hap_atomic_abort(&af); /* harmless after a failed open */
   cr_assert_eq(count_entries(dir), 0);
+  /* the probe says the same before any work, and leaves nothing behind either way */
+  hap_err_clear(&err);
+  cr_assert_eq(hap_atomic_probe(p, &err), HAP_EIO);
+  cr_assert_not_null(strstr(err.msg, p), "%s", err.msg);
+  char *ok = path_in(dir, "ok.json");
+  hap_err_clear(&err);
+  cr_assert_eq(hap_atomic_probe(ok, &err), HAP_OK, "%s", err.msg);
+  cr_assert_eq(count_entries(dir), 0, "the probe's temporary is gone");
+  free(ok);
   hap_graph_destroy(g);
   rmdir(dir);
   free(p);

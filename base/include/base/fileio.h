@@ -24,5 +24,9 @@ hap_status hap_atomic_open(hap_atomic_file *af, const char *path, hap_err *err);
 hap_status hap_atomic_commit(hap_atomic_file *af, hap_err *err);
 /* Close and remove the temporary. Safe to call after a failed commit. */
 void hap_atomic_abort(hap_atomic_file *af);
+/* Whether `path` can be written as hap_atomic_open will write it (its temporary created and
+ * removed at once): for a long job to refuse an unwritable output before it starts rather than
+ * after. The error is hap_atomic_open's. */
+hap_status hap_atomic_probe(const char *path, hap_err *err);
 
 #endif
