@@ -738,9 +738,13 @@ double hap_lowered_elem_bytes(const hap_lowered *lw, int32_t t) {
 /* Whether task k re-shards one dim between two segments' splits; if so, moved[] (group_size
  * entries) gets what each rank of a group sends or receives of graph g's tensor, the larger,
  * bytes (hap_shard_moved). */
+static bool is_reshard(const hap_task *k) {
+  return k->kind == HAP_TASK_COLLECTIVE && k->coll == HAP_COLL_ALL_TO_ALL && k->from >= 0 &&
+         k->from == k->to && k->from_segment != k->to_segment;
+}
+
 static bool reshard_moved(hap_lowered *lw, const hap_graph *g, const hap_task *k, double *moved) {
-  if (k->kind != HAP_TASK_COLLECTIVE || k->coll != HAP_COLL_ALL_TO_ALL || k->from < 0 ||
-      k->from != k->to || k->from_segment == k->to_segment)
+  if (!is_reshard(k))
     return false;
   const hap_tensor *ten = &g->tensors[k->tensor];
   int64_t extent = ten->shape.dims[k->from];
@@ -865,12 +869,16 @@ static hap_status work(hap_lowered *lw, int32_t t, int32_t dev, bool priced, hap
     return HAP_OK;
   case HAP_TASK_COLLECTIVE: {
     bool use_to = k->coll == HAP_COLL_REDUCE_SCATTER || k->coll == HAP_COLL_ALL_REDUCE;
-    double *moved = malloc((size_t)lw->group_size * sizeof *moved);
-    if (moved == NULL)
-      return hap_err_set(err, HAP_ENOMEM, "out of memory pricing task '%s'", k->name);
-    bool reshard = reshard_moved(lw, g, k, moved);
-    double mine = reshard ? moved[dev % lw->group_size] : 0;
-    free(moved);
+    bool reshard = false;
+    double mine = 0;
+    if (is_reshard(k)) { /* the other collectives allocate nothing here */
+      double *moved = malloc((size_t)lw->group_size * sizeof *moved);
+      if (moved == NULL)
+        return hap_err_set(err, HAP_ENOMEM, "out of memory pricing task '%s'", k->name);
+      reshard = reshard_moved(lw, g, k, moved);
+      mine = reshard ? moved[dev % lw->group_size] : 0;
+      free(moved);
+    }
     out->bytes = reshard ? mine
                  : flat_zero(lw, k, priced)
                      ? held_bytes(lw, g, k->tensor, -1, -1, 1, dev) / lw->group_size

@@ -97,10 +97,7 @@ static void offer_steered_baselines(const hap_graph *g, const hap_cluster *c,
     return;
   double best = o->rescore(o->rescore_ctx, *out, g, c);
   for (int b = HAP_STRATEGY_DP_EV; b <= HAP_STRATEGY_DP_CP; b++) {
-    hap_synth_options bo = *o;
-    bo.strategy = (hap_strategy)b;
-    bo.rescore = NULL;
-    bo.progress = NULL;
+    hap_synth_options bo = syn_baseline_options(o, (hap_strategy)b);
     hap_plan *bp = NULL;
     hap_steer_report brep;
     hap_err berr = {0};

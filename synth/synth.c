@@ -163,6 +163,14 @@ static hap_status replay_fits(syn_ctx *x, const int8_t *prog, double *cost, bool
   return st;
 }
 
+hap_synth_options syn_baseline_options(const hap_synth_options *o, hap_strategy b) {
+  hap_synth_options bo = *o;
+  bo.strategy = b;
+  bo.rescore = NULL;
+  bo.progress = NULL;
+  return bo;
+}
+
 bool syn_keep_if_faster(hap_plan **plan, double *best, hap_plan *cand, double score) {
   char *name = score < *best ? strdup(hap_strategy_name(HAP_STRATEGY_HAP)) : NULL;
   if (name == NULL) {
@@ -492,10 +500,7 @@ hap_status syn_synthesize_replica_program(const hap_graph *g, const hap_cluster 
   if (plan != NULL && strategy == HAP_STRATEGY_HAP && o != NULL && o->rescore != NULL &&
       !stats->interrupted) {
     for (int b = HAP_STRATEGY_DP_EV; b <= HAP_STRATEGY_DP_CP; b++) {
-      hap_synth_options bo = *o;
-      bo.strategy = (hap_strategy)b;
-      bo.rescore = NULL;
-      bo.progress = NULL;
+      hap_synth_options bo = syn_baseline_options(o, (hap_strategy)b);
       hap_plan *bp = NULL;
       hap_synth_stats bs;
       hap_err berr = {0};

@@ -127,6 +127,9 @@ hap_status syn_ctx_set_policy(syn_ctx *x, const hap_train_policy *pol, int32_t r
 /* Install ratios ([n_segments][n]) and re-price every node's variants. */
 hap_status syn_set_ratios(syn_ctx *x, const double *ratios, hap_err *err);
 
+/* o for baseline strategy b, offered to hap: no re-scoring hook, no progress. */
+hap_synth_options syn_baseline_options(const hap_synth_options *o, hap_strategy b);
+
 /* A baseline's plan offered to hap (re-scored by the hook): when `score` beats *best, it replaces
  * *plan (destroyed), renamed "hap", and *best becomes score; otherwise it is destroyed. Returns
  * whether it was kept (false also when out of memory). */
