@@ -1,6 +1,6 @@
 /* kernels_run.c — kernel programs on a GPU (kernels_run.h): the program is built in C (kx.c), each
  * non-GEMM pass is one launch of kernels_run.cu's body kernel, GEMM passes are cuBLAS calls, all
- * on one stream between two cudaEvents. Never run on a GPU yet: compiled only. */
+ * on one stream between two cudaEvents. Every copy is on that stream too. */
 #include "kx/kernels_run.h"
 
 #include <cublas_v2.h>
@@ -121,12 +121,19 @@ static hap_status ensure(hap_cuda_kernels *k, int slot, size_t bytes, void **p, 
   return HAP_OK;
 }
 
-static int64_t sel_of(int32_t sel, int64_t t, int64_t ia, int64_t ib) {
-  return sel == 1 ? ia : sel == 2 ? ib : t;
+/* Device to host on the kernels' stream; the host buffer is complete on return. */
+static hap_status download(hap_cuda_kernels *k, void *host, const void *dev, size_t bytes,
+                           hap_err *err) {
+  if (host == NULL || dev == NULL || bytes == 0)
+    return HAP_OK;
+  HAP_TRY(cuda_check(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, k->stream),
+                     "cudaMemcpyAsync", err));
+  return cuda_check(cudaStreamSynchronize(k->stream), "cudaStreamSynchronize", err);
 }
 
 /* Row-major C = alpha op(A) op(B) + beta C per batch. cuBLAS is column-major: a row-major X is
- * X^T column-major, so C^T = op(B)^T op(A)^T is gemm(op_b, op_a, n, m, k, B, A). */
+ * X^T column-major, so C^T = op(B)^T op(A)^T is gemm(op_b, op_a, n, m, k, B, A). Runs of batches
+ * along the innermost batch dimension go to one cublasSgemmStridedBatched call. */
 static hap_status run_gemm(hap_cuda_kernels *k, const hap_kx_pass *x, void **s, hap_err *err) {
   if (x->m <= 0 || x->n <= 0)
     return HAP_OK;
@@ -134,12 +141,16 @@ static hap_status run_gemm(hap_cuda_kernels *k, const hap_kx_pass *x, void **s, 
       x->ldc > INT_MAX)
     return hap_err_set(err, HAP_EUNSUPPORTED, "cuda kernels: GEMM %lld x %lld x %lld too large",
                        (long long)x->m, (long long)x->n, (long long)x->k);
-  for (int64_t t = 0; t < x->batches; t++) {
-    int64_t ia, ib;
-    hap_kx_gemm_offsets(x, t, &ia, &ib);
-    const float *a = (const float *)s[x->a] + sel_of(x->a_sel, t, ia, ib) * x->a_st;
-    const float *b = (const float *)s[x->b] + sel_of(x->b_sel, t, ia, ib) * x->b_st;
-    float *c = (float *)s[x->c] + sel_of(x->c_sel, t, ia, ib) * x->c_st;
+  int64_t stride[3] = {0, 0, 0};
+  int64_t run = x->k > 0 ? hap_kx_gemm_run(x, stride) : 1;
+  if (run > INT_MAX)
+    run = 1;
+  for (int64_t t = 0; t < x->batches; t += run) {
+    int64_t off[3];
+    hap_kx_gemm_operands(x, t, off);
+    const float *a = (const float *)s[x->a] + off[0];
+    const float *b = (const float *)s[x->b] + off[1];
+    float *c = (float *)s[x->c] + off[2];
     if (x->k <= 0) { /* C = beta C: only beta 0 (overwrite) changes anything; C is contiguous */
       if (x->beta == 0.0f)
         HAP_TRY(
@@ -147,11 +158,19 @@ static hap_status run_gemm(hap_cuda_kernels *k, const hap_kx_pass *x, void **s, 
                        "cudaMemsetAsync", err));
       continue;
     }
-    HAP_TRY(
-        blas_check(cublasSgemm(k->blas, x->tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                               x->ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)x->n, (int)x->m, (int)x->k,
-                               &x->alpha, b, (int)x->ldb, a, (int)x->lda, &x->beta, c, (int)x->ldc),
-                   "cublasSgemm", err));
+    cublasOperation_t op_a = x->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t op_b = x->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (run > 1)
+      HAP_TRY(blas_check(cublasSgemmStridedBatched(k->blas, op_b, op_a, (int)x->n, (int)x->m,
+                                                   (int)x->k, &x->alpha, b, (int)x->ldb, stride[1],
+                                                   a, (int)x->lda, stride[0], &x->beta, c,
+                                                   (int)x->ldc, stride[2], (int)run),
+                         "cublasSgemmStridedBatched", err));
+    else
+      HAP_TRY(
+          blas_check(cublasSgemm(k->blas, op_b, op_a, (int)x->n, (int)x->m, (int)x->k, &x->alpha, b,
+                                 (int)x->ldb, a, (int)x->lda, &x->beta, c, (int)x->ldc),
+                     "cublasSgemm", err));
   }
   return HAP_OK;
 }
@@ -189,18 +208,16 @@ static hap_status run_prog(hap_cuda_kernels *k, const hap_kx_prog *p, void **slo
   if (!p->uses_flag)
     return HAP_OK;
   int64_t flag = INT64_MAX, value = 0;
-  HAP_TRY(cuda_check(cudaMemcpy(&flag, k->flag, sizeof flag, cudaMemcpyDeviceToHost), "cudaMemcpy",
-                     err));
+  HAP_TRY(download(k, &flag, k->flag, sizeof flag, err));
   if (flag == INT64_MAX)
     return HAP_OK;
   const char *at = (const char *)slots[p->index_slot] + flag * p->index_bytes;
   if (p->index_bytes == 4) {
     int32_t v = 0;
-    HAP_TRY(cuda_check(cudaMemcpy(&v, at, sizeof v, cudaMemcpyDeviceToHost), "cudaMemcpy", err));
+    HAP_TRY(download(k, &v, at, sizeof v, err));
     value = v;
   } else {
-    HAP_TRY(cuda_check(cudaMemcpy(&value, at, sizeof value, cudaMemcpyDeviceToHost), "cudaMemcpy",
-                       err));
+    HAP_TRY(download(k, &value, at, sizeof value, err));
   }
   return hap_kx_index_error(p, flag, value, err);
 }
@@ -245,15 +262,13 @@ static hap_status stage(hap_cuda_kernels *k, int slot, const void *host, size_t 
   if (host == NULL)
     return HAP_OK;
   HAP_TRY(ensure(k, slot, bytes, dev, err));
+  /* On the kernels' stream: it is non-blocking, so a plain cudaMemcpy (legacy stream) would not
+   * order the copy before the kernels, and from pageable memory it can return before its DMA ends.
+   */
   if (up && bytes > 0)
-    HAP_TRY(cuda_check(cudaMemcpy(*dev, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy", err));
+    HAP_TRY(cuda_check(cudaMemcpyAsync(*dev, host, bytes, cudaMemcpyHostToDevice, k->stream),
+                       "cudaMemcpyAsync", err));
   return HAP_OK;
-}
-
-static hap_status download(void *host, const void *dev, size_t bytes, hap_err *err) {
-  if (host == NULL || dev == NULL || bytes == 0)
-    return HAP_OK;
-  return cuda_check(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy", err);
 }
 
 hap_status hap_cuda_staged_forward(void *ctx, const hap_kernel_call *c, void *const *out,
@@ -283,7 +298,7 @@ hap_status hap_cuda_staged_forward(void *ctx, const hap_kernel_call *c, void *co
   HAP_TRY(run_prog(k, &p, slots, kernel_s, err));
   t0 = hap_clock_s();
   for (int o = 0; o < io->n_out; o++)
-    HAP_TRY(download(out[o], dev_out[o], bytes_of(&io->out[o], io->out_dtype[o]), err));
+    HAP_TRY(download(k, out[o], dev_out[o], bytes_of(&io->out[o], io->out_dtype[o]), err));
   *staging_s += hap_clock_s() - t0;
   return HAP_OK;
 }
@@ -335,7 +350,7 @@ hap_status hap_cuda_staged_backward(void *ctx, const hap_kernel_call *c, const f
   t0 = hap_clock_s();
   for (int i = 0; i < io->n_in; i++)
     if (own[i])
-      HAP_TRY(download(din[i], dev_din[i], bytes_of(&io->in[i], HAP_F32), err));
+      HAP_TRY(download(k, din[i], dev_din[i], bytes_of(&io->in[i], HAP_F32), err));
   *staging_s += hap_clock_s() - t0;
   return HAP_OK;
 }

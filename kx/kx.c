@@ -557,14 +557,41 @@ static int64_t sel_of(int32_t sel, int64_t t, int64_t ia, int64_t ib) {
   return sel == SEL_A ? ia : sel == SEL_B ? ib : t;
 }
 
+void hap_kx_gemm_operands(const hap_kx_pass *p, int64_t t, int64_t off[3]) {
+  int64_t ia, ib;
+  hap_kx_gemm_offsets(p, t, &ia, &ib);
+  off[0] = sel_of(p->a_sel, t, ia, ib) * p->a_st;
+  off[1] = sel_of(p->b_sel, t, ia, ib) * p->b_st;
+  off[2] = sel_of(p->c_sel, t, ia, ib) * p->c_st;
+}
+
+int64_t hap_kx_gemm_run(const hap_kx_pass *p, int64_t stride[3]) {
+  stride[0] = stride[1] = stride[2] = 0;
+  int64_t inner = p->rank > 0 ? p->dims[p->rank - 1] : p->batches;
+  if (p->batches <= 1 || inner <= 1 || p->batches % inner != 0) /* no batches: a 0 in dims */
+    return 1;
+  int64_t o0[3], o1[3];
+  hap_kx_gemm_operands(p, 0, o0);
+  hap_kx_gemm_operands(p, 1, o1);
+  for (int i = 0; i < 3; i++)
+    stride[i] = o1[i] - o0[i];
+  int64_t c_span = (p->m - 1) * p->ldc + p->n; /* elements one batch's C covers */
+  return p->m > 0 && p->n > 0 && stride[2] >= c_span ? inner : 1;
+}
+
+/* The GPU executor's walk (kernels_run.c), one k_sgemm per batch of each run. */
 static void host_gemm(const hap_kx_pass *x, void **s) {
-  for (int64_t t = 0; t < x->batches; t++) {
-    int64_t ia, ib;
-    hap_kx_gemm_offsets(x, t, &ia, &ib);
-    const float *a = (const float *)s[x->a] + sel_of(x->a_sel, t, ia, ib) * x->a_st;
-    const float *b = (const float *)s[x->b] + sel_of(x->b_sel, t, ia, ib) * x->b_st;
-    float *c = (float *)s[x->c] + sel_of(x->c_sel, t, ia, ib) * x->c_st;
-    k_sgemm(x->ta, x->tb, x->m, x->n, x->k, x->alpha, a, x->lda, b, x->ldb, x->beta, c, x->ldc);
+  int64_t stride[3];
+  int64_t run = hap_kx_gemm_run(x, stride);
+  for (int64_t t = 0; t < x->batches; t += run) {
+    int64_t off[3];
+    hap_kx_gemm_operands(x, t, off);
+    for (int64_t j = 0; j < run; j++) {
+      const float *a = (const float *)s[x->a] + off[0] + j * stride[0];
+      const float *b = (const float *)s[x->b] + off[1] + j * stride[1];
+      float *c = (float *)s[x->c] + off[2] + j * stride[2];
+      k_sgemm(x->ta, x->tb, x->m, x->n, x->k, x->alpha, a, x->lda, b, x->ldb, x->beta, c, x->ldc);
+    }
   }
 }
 

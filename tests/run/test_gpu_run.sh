@@ -22,7 +22,9 @@ if ! "$devices" --format json --selftest >"$tmp/dev" 2>"$tmp/deverr"; then
   fi
   gpu=0
 fi
-m="mlp:layers=2,batch=8,seq=4,hidden=16"
+# 1 MiB activations: large enough that a host->GPU copy not ordered before its kernels gives
+# wrong values (the 16-wide model this test first used passed with that bug)
+m="mlp:layers=2,batch=64,seq=16,hidden=256"
 c="paper-homo:gpus_per_host=1,hosts=1"
 "$synth" "$m" -c "$c" -o "$tmp/plan.json" -q || { echo "hap-synth failed"; exit 1; }
 case "$mode" in

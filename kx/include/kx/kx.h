@@ -62,6 +62,16 @@ void hap_kx_slots(const hap_kernel_call *c, void *const *out, const float *const
 /* Matrix offsets of operands a and b for batch t of a GEMM pass. */
 void hap_kx_gemm_offsets(const hap_kx_pass *p, int64_t t, int64_t *ia, int64_t *ib);
 
+/* Element offsets of batch t's operands a, b and c (from their slots' starts). */
+void hap_kx_gemm_operands(const hap_kx_pass *p, int64_t t, int64_t off[3]);
+
+/* How many batches of a GEMM pass form one strided run, and the strides (elements) of a, b and
+ * c from one batch of the run to the next: the innermost batch dimension, along which every
+ * offset moves by a fixed stride. Runs start at multiples of the length. 1 where the batches'
+ * C would overlap (a sum over batches into one C): those products run one after another. Both
+ * executors walk GEMM passes by these runs (the GPU: one strided-batched call per run). */
+int64_t hap_kx_gemm_run(const hap_kx_pass *p, int64_t stride[3]);
+
 /* The error of a set flag: index `value` at position `pos`. */
 hap_status hap_kx_index_error(const hap_kx_prog *p, int64_t pos, int64_t value, hap_err *err);
 

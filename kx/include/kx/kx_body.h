@@ -15,6 +15,8 @@
 #endif
 
 #ifdef __CUDACC__
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
 #define KX_FN static __device__ inline
 #else
 #define KX_FN static inline
@@ -121,10 +123,16 @@ typedef struct hap_kx_ptrs {
 #define KX_CF(s, k)     ((const float *)(s)[k])
 #define KX_D(s, k)      ((double *)(s)[k])
 
-/* scratch += v: atomic on a GPU. */
+/* scratch += v: atomic on a GPU. The active threads of a warp that add to the same address sum
+ * their values first and one of them adds that (sums into one scalar, a loss or a bias gradient,
+ * would otherwise queue every thread's atomic on one address). */
 KX_FN void kx_add_d(double *a, double v) {
 #ifdef __CUDACC__
-  atomicAdd(a, v);
+  namespace cg = cooperative_groups;
+  cg::coalesced_group same = cg::labeled_partition(cg::coalesced_threads(), a);
+  double sum = cg::reduce(same, v, cg::plus<double>());
+  if (same.thread_rank() == 0)
+    atomicAdd(a, sum);
 #else
   *a += v;
 #endif
