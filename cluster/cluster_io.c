@@ -1462,8 +1462,11 @@ hap_status hap_cluster_write_file(const hap_cluster *c, const char *path, hap_er
 }
 
 hap_status hap_cluster_digest(const hap_cluster *c, uint64_t *out, hap_err *err) {
-  hap_cluster canon = *c; /* a shallow copy without the provenance */
+  /* a shallow copy without the provenance or the name: the name of a profile is the path it was
+   * loaded from, so a byte-identical copy elsewhere must digest the same */
+  hap_cluster canon = *c;
   canon.source = NULL;
+  canon.name = "cluster";
   hap_digest_stream ds;
   if (!hap_digest_open(&ds))
     return hap_err_set(err, HAP_ENOMEM, "cluster '%s': out of memory computing its digest",

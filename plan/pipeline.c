@@ -167,7 +167,7 @@ static hap_status check_header(const hap_pipeline *pl, const hap_graph *g, const
     return hap_err_set(
         err, HAP_EINVAL, "graph: made for '%s' digest %016llx, this graph '%s' has digest %016llx",
         pl->graph_name, (unsigned long long)pl->graph_digest, g->name, (unsigned long long)gd);
-  if (strcmp(pl->cluster_name, c->name) != 0 || pl->cluster_digest != cd)
+  if (pl->cluster_digest != cd) /* not the name: a profile's is its path (hap_cluster_digest) */
     return hap_err_set(
         err, HAP_EINVAL,
         "cluster: made for '%s' digest %016llx, this cluster '%s' has digest %016llx",

@@ -195,10 +195,12 @@ static hap_status read_digest(hap_jr *jr, const json_t *obj, const char *path, u
   return HAP_OK;
 }
 
-/* {"name", "digest"} at `path`; the digest must be `have` (of the object named `have_name`). */
+/* {"name", "digest"} at `path`; the digest must be `have` (of the object named `have_name`), and
+ * the name `have_name` too when `name_counts` (a cluster's name is where it was read from, which
+ * its digest leaves out). */
 static hap_status read_ref(hap_jr *jr, const json_t *root, const char *path, const char *what,
-                           const char *have_name, uint64_t have, const char **name,
-                           uint64_t *digest, const char **spec) {
+                           const char *have_name, bool name_counts, uint64_t have,
+                           const char **name, uint64_t *digest, const char **spec) {
   json_t *obj, *m;
   hap_jpath p;
   hap_jquote b;
@@ -213,7 +215,7 @@ static hap_status read_ref(hap_jr *jr, const json_t *root, const char *path, con
   *spec = NULL;
   if (m != NULL)
     HAP_TRY(hap_jr_want_name(jr, m, hap_jpath_key(p, path, "spec"), spec));
-  if (*digest != have || strcmp(*name, have_name) != 0)
+  if (*digest != have || (name_counts && strcmp(*name, have_name) != 0))
     return hap_jr_fail(
         jr, HAP_EINVAL, path,
         "made for %s '%s' digest %016llx, this %s '%s' has digest %016llx; re-run hap-synth", what,
@@ -256,9 +258,9 @@ hap_status hap_plan_read_refs(hap_jr *jr, const json_t *root, const hap_graph *g
     st = hap_cluster_digest(c, &have_c, &e);
   if (st != HAP_OK)
     return hap_err_set(jr->err, st, "%s: %s", jr->label, e.msg);
-  HAP_TRY(read_ref(jr, root, "graph", "graph", g->name, have_g, &out->graph_name,
+  HAP_TRY(read_ref(jr, root, "graph", "graph", g->name, true, have_g, &out->graph_name,
                    &out->graph_digest, &out->model_spec));
-  HAP_TRY(read_ref(jr, root, "cluster", "cluster", c->name, have_c, &out->cluster_name,
+  HAP_TRY(read_ref(jr, root, "cluster", "cluster", c->name, false, have_c, &out->cluster_name,
                    &out->cluster_digest, &out->cluster_spec));
   static const char *const gkeys[] = {"name", "digest", "spec", NULL};
   static const char *const ckeys[] = {"name", "digest", "devices", "spec", NULL};

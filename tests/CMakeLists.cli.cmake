@@ -28,7 +28,7 @@ endif()
 if(TARGET hap-sim AND TARGET hap-synth)
   add_test(NAME cli_hap_sim
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_hap_sim.sh $<TARGET_FILE:hap-sim>
-                   $<TARGET_FILE:hap-synth>)
+                   $<TARGET_FILE:hap-synth> $<TARGET_FILE:write_sample_profile>)
   add_test(NAME cli_hap_synth_policy
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_hap_synth_policy.sh
                    $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-sim>)

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # End-to-end checks of hap-sim: the bundled study, sweeps, plans from hap-synth (and plans made for
 # another graph or cluster), traces, formats, and usage errors.
-# Usage: test_hap_sim.sh HAP_SIM_BINARY HAP_SYNTH_BINARY
+# Usage: test_hap_sim.sh HAP_SIM_BINARY HAP_SYNTH_BINARY WRITE_SAMPLE_PROFILE_BINARY
 set -u
 bin=$1
 synth=$2
+sample=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 pass=0
@@ -107,6 +108,13 @@ expect plan-other-cluster 1 "$bin" "$small" -c cpu-2:intra_gbps=5 --plan "$tmp/p
 check plan-other-cluster-msg one_line_error "cluster: made for cluster 'cpu-2' digest"
 expect plan-other-size 1 "$bin" "$small" -c paper-hetero:gpus_per_host=1 --plan "$tmp/plan.json"
 check plan-other-size-msg one_line_error "this cluster 'paper-hetero' has digest"
+# a plan made with a profile accepts that profile under another path and a byte-identical copy
+# (the digest is of the content, not of the path it was read from)
+"$sample" "$tmp/prof.h5" >/dev/null
+expect synth-plan-profile 0 "$synth" "$small" -c "$tmp/prof.h5" -o "$tmp/plan-prof.json" -q
+mkdir -p "$tmp/elsewhere" && cp "$tmp/prof.h5" "$tmp/elsewhere/copy.h5"
+expect plan-profile-copy 0 "$bin" "$small" -c "$tmp/elsewhere/copy.h5" --plan "$tmp/plan-prof.json"
+expect plan-profile-dot-path 0 "$bin" "$small" -c "$tmp/./prof.h5" --plan "$tmp/plan-prof.json"
 # MODEL and --cluster default to the specs the plan records
 expect plan-alone 0 "$bin" --plan "$tmp/plan.json"
 check plan-alone-row grep -q ' hap ' "$tmp/out"

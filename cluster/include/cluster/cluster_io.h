@@ -59,9 +59,11 @@ void hap_cluster_write_link(hap_jw *w, const char *key, hap_link l);
 hap_status hap_cluster_write_file(const hap_cluster *c, const char *path, hap_err *err);
 
 /* The digest of the cluster's canonical file form: 64-bit FNV-1a (base/hash.h) of what
- * hap_cluster_write writes, without "source" (how a cluster was made is not what it is: "cpu-2"
- * and the path of cpu-2.json give one digest). The same cluster always gives the same digest, any
- * change to a name, device, link or fit another one. Plans record it (plan.h). */
+ * hap_cluster_write writes, without "source" and "name" (how a cluster was made or where it was
+ * read from is not what it is: "cpu-2" and the path of cpu-2.json give one digest, and so do a
+ * profile and a byte-identical copy of it under another path). The same cluster always gives the
+ * same digest, any change to a device (its name too), host, link or fit another one. Plans record
+ * it (plan.h). */
 hap_status hap_cluster_digest(const hap_cluster *c, uint64_t *out, hap_err *err);
 
 #endif
