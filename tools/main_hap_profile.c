@@ -627,8 +627,7 @@ static int measure(int *argc, char ***argv, const measure_opts *o, const char *o
   free(kcases);
   replay_free(&rx);
   if (st != HAP_OK) {
-    /* "hap-profile: rank R: hap-profile: why", the tool's name twice, as it always was */
-    hap_report(prog, rank, "%s: %s", prog, err.msg[0] ? err.msg : hap_status_str(err.status));
+    hap_report_err(prog, rank, &err); /* "hap-profile: rank R: why" */
     hap_profile_destroy(p);
     if (size > 1 && nccl != NULL)
       nccl->ops->abort(nccl, 1); /* NCCL kernels of the others may wait on this rank */

@@ -65,6 +65,12 @@ if [ "$rc" -ne 0 ] && grep -q -- '--emulate-speed: 1 speeds for 2 ranks' "$tmp/e
 run2 "$bin" measure --backend cpu --quick -o "$tmp/no/such/dir/p.h5"
 rc=$?
 if [ "$rc" -ne 0 ] && grep -q 'cannot create' "$tmp/err"; then ok; else bad "unwritable output (exit $rc)"; fi
+# one prefix: "hap-profile: rank 0: PATH: cannot create ...", not "rank 0: hap-profile: ..."
+if grep -q "^hap-profile: rank 0: $tmp/no/such/dir/p.h5: cannot create" "$tmp/err" &&
+  ! grep -q 'rank 0: hap-profile:' "$tmp/err"; then ok; else
+  bad "unwritable output: not one 'hap-profile: rank 0: PATH:' prefix"
+  sed 's/^/  stderr: /' "$tmp/err" | head -3
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
