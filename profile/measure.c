@@ -482,7 +482,7 @@ static hap_status gather_devices(run *r, const dev_rec *mine, const double *secs
       d->memory_bytes = kind == HAP_DEVICE_CPU ? x->memory_bytes / on_host : x->memory_bytes;
       d->memory_bw_Bps = x->membw_Bps;
       d->launch_s = x->launch_s;
-      d->update_bw_Bps = kind == HAP_DEVICE_CPU ? x->update_Bps : 0; /* updates run on hosts */
+      d->update_bw_Bps = x->update_Bps; /* a GPU's: only from a replay (measure_update) */
       for (int32_t g = 0; g < ng && st == HAP_OK; g++) {
         const hap_gemm_shape *s = &r->cfg->gemm_shapes[g];
         double sec = all_secs[(size_t)i * (size_t)ng + (size_t)g];
@@ -820,13 +820,16 @@ static hap_status run_all(run *r, hap_err *err) {
   mine.speed = info.speed;
   int32_t ng = cfg->gemm ? cfg->n_gemm_shapes : 0;
   int32_t pairs = r->world->size * (r->world->size - 1);
-  bool kernels = cfg->kernels && info.kind == HAP_DEVICE_CPU; /* kernels/ run on CPUs */
+  /* the grid's cases run kernels/ (CPUs only); a replay runs whatever kernels its hook was given */
+  bool kernels = cfg->kernels && (info.kind == HAP_DEVICE_CPU || cfg->kernel_rows != NULL);
   int32_t nk = !kernels ? 0 : cfg->kernel_rows != NULL ? 1 : cfg->n_kcases;
   r->total = ng + nk + 4 + (cfg->comm ? pairs * cfg->n_p2p_sizes : 0); /* refined below */
   progress(r, "memory bandwidth");
   HAP_TRY(measure_membw(r, &mine, err));
   progress(r, "update bandwidth"); /* every rank: the barriers; recorded for CPU devices */
   HAP_TRY(measure_update(r, &mine, err));
+  if (info.kind != HAP_DEVICE_CPU)
+    mine.update_Bps = 0; /* a host's update is no GPU's, unless a replay times hap-run's own */
   progress(r, "launch overhead");
   HAP_TRY(measure_launch(r, &mine, err));
   double *secs = malloc((size_t)(ng > 0 ? ng : 1) * sizeof *secs);

@@ -42,6 +42,8 @@ step gpu_smoke 30 "$bin/test_gpu_smoke"
 step gpu_backend 60 "$bin/test_gpu_backend"
 step gpu_run_check 90 bash "$here/tests/run/test_gpu_run.sh" check \
   "$bin/hap-devices" "$bin/hap-synth" "$bin/hap-run"
+step gpu_run_replay 120 bash "$here/tests/run/test_gpu_run.sh" replay \
+  "$bin/hap-devices" "$bin/hap-synth" "$bin/hap-run" "$bin/hap-profile"
 
 # 2. a profile of this machine's GPU: the quick plan, then the default one
 step profile_quick 60 mpirun -np 1 "$bin/hap-profile" measure --backend cuda --quick -o gpu-quick.h5
@@ -51,7 +53,8 @@ prof=gpu.h5
 [ -f gpu.h5 ] || prof=gpu-quick.h5
 step profile_show 30 "$bin/hap-profile" show "$prof"
 
-# 3. the measured loop on the GPU: a plan for it, its kernels profiled in a replay, then hap-run
+# 3. the measured loop on the GPU: a plan for it, its compute tasks timed on the GPU in a replay
+#    of its task list (the kernels hap-run --backend cuda runs), then hap-run
 #    against the simulator: first small ones with --check, then a larger one timed. (Only mlp and
 #    the fine-grained gpt run on --backend cuda today: the other zoo models use ops without a CUDA
 #    kernel.) The default
@@ -62,8 +65,10 @@ step run_small_check 60 mpirun -np 1 "$bin/hap-run" small.json --backend cuda --
   --sim-cluster "$prof" --trace small-trace.json
 gpt='gpt:layers=2,batch=8,seq=64,width=256,heads=4,vocab=512,granularity=fine,dropout=0.1'
 step synth_gpt 60 "$bin/hap-synth" "$gpt" -c "$prof" -o gpt.json
+step profile_plan_gpt 90 mpirun -np 1 "$bin/hap-profile" measure --backend cuda --plan gpt.json \
+  -o gpt.h5
 step run_gpt_check 120 mpirun -np 1 "$bin/hap-run" gpt.json --backend cuda --check -n 3 \
-  --sim-cluster "$prof"
+  --sim-cluster gpt.h5
 big='mlp:layers=4,batch=64,seq=128,hidden=1024'
 step synth_big 60 "$bin/hap-synth" "$big" -c "$prof" -o big.json
 step profile_plan 90 mpirun -np 1 "$bin/hap-profile" measure --backend cuda --plan big.json \

@@ -56,16 +56,17 @@ set_tests_properties(cli_hap_devices_help cli_hap_devices_version cli_hap_device
 # hap-run --backend cuda (kx/kernels_run.h): a 1-GPU mlp plan with --check (skipped without
 # a usable GPU), and without a GPU the one-line "no CUDA device" error (skipped with one).
 find_program(HAP_GPU_MPIRUN NAMES mpirun mpiexec)
-if(TARGET hap-run AND TARGET hap-synth AND HAP_GPU_MPIRUN)
-  foreach(mode check no-gpu)
+if(TARGET hap-run AND TARGET hap-synth AND TARGET hap-profile AND HAP_GPU_MPIRUN)
+  foreach(mode check no-gpu replay)
     add_test(NAME gpu_run_${mode}
              COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_gpu_run.sh ${mode}
-                     $<TARGET_FILE:hap-devices> $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-run>)
+                     $<TARGET_FILE:hap-devices> $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-run>
+                     $<TARGET_FILE:hap-profile>)
   endforeach()
-  set_tests_properties(gpu_run_check gpu_run_no-gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu
-                       TIMEOUT 600 RUN_SERIAL TRUE)
+  set_tests_properties(gpu_run_check gpu_run_no-gpu gpu_run_replay PROPERTIES SKIP_RETURN_CODE 77
+                       LABELS gpu TIMEOUT 600 RUN_SERIAL TRUE)
   if(HAP_SANITIZE)
-    set_tests_properties(gpu_run_check gpu_run_no-gpu PROPERTIES
+    set_tests_properties(gpu_run_check gpu_run_no-gpu gpu_run_replay PROPERTIES
       ENVIRONMENT "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/profile/lsan-mpi.supp:fast_unwind_on_malloc=0:print_suppressions=0")
   endif()
 else()

@@ -29,6 +29,7 @@
 #include "harness/mpi_start.h"
 #include "harness/report.h"
 #include "harness/watchdog.h"
+#include "kx/kernels_run.h"
 #include "model/zoo.h"
 #include "plan/lower.h"
 #include "plan/pipeline_io.h"
@@ -283,6 +284,9 @@ typedef struct replay_ctx {
   const progress_state *ps;
   int32_t warmup, iters, max_iters;
   double min_s;
+  /* --backend cuda: the GPU kernels hap-run runs (owned), as the replay's kernel table */
+  hap_cuda_kernels *gpu;
+  hap_run_kernels gpu_table;
 } replay_ctx;
 
 static void replay_progress(void *arg, int32_t i, int32_t n) {
@@ -299,6 +303,8 @@ static void replay_free(replay_ctx *x) {
   hap_comm_destroy(x->group);
   hap_plan_destroy(x->plan);
   hap_graph_destroy(x->graph);
+  hap_cuda_kernels_close(x->gpu);
+  x->gpu = NULL;
   x->pw = NULL;
   x->pl = NULL;
   x->cluster = NULL;
@@ -350,6 +356,7 @@ static hap_status replay_rows(void *arg, double speed, hap_profile_kernel **rows
                            .min_s = x->min_s,
                            .speed = speed,
                            .seed = 1,
+                           .kernels = x->gpu != NULL ? &x->gpu_table : NULL,
                            .progress = replay_progress,
                            .progress_arg = (void *)x->ps};
   hap_status st = x->pw != NULL ? replay_stages(x, &ro, rows, n_rows, update_Bps, err)
@@ -549,6 +556,14 @@ static int measure(int *argc, char ***argv, const measure_opts *o, const char *o
   bool no_gpu = st == HAP_ENOGPU;
   if (st == HAP_OK && ((!o->only_comm && !cuda) || o->plan != NULL))
     st = kernel_cases(o, rank, size, &kcases, &n_kcases, extend, &rx, &err);
+  /* a GPU replays the plan with the kernels hap-run --backend cuda runs (staged through host
+   * memory, kernel times on the device), so its profile prices what hap-run does */
+  bool gpu_replay = cuda && replaying(o) && !o->only_comm && (rx.plan != NULL || rx.pw != NULL);
+  if (st == HAP_OK && gpu_replay) {
+    st = hap_cuda_kernels_open(hap_dev_cuda_index(dev), &rx.gpu, &err);
+    rx.gpu_table =
+        (hap_run_kernels){"cuda", rx.gpu, hap_cuda_staged_forward, hap_cuda_staged_backward};
+  }
   int32_t first = hap_harness_first_failure(world, st, &err);
   if (first < size) {
     if (rank == first && no_gpu)
@@ -577,7 +592,7 @@ static int measure(int *argc, char ***argv, const measure_opts *o, const char *o
   hap_measure_defaults(&cfg, o->quick);
   cfg.gemm = !o->only_comm;
   cfg.comm = !o->only_compute;
-  cfg.kernels = !o->only_comm && !cuda;
+  cfg.kernels = !o->only_comm && (!cuda || gpu_replay);
   cfg.kcases = kcases;
   cfg.n_kcases = n_kcases;
   rx.ps = &ps;

@@ -4,9 +4,12 @@
 #           the CPU reference); exit 77 (ctest: skipped) when there is no usable GPU
 #   no-gpu: on a machine without a usable GPU, --backend cuda fails with exit 1 and exactly one
 #           error line from hap-run (no crash); exit 77 when there is a GPU
-# Usage: test_gpu_run.sh MODE HAP_DEVICES HAP_SYNTH HAP_RUN
+#   replay: hap-profile --backend cuda --plan times the plan's compute tasks on the GPU (kernel
+#           rows in the profile, and an update bandwidth), and hap-run simulates on that profile;
+#           exit 77 without a usable GPU
+# Usage: test_gpu_run.sh MODE HAP_DEVICES HAP_SYNTH HAP_RUN [HAP_PROFILE (replay)]
 set -u
-mode=$1 devices=$2 synth=$3 run=$4
+mode=$1 devices=$2 synth=$3 run=$4 profile=${5:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
@@ -38,6 +41,30 @@ check)
   bash "$(dirname "$0")/check_passed.sh" "$tmp/out" || { echo "FAIL: --check did not pass"; exit 1; }
   grep -q '^staging ' "$tmp/out" || { echo "FAIL: no staging line"; exit 1; }
   echo "test_gpu_run check: passed"
+  ;;
+replay)
+  [ "$gpu" -eq 1 ] || { echo "SKIP: no usable GPU"; exit 77; }
+  # --sim-cluster takes a profile of the plan's own devices: a plan made on this GPU's profile
+  timeout 300 mpirun -np 1 "$profile" measure --backend cuda --quick -o "$tmp/p0.h5" \
+    >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err"; echo "FAIL: hap-profile --backend cuda"; exit 1; }
+  "$synth" "$m" -c "$tmp/p0.h5" -o "$tmp/plan.json" -q || { echo "hap-synth failed"; exit 1; }
+  timeout 300 mpirun -np 1 "$profile" measure --backend cuda --quick --plan "$tmp/plan.json" \
+    -o "$tmp/p.h5" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  cat "$tmp/out" "$tmp/err"
+  [ "$rc" -eq 0 ] || { echo "FAIL: hap-profile --backend cuda --plan exited $rc"; exit 1; }
+  "$profile" show "$tmp/p.h5" -f json >"$tmp/show.json" || { echo "FAIL: show"; exit 1; }
+  # every compute task of the plan has a row (mlp: linear, sigmoid, loss; forward and backward)
+  /usr/bin/env python3 - "$tmp/show.json" <<'PY' || { echo "FAIL: no GPU kernel rows"; exit 1; }
+import json, sys
+d = json.load(open(sys.argv[1]))["devices"][0]
+print("kernel_samples", d["kernel_samples"], "update_bw_Bps", d["update_bw_Bps"])
+sys.exit(0 if d["kernel_samples"] >= 6 and d["update_bw_Bps"] > 0 else 1)
+PY
+  timeout 300 mpirun -np 1 "$run" "$tmp/plan.json" --backend cuda --sim-cluster "$tmp/p.h5" -n 3 \
+    >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err"; echo "FAIL: hap-run on the replayed profile"; exit 1; }
+  cat "$tmp/out"
+  echo "test_gpu_run replay: passed"
   ;;
 no-gpu)
   [ "$gpu" -eq 0 ] || { echo "SKIP: this machine has a GPU (the check test covers it)"; exit 77; }
