@@ -17,6 +17,11 @@ int32_t hap_local_rank(int32_t world_rank) {
   return world_rank;
 }
 
+bool hap_launched_by_mpi(void) {
+  return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL ||
+         getenv("PMIX_RANK") != NULL;
+}
+
 bool hap_launcher_rank0(void) {
   const char *r = getenv("OMPI_COMM_WORLD_RANK");
   if (r == NULL)

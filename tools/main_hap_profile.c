@@ -91,6 +91,9 @@ static void usage(FILE *f) {
          "      --cluster SPEC    the plan's cluster (spec, hap-cluster file or profile)\n"
          "      --timeout SEC     stop every rank when no measurement step finishes for SEC\n"
          "                        seconds (a peer died or hangs); default 300\n"
+         "      --single          profile this one process's device without mpirun (its\n"
+         "                        collectives then sweep a single rank); without it, measure\n"
+         "                        refuses to start outside an MPI launcher\n"
          "      --quiet           no progress on stderr (it is drawn only on a TTY anyway)\n"
          "  -h, --help            this help\n"
          "  -V, --version         print the version\n"
@@ -159,6 +162,7 @@ out:
 typedef struct measure_opts {
   const char *backend; /* NULL: not given */
   bool quick, quiet;
+  bool single; /* --single: one rank without a launcher is meant */
   bool only_compute, only_comm;
   const char *emulate; /* NULL: native speed */
   int32_t threads;
@@ -529,6 +533,13 @@ static int measure(int *argc, char ***argv, const measure_opts *o, const char *o
     }
     hap_err_clear(&err);
   }
+  if (!o->single && !hap_launched_by_mpi()) {
+    free(speeds);
+    return hap_report_usage(prog, -1,
+                            "measure runs one rank per device: start it with mpirun -np N (or "
+                            "srun); alone it would profile one device and sweep collectives over "
+                            "one rank, which --single asks for");
+  }
   hap_comm *world = NULL;
   if (hap_harness_mpi_init(prog, argc, argv, &world) != HAP_OK) {
     free(speeds);
@@ -679,7 +690,8 @@ int main(int argc, char **argv) {
     OPT_PLAN,
     OPT_MODEL,
     OPT_CLUSTER,
-    OPT_KERNEL_TIMING
+    OPT_KERNEL_TIMING,
+    OPT_SINGLE
   };
   static const struct option long_opts[] = {
       {"format", required_argument, NULL, 'f'},
@@ -695,6 +707,7 @@ int main(int argc, char **argv) {
       {"model", required_argument, NULL, OPT_MODEL},
       {"cluster", required_argument, NULL, OPT_CLUSTER},
       {"kernel-timing", required_argument, NULL, OPT_KERNEL_TIMING},
+      {"single", no_argument, NULL, OPT_SINGLE},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
@@ -749,6 +762,10 @@ int main(int argc, char **argv) {
       measure_flags = true;
       break;
     case OPT_QUIET: mo.quiet = true; break;
+    case OPT_SINGLE:
+      mo.single = true;
+      measure_flags = true;
+      break;
     case OPT_PLAN:
       mo.plan = optarg;
       measure_flags = true;
@@ -786,7 +803,7 @@ int main(int argc, char **argv) {
   if (measure_flags)
     return hap_report_usage(prog, -1,
                             "--backend, --quick, --only, --emulate-speed, --threads, --timeout, "
-                            "--plan, --model and --cluster belong to measure, not %s",
+                            "--plan, --model, --cluster and --single belong to measure, not %s",
                             cmd);
   if (strcmp(cmd, "show") == 0) {
     if (rest != 1)

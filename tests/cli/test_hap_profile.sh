@@ -96,6 +96,20 @@ for n in 0 -5 1e9 soon ''; do
   expect "measure-bad-timeout-[$n]" 2 "$bin" measure --backend cpu --timeout "$n" -o "$tmp/m.h5"
   check "measure-bad-timeout-[$n]-says" grep -q -- '--timeout: ' "$tmp/err"
 done
+# outside an MPI launcher: refused (exit 2, one line naming mpirun and --single), no file; with
+# --single it profiles the one device
+alone() { env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK "$@"; }
+expect measure-alone 2 alone "$bin" measure --backend cpu --quick -o "$tmp/alone.h5"
+says measure-alone-says "measure runs one rank per device: start it with mpirun -np N"
+says measure-alone-names-single "which --single asks for"
+check measure-alone-one-line test "$(wc -l <"$tmp/err")" -eq 2 # the line + "Try ..."
+check measure-alone-no-file test ! -e "$tmp/alone.h5"
+expect measure-single 0 alone "$bin" measure --backend cpu --quick --only compute --single \
+  --quiet -o "$tmp/single.h5"
+expect measure-single-show 0 "$bin" show -f json "$tmp/single.h5"
+check measure-single-one-device json_devices "$tmp/out" 1
+expect measure-single-on-show 2 "$bin" show --single cpu-2
+says measure-single-on-show-says "--single belong to measure"
 expect measure-flag-on-show 2 "$bin" show --quick cpu-2
 check measure-flag-on-show-says grep -q 'belong to measure' "$tmp/err"
 

@@ -30,6 +30,23 @@ static void clear_launcher_env(void) {
   unsetenv("SLURM_LOCALID");
   unsetenv("OMPI_COMM_WORLD_RANK");
   unsetenv("PMI_RANK");
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+  unsetenv("PMI_SIZE");
+  unsetenv("PMIX_RANK");
+}
+
+Test(launcher, launched_by_any_mpi_launcher) {
+  clear_launcher_env();
+  cr_expect_not(hap_launched_by_mpi(), "no variable: started alone");
+  static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    clear_launcher_env();
+    setenv(vars[i], "1", 1);
+    cr_expect(hap_launched_by_mpi(), "%s set: launched", vars[i]);
+  }
+  clear_launcher_env();
+  setenv("SLURM_LOCALID", "0", 1); /* an allocation is not a launch */
+  cr_expect_not(hap_launched_by_mpi());
 }
 
 Test(launcher, local_rank_from_each_variable) {

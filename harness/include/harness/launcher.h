@@ -15,4 +15,9 @@ int32_t hap_local_rank(int32_t world_rank);
  * OMPI_COMM_WORLD_RANK (else PMI_RANK) is unset or "0". Who says a job-wide error once. */
 bool hap_launcher_rank0(void);
 
+/* Before MPI starts: was this process started by an MPI launcher (mpirun, mpiexec, srun with PMI
+ * or PMIx)? True when OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK is set. A tool run without one
+ * starts as a single rank of its own. */
+bool hap_launched_by_mpi(void);
+
 #endif
