@@ -138,9 +138,17 @@ static int cmd_merge(const char *out, int n, char **inputs) {
   int rc = 1;
   if (parts == NULL)
     return 1;
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
     if (hap_profile_read(inputs[i], &parts[i], &err) != HAP_OK)
       goto out;
+    /* a part no tool could price (a --only comm profile: no FLOP/s) is refused here, in the
+     * words show and hap-synth would use, not written into a merge they refuse */
+    hap_cluster *as_cluster = NULL;
+    hap_status st = hap_profile_to_cluster(parts[i], &as_cluster, &err); /* names the file */
+    hap_cluster_destroy(as_cluster);
+    if (st != HAP_OK)
+      goto out;
+  }
   if (hap_profile_merge(parts, n, &merged, &err) != HAP_OK ||
       hap_profile_write(merged, out, &err) != HAP_OK)
     goto out;

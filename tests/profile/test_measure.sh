@@ -58,6 +58,20 @@ if ! /usr/bin/python3 "$check_py" "$tmp/e.h5" 2 --speed-ratio 1 >"$tmp/err" 2>&1
   bad "speed check passed ratio 1 on a 1,0.5 profile"
 fi
 
+# a --only comm profile prices no compute: merge refuses it as show and hap-synth do, writes nothing
+if run2 "$bin" measure --backend cpu --quick --only comm --quiet -o "$tmp/comm.h5"; then ok; else
+  bad "--only comm profile"
+fi
+"$bin" merge -o "$tmp/merged.h5" "$tmp/comm.h5" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 1 ] && [ ! -e "$tmp/merged.h5" ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
+  grep -q "^hap-profile: $tmp/comm.h5: device '[^']*': sustained_flops is 0 for every float dtype" \
+    "$tmp/err"; then ok; else bad "merge of a --only comm profile (exit $rc)"; fi
+"$bin" show "$tmp/comm.h5" >"$tmp/out" 2>"$tmp/err"
+if grep -q "sustained_flops is 0 for every float dtype" "$tmp/err"; then ok; else
+  bad "show of a --only comm profile: not the same message"
+fi
+
 run2 "$bin" measure --backend cpu --quick --emulate-speed 1 -o "$tmp/x.h5"
 rc=$?
 if [ "$rc" -ne 0 ] && grep -q -- '--emulate-speed: 1 speeds for 2 ranks' "$tmp/err" &&
