@@ -16,6 +16,7 @@
 
 #include "cluster/cluster.h"
 #include "store/fit.h"
+#include "store/profile_show.h"
 #include "store/profile_store.h"
 #include "test_util.h"
 
@@ -431,6 +432,47 @@ Test(fit, piecewise_finds_the_protocol_switch) {
 }
 
 /* ---- round trip ----------------------------------------------------------------------------- */
+
+/* hap_profile_show_sweeps's text. Caller frees. */
+static char *show_text(const hap_profile *p) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  cr_assert_not_null(f);
+  hap_profile_show_sweeps(f, p);
+  fclose(f);
+  return buf;
+}
+
+Test(profile_show, fits_that_follow_their_sweeps_are_not_flagged) {
+  hap_profile *p = sample_profile();
+  char *text = show_text(p);
+  cr_expect_not_null(strstr(text, "fit miss"), "%s", text);
+  cr_expect_null(strstr(text, " !"), "a flag on exact alpha-beta sweeps:\n%s", text);
+  cr_expect_null(strstr(text, "\n! "), "%s", text);
+  free(text);
+  hap_profile_destroy(p);
+}
+
+Test(profile_show, a_fit_that_misses_a_measured_size_is_flagged) {
+  hap_profile *p = sample_profile();
+  /* the world all-reduce's stored fit says 12x its bandwidth (as a quick profile's fit can for
+   * the sizes past its last regime change): at 16 MiB it misses by about 90 % */
+  hap_profile_coll *c = &p->colls[0];
+  cr_assert_eq(c->kind, HAP_COLL_ALL_REDUCE);
+  c->fit = hap_ab_fit_one(50e-6, 60e9);
+  char *text = show_text(p);
+  cr_expect_not_null(strstr(text, "! all_reduce over world: its fit misses "), "%s", text);
+  cr_expect_null(strstr(text, "! all_reduce over host:v100-0"), "%s", text);
+  char *row = strstr(text, "all_reduce      world");
+  cr_assert_not_null(row, "%s", text);
+  char *eol = strchr(row, '\n');
+  cr_assert_not_null(eol);
+  cr_expect(eol - row >= 2 && eol[-1] == '!' && eol[-2] == ' ', "no ' !' cell: %.*s",
+            (int)(eol - row), row);
+  free(text);
+  hap_profile_destroy(p);
+}
 
 Test(profile, round_trip_is_exact) {
   char *dir = tmpdir_make("profile");

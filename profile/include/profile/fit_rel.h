@@ -19,7 +19,7 @@
 #define HAP_FIT_REL_MIN_POINTS 2
 /* Largest relative miss at a measured size hap_fit_pieces_rel accepts while more pieces are
  * possible (0.5: no point off by more than half its time). */
-#define HAP_FIT_REL_MAX_MISS 0.5
+#define HAP_FIT_REL_MAX_MISS HAP_FIT_MAX_MISS
 
 /* t = alpha + S / beta minimising sum ((t_fit - t) / t)^2, with core's physical rules (alpha >= 0,
  * 0 < beta < inf: a negative intercept refits through the origin, a slope <= 0 or a single size

@@ -11,6 +11,11 @@
 #include "base/status.h"
 #include "cluster/cluster.h"
 
+/* The largest relative miss |fit - measured| / measured at a measured size that a fit is trusted
+ * with: hap-profile's fitter splits further while it can (profile/fit_rel.h), and `show` flags a
+ * stored fit that still misses by more. */
+#define HAP_FIT_MAX_MISS 0.5
+
 /* The q-quantile (0 <= q <= 1) of sorted[0..n), n >= 1, by linear interpolation between the two
  * nearest order statistics (numpy's default "linear" method): position q * (n - 1). */
 double hap_quantile_sorted(const double *sorted, int32_t n, double q);
