@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/cli.h"
+#include "harness/launcher.h"
 
 /* fmt formatted after `head` bytes of `head` and before `tail`, into `stack` when it fits, else
  * into a malloc'd buffer (free it when it is not `stack`); NULL when out of memory. *len: bytes. */
@@ -56,7 +57,7 @@ void hap_report_err(const char *prog, int32_t rank, const hap_err *err) {
 }
 
 int hap_report_usage(const char *prog, int32_t rank, const char *fmt, ...) {
-  if (rank > 0)
+  if (rank > 0 || (rank < 0 && !hap_launcher_rank0()))
     return 2;
   char stack[2048];
   size_t len = 0;

@@ -58,6 +58,13 @@ if ! /usr/bin/python3 "$check_py" "$tmp/e.h5" 2 --speed-ratio 1 >"$tmp/err" 2>&1
   bad "speed check passed ratio 1 on a 1,0.5 profile"
 fi
 
+# a usage error found before MPI starts is said once per job, not by every rank
+run2 "$bin" measure --backend cpu --quick --plan "$tmp/no-such-plan.json" -o "$tmp/x.h5"
+rc=$?
+n=$(grep -c "^hap-profile: --plan $tmp/no-such-plan.json: cannot open" "$tmp/err")
+if [ "$rc" -eq 2 ] && [ "$n" -eq 1 ] && [ "$(grep -c "^Try 'hap-profile --help'.$" "$tmp/err")" -eq 1 ]
+then ok; else bad "usage error under mpirun: exit $rc, said $n times, expected 2 and once"; fi
+
 # a --only comm profile prices no compute: merge refuses it as show and hap-synth do, writes nothing
 if run2 "$bin" measure --backend cpu --quick --only comm --quiet -o "$tmp/comm.h5"; then ok; else
   bad "--only comm profile"

@@ -239,6 +239,25 @@ Test(report, lines_once_per_rank) {
   cr_expect_eq(usage_rc[2], 2);
 }
 
+/* Before MPI starts (rank -1), under a launcher: only the launcher's rank 0 says it. */
+static void say_usage_as_launched_ranks(void) {
+  clear_launcher_env();
+  setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+  usage_rc[0] = hap_report_usage("hap-profile", -1, "said by rank %d", 1);
+  setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+  usage_rc[1] = hap_report_usage("hap-profile", -1, "said by rank %d", 0);
+  clear_launcher_env();
+}
+
+Test(report, usage_before_mpi_once_per_job) {
+  char got[1024];
+  capture_stderr(say_usage_as_launched_ranks, got, sizeof got);
+  cr_expect_str_eq(got, "hap-profile: said by rank 0\n"
+                        "Try 'hap-profile --help'.\n");
+  cr_expect_eq(usage_rc[0], 2, "the silent rank exits 2 too");
+  cr_expect_eq(usage_rc[1], 2);
+}
+
 static void say_long(void) {
   char big[5000];
   memset(big, 'a', sizeof big - 1);

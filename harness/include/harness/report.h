@@ -16,9 +16,10 @@ void hap_report(const char *prog, int32_t rank, const char *fmt, ...)
 /* The same with err's message, or its status name when the message is empty. */
 void hap_report_err(const char *prog, int32_t rank, const hap_err *err);
 
-/* A usage error, said by rank 0 of a job or by a process outside MPI (rank <= 0) only:
- * "prog: msg" and "Try 'prog --help'." (hap_cli_usage_error). Returns 2, the usage exit status,
- * on every rank. */
+/* A usage error, said once per job: by rank 0, or before MPI starts (rank < 0) by the launcher's
+ * rank 0 or a process no launcher started (hap_launcher_rank0: every rank parsed the same
+ * arguments, so every rank has the same error): "prog: msg" and "Try 'prog --help'."
+ * (hap_cli_usage_error). Returns 2, the usage exit status, on every rank. */
 int hap_report_usage(const char *prog, int32_t rank, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
