@@ -15,6 +15,7 @@ packages=(
   time # GNU time: peak memory in reports/bench-synth.sh
   procps # pgrep: tests/profile/test_kill.sh finds an MPI rank to kill
   clang-format clang-tidy
+  clang libclang-rt-14-dev # libFuzzer and the sanitizer runtimes: scripts/fuzz.sh
 )
 
 if [ "$(id -u)" -eq 0 ]; then
@@ -32,7 +33,7 @@ export DEBIAN_FRONTEND=noninteractive
   "${packages[@]}" </dev/null
 
 echo "setup-debian.sh: installed ${#packages[@]} packages"
-for tool in cmake gcc clang-format clang-tidy mpiexec h5dump; do
+for tool in cmake gcc clang clang-format clang-tidy mpiexec h5dump; do
   printf '  %-13s %s\n' "$tool" "$(command -v "$tool" || echo MISSING)"
 done
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
