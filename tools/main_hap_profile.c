@@ -131,6 +131,18 @@ static int cmd_show(const char *what, hap_format format) {
   return rc;
 }
 
+/* Does any p2p sweep or collective of p involve devices of two hosts? */
+static bool measured_across_hosts(const hap_profile *p) {
+  for (int32_t i = 0; i < p->n_p2p; i++)
+    if (strcmp(p->devices[p->p2p[i].src].host, p->devices[p->p2p[i].dst].host) != 0)
+      return true;
+  for (int32_t i = 0; i < p->n_colls; i++)
+    for (int32_t r = 1; r < p->colls[i].n_ranks; r++)
+      if (strcmp(p->devices[p->colls[i].ranks[0]].host, p->devices[p->colls[i].ranks[r]].host) != 0)
+        return true;
+  return false;
+}
+
 static int cmd_merge(const char *out, int n, char **inputs) {
   hap_err err = {0};
   hap_profile **parts = calloc((size_t)n, sizeof(hap_profile *));
@@ -154,6 +166,13 @@ static int cmd_merge(const char *out, int n, char **inputs) {
     goto out;
   fprintf(stderr, "%s: wrote %s (%d hosts, %d devices)\n", prog, out, merged->n_hosts,
           merged->n_devices);
+  if (merged->n_hosts > 1 && !measured_across_hosts(merged))
+    fprintf(stderr,
+            "%s: warning: %s: no link between its %d hosts was measured (each part was profiled "
+            "on its own host), so hap assumes %.1f GB/s and %.0f us per NIC between them; "
+            "profile the hosts together (one mpirun over all of them) to measure those links\n",
+            prog, out, merged->n_hosts, HAP_PROFILE_DEFAULT_NIC.bandwidth_Bps / 1e9,
+            HAP_PROFILE_DEFAULT_NIC.latency_s * 1e6);
   rc = 0;
 out:
   if (rc != 0)

@@ -143,6 +143,15 @@ expect show-profile-json 0 "$bin" --format json show "$tmp/p.h5"
 cp "$tmp/out" "$tmp/p.json"
 check show-profile-json-valid python3 -c "import json; json.load(open('$tmp/p.json'))"
 # merging a profile with itself repeats its hosts: one clear error, no output file
+# two hosts profiled apart: merged, with a warning that no link between them was measured
+"$sample" "$tmp/host-a.h5" host-a && "$sample" "$tmp/host-b.h5" host-b
+expect merge-two-hosts 0 "$bin" merge -o "$tmp/ab.h5" "$tmp/host-a.h5" "$tmp/host-b.h5"
+says merge-two-hosts-warns "warning: $tmp/ab.h5: no link between its 2 hosts was measured"
+says merge-two-hosts-assumed "hap assumes 12.5 GB/s and 5 us per NIC between them"
+check merge-two-hosts-file test -s "$tmp/ab.h5"
+# a part that measured across its hosts: no warning
+expect merge-measured-across 0 "$bin" merge -o "$tmp/one.h5" "$tmp/p.h5"
+check merge-measured-across-quiet bash -c "! grep -q warning '$tmp/err'"
 expect merge-duplicate 1 "$bin" merge -o "$tmp/m.h5" "$tmp/p.h5" "$tmp/p.h5"
 says merge-duplicate-says "host 'v100-0' of part 1 is already in an earlier part"
 check merge-duplicate-no-file test ! -e "$tmp/m.h5"

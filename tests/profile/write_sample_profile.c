@@ -11,7 +11,10 @@
  *   p2p 0-1 (alpha 8e-6, beta 40e9), p2p 0-2 (alpha 25e-6, beta 10e9),
  *   all_reduce "world" ranks 0..3 (alpha 50e-6, beta 5e9), all_gather "cross-host" ranks 0, 2
  *   (alpha 30e-6, beta 9e9); env NCCL_DEBUG=INFO, CUDA_VISIBLE_DEVICES=0,1.
- * Usage: write_sample_profile FILE */
+ * With HOST: a one-host profile instead, as one host profiled alone gives: host HOST, devices
+ * HOST:0 and HOST:1 (the V100 numbers above), p2p 0-1 and all_reduce "world" ranks 0, 1 (the
+ * numbers above); what `hap-profile merge` combines.
+ * Usage: write_sample_profile FILE [HOST] */
 #include <stdio.h>
 
 #include "store/profile_store.h"
@@ -81,14 +84,45 @@ static hap_status build(hap_profile *p, hap_err *err) {
   return hap_profile_fit(p, err);
 }
 
+/* The one-host profile of host `host`. */
+static hap_status build_one_host(hap_profile *p, const char *host, hap_err *err) {
+  HAP_TRY(hap_profile_set_meta(p, "2025-01-31T12:00:00Z", "hap-profile 0.1.0", "cuda+nccl", err));
+  HAP_TRY(hap_profile_add_host(p, host, err));
+  for (int i = 0; i < 2; i++) {
+    char name[128];
+    snprintf(name, sizeof name, "%s:%d", host, i);
+    int32_t idx;
+    HAP_TRY(
+        hap_profile_add_device(p, name, host, "Tesla V100-SXM2-16GB", HAP_DEVICE_GPU, &idx, err));
+    hap_profile_device *d = &p->devices[idx];
+    d->memory_bytes = (int64_t)16 << 30;
+    d->memory_bw_Bps = 900e9;
+    d->launch_s = 5e-6;
+    d->peak_flops[HAP_F32] = 15.7e12;
+    hap_profile_gemm g = {1024, 1024, 1024, HAP_F32, 2.0 * 1024 * 1024 * 1024 / 14e12, 14e12};
+    HAP_TRY(hap_profile_add_gemm(d, &g, err));
+  }
+  int32_t idx;
+  HAP_TRY(hap_profile_add_p2p(p, 0, 1, N_SIZES, REPS, &idx, err));
+  fill(p->p2p[idx].sizes_bytes, p->p2p[idx].samples_s, 8e-6, 40e9);
+  const int32_t world[] = {0, 1};
+  HAP_TRY(
+      hap_profile_add_coll(p, HAP_COLL_ALL_REDUCE, "world", world, 2, N_SIZES, REPS, &idx, err));
+  fill(p->colls[idx].sizes_bytes, p->colls[idx].samples_s, 50e-6, 5e9);
+  HAP_TRY(hap_profile_compute_stats(p, err));
+  return hap_profile_fit(p, err);
+}
+
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "Usage: write_sample_profile FILE\n");
+  if (argc != 2 && argc != 3) {
+    fprintf(stderr, "Usage: write_sample_profile FILE [HOST]\n");
     return 2;
   }
   hap_err err = {0};
   hap_profile *p = hap_profile_create();
-  hap_status st = p ? build(p, &err) : HAP_ENOMEM;
+  hap_status st = p == NULL   ? HAP_ENOMEM
+                  : argc == 3 ? build_one_host(p, argv[2], &err)
+                              : build(p, &err);
   if (st == HAP_OK)
     st = hap_profile_write(p, argv[1], &err);
   hap_profile_destroy(p);
