@@ -745,6 +745,9 @@ int main(int argc, char **argv) {
   hap_err err = {0};
   double v = 0;
   int c;
+  /* options are read before MPI starts, alike on every rank: rank 0 of the job speaks for all */
+  bool talk = hap_launcher_rank0();
+  opterr = talk;
   while ((c = getopt_long(argc, argv, "f:o:b:qhV", long_opts, NULL)) != -1) {
     switch (c) {
     case 'f':
@@ -811,9 +814,18 @@ int main(int argc, char **argv) {
       mo.kernel_timing = optarg;
       measure_flags = true;
       break;
-    case 'h': usage(stdout); return 0;
-    case 'V': printf("hap-profile %s\n", HAP_VERSION); return 0;
-    default: fprintf(stderr, "Try '%s --help'.\n", prog); return 2;
+    case 'h':
+      if (talk)
+        usage(stdout);
+      return 0;
+    case 'V':
+      if (talk)
+        printf("hap-profile %s\n", HAP_VERSION);
+      return 0;
+    default:
+      if (talk)
+        fprintf(stderr, "Try '%s --help'.\n", prog);
+      return 2;
     }
   }
   if (optind >= argc && mo.backend != NULL) /* hap-profile --backend cpu -o OUT */

@@ -65,6 +65,14 @@ n=$(grep -c "^hap-profile: --plan $tmp/no-such-plan.json: cannot open" "$tmp/err
 if [ "$rc" -eq 2 ] && [ "$n" -eq 1 ] && [ "$(grep -c "^Try 'hap-profile --help'.$" "$tmp/err")" -eq 1 ]
 then ok; else bad "usage error under mpirun: exit $rc, said $n times, expected 2 and once"; fi
 
+# an unknown option under mpirun: getopt's line and the hint once, not once per rank
+run2 "$bin" measure --backend cpu --bogus -o "$tmp/x.h5"
+rc=$?
+if [ "$rc" -eq 2 ] && [ "$(grep -c -- "--bogus" "$tmp/err")" -eq 1 ] &&
+  [ "$(grep -c "^Try 'hap-profile --help'.$" "$tmp/err")" -eq 1 ]; then ok; else
+  bad "unknown option under mpirun: exit $rc, said $(grep -c -- "--bogus" "$tmp/err") times"
+fi
+
 # a --only comm profile prices no compute: merge refuses it as show and hap-synth do, writes nothing
 if run2 "$bin" measure --backend cpu --quick --only comm --quiet -o "$tmp/comm.h5"; then ok; else
   bad "--only comm profile"
