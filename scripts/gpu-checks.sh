@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The checks that need an NVIDIA GPU, in one run: the gpu-labelled tests, a CUDA profile of the
-# machine, and the measured loop (profile -> synth -> profile the plan's kernels -> hap-run with
-# --check and a trace) on the GPU. Every step has a time limit; a failing step is reported and the
+# machine, the measured loop (profile -> synth -> replay the plan's kernels -> hap-run with
+# --check and a trace) on the GPU, and compute-sanitizer's memcheck. Every step has a time limit; a failing step is reported and the
 # next one still runs. Exit status: the number of failed steps (0: all passed).
 #
 # Usage: scripts/gpu-checks.sh BIN_DIR WORK_DIR
@@ -54,11 +54,10 @@ prof=gpu.h5
 step profile_show 30 "$bin/hap-profile" show "$prof"
 
 # 3. the measured loop on the GPU: a plan for it, its compute tasks timed on the GPU in a replay
-#    of its task list (the kernels hap-run --backend cuda runs), then hap-run
-#    against the simulator: first small ones with --check, then a larger one timed. (Only mlp and
-#    the fine-grained gpt run on --backend cuda today: the other zoo models use ops without a CUDA
-#    kernel.) The default
-#    profile, not --quick: the quick GEMM grid ends at 1024 and prices larger GEMMs far off.
+#    of its task list (the kernels hap-run --backend cuda runs), then hap-run against the
+#    simulator: small ones with --check, then a larger one timed. Only mlp and the fine-grained
+#    gpt run on --backend cuda today (the other zoo models use ops without a CUDA kernel). The
+#    default profile, not --quick: the quick GEMM grid ends at 1024 and prices larger GEMMs far off.
 small='mlp:layers=2,batch=64,seq=16,hidden=256'
 step synth_small 60 "$bin/hap-synth" "$small" -c "$prof" -o small.json
 step run_small_check 60 mpirun -np 1 "$bin/hap-run" small.json --backend cuda --check -n 3 \
