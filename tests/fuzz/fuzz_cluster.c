@@ -7,6 +7,7 @@
 
 #include "cluster/cluster.h"
 #include "cluster/cluster_io.h"
+#include "fuzz_contract.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -14,8 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   hap_cluster *c = NULL;
   hap_err err = {0};
   hap_status st = hap_cluster_from_json((const char *)data, size, "fuzz", NULL, &c, &err);
-  if ((st == HAP_OK) != (c != NULL) || (st != HAP_OK && err.msg[0] == '\0'))
-    abort();
+  fuzz_check_contract(st, c, &err);
   if (c != NULL) {
     hap_err e2 = {0};
     if (hap_cluster_validate(c, &e2) != HAP_OK)

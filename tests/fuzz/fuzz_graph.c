@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "fuzz_contract.h"
 #include "model/graph_io.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -12,8 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   hap_graph *g = NULL;
   hap_err err = {0};
   hap_status st = hap_graph_from_json((const char *)data, size, "fuzz", &g, &err);
-  if ((st == HAP_OK) != (g != NULL) || (st != HAP_OK && err.msg[0] == '\0'))
-    abort(); /* the contract: a graph exactly on success, a reason on failure */
+  fuzz_check_contract(st, g, &err);
   hap_graph_destroy(g);
   return 0;
 }

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "fuzz_contract.h"
 #include "model/zoo.h"
 #include "plan/plan_io.h"
 #include "store/cluster_open.h"
@@ -20,8 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     abort();
   hap_plan *p = NULL;
   hap_status st = hap_plan_from_json((const char *)data, size, "fuzz", graph, cluster, &p, &err);
-  if ((st == HAP_OK) != (p != NULL) || (st != HAP_OK && err.msg[0] == '\0'))
-    abort();
+  fuzz_check_contract(st, p, &err);
   hap_plan_destroy(p);
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "fuzz_contract.h"
 #include "store/profile_store.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -21,8 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   hap_profile *p = NULL;
   hap_err err = {0};
   hap_status st = hap_profile_read(path, &p, &err);
-  if ((st == HAP_OK) != (p != NULL) || (st != HAP_OK && err.msg[0] == '\0'))
-    abort();
+  fuzz_check_contract(st, p, &err);
   hap_profile_destroy(p);
   unlink(path);
   return 0;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_contract.h"
 #include "model/zoo.h"
 #include "store/cluster_open.h"
 
@@ -27,14 +28,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (data[0] % 2 == 0) {
     hap_graph *g = NULL;
     hap_status st = hap_zoo_build(spec, &g, &err);
-    if ((st == HAP_OK) != (g != NULL) || (st != HAP_OK && err.msg[0] == '\0'))
-      abort();
+    fuzz_check_contract(st, g, &err);
     hap_graph_destroy(g);
   } else {
     hap_cluster *c = NULL;
     hap_status st = hap_cluster_open(spec, &c, &err);
-    if ((st == HAP_OK) != (c != NULL) || (st != HAP_OK && err.msg[0] == '\0'))
-      abort();
+    fuzz_check_contract(st, c, &err);
     hap_cluster_destroy(c);
   }
   free(spec);
