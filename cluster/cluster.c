@@ -89,6 +89,16 @@ hap_status hap_cluster_set_source(hap_cluster *c, const char *source) {
   return (source && !c->source) ? HAP_ENOMEM : HAP_OK;
 }
 
+const char *hap_link_origin_name(hap_link_origin o) {
+  switch (o) {
+  case HAP_LINK_STATED: return "stated";
+  case HAP_LINK_MEASURED: return "measured";
+  case HAP_LINK_BORROWED: return "borrowed";
+  case HAP_LINK_ASSUMED: return "assumed";
+  }
+  return "?";
+}
+
 hap_status hap_cluster_add_host(hap_cluster *c, const char *name, hap_link intra, hap_link nic,
                                 int32_t *id, hap_err *err) {
   hap_cluster_impl *im = c->impl;

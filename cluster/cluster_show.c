@@ -12,15 +12,40 @@
 
 /* ---- table -------------------------------------------------------------------------- */
 
+/* A host's intra link's origin as shown: "-" where the host has no pair of devices to link. */
+static const char *intra_origin_text(const hap_host *x) {
+  return x->n_devices < 2 ? "-" : hap_link_origin_name(x->intra_origin);
+}
+
+/* The hosts table; for a profile (origins other than stated) a column says where each link's
+ * numbers come from, and a note explains the words in it. */
 static void print_hosts(FILE *f, const hap_cluster *c) {
-  fprintf(f, "\n%-16s %7s  %10s %9s  %10s %9s\n", "host", "devices", "intra GB/s", "intra us",
-          "NIC GB/s", "NIC us");
+  bool origins = false, borrowed = false, assumed = false;
   for (int32_t h = 0; h < c->n_hosts; h++) {
     const hap_host *x = &c->hosts[h];
-    fprintf(f, "%-16s %7d  %10.2f %9.2f  %10.3f %9.2f\n", x->name, x->n_devices,
+    hap_link_origin o[2] = {x->n_devices < 2 ? HAP_LINK_STATED : x->intra_origin, x->nic_origin};
+    for (int k = 0; k < 2; k++) {
+      origins = origins || o[k] != HAP_LINK_STATED;
+      borrowed = borrowed || o[k] == HAP_LINK_BORROWED;
+      assumed = assumed || o[k] == HAP_LINK_ASSUMED;
+    }
+  }
+  fprintf(f, "\n%-16s %7s  %10s %9s  %10s %9s%s\n", "host", "devices", "intra GB/s", "intra us",
+          "NIC GB/s", "NIC us", origins ? "  links (intra, NIC)" : "");
+  for (int32_t h = 0; h < c->n_hosts; h++) {
+    const hap_host *x = &c->hosts[h];
+    fprintf(f, "%-16s %7d  %10.2f %9.2f  %10.3f %9.2f", x->name, x->n_devices,
             x->intra.bandwidth_Bps / 1e9, x->intra.latency_s * 1e6, x->nic.bandwidth_Bps / 1e9,
             x->nic.latency_s * 1e6);
+    if (origins)
+      fprintf(f, "  %s, %s", intra_origin_text(x), hap_link_origin_name(x->nic_origin));
+    fputc('\n', f);
   }
+  if (borrowed)
+    fprintf(f, "borrowed: this host measured no such link; the median of other hosts' is used\n");
+  if (assumed)
+    fprintf(f, "assumed: no such link was measured on any host; hap's default is used (profile "
+               "the hosts together, one launch over all of them, to measure their NICs)\n");
   if (c->inter_latency_s > 0)
     fprintf(f, "plus %.2f us on every path between hosts\n", c->inter_latency_s * 1e6);
   if (hap_cluster_n_link_overrides(c) > 0)
@@ -130,6 +155,10 @@ bool hap_cluster_show_json(FILE *f, const hap_cluster *c) {
     hap_jw_int(&w, c->hosts[h].n_devices);
     hap_cluster_write_link(&w, "intra_host", c->hosts[h].intra);
     hap_cluster_write_link(&w, "nic", c->hosts[h].nic);
+    hap_jw_key(&w, "intra_host_origin"); /* "-": no pair of devices to link */
+    hap_jw_str(&w, intra_origin_text(&c->hosts[h]));
+    hap_jw_key(&w, "nic_origin");
+    hap_jw_str(&w, hap_link_origin_name(c->hosts[h].nic_origin));
     hap_jw_end_object(&w);
   }
   hap_jw_end_array(&w);

@@ -32,6 +32,8 @@ static hap_status add_devices(hap_cluster *s, const hap_cluster *c, const int32_
     if (d->host != last_host) {
       const hap_host *h = &c->hosts[d->host];
       HAP_TRY(hap_cluster_add_host(s, h->name, h->intra, h->nic, &id, err));
+      s->hosts[id].intra_origin = h->intra_origin;
+      s->hosts[id].nic_origin = h->nic_origin;
       last_host = d->host;
     }
     HAP_TRY(hap_cluster_add_device(s, d->name, d, &id, err));

@@ -312,17 +312,48 @@ static void note_grad_rel(const hap_box *b, const hap_shape *s, const float *got
   }
 }
 
-/* Adam, after reference step t: each element's allowance grows by what the step can differ by
- * with its gradients' relative differences rel (check.h). */
-static void grow_allowance(const hap_checker *c, int32_t t, int64_t step) {
+/* Adam, after reference step t: each element's allowance is what the step can differ by with
+ * its gradients' relative differences rel over the steps so far (check.h); both runs started the
+ * step from the same values. */
+static void step_allowance(const hap_checker *c, int32_t t, int64_t step) {
   hap_optim_hyper h = hap_optim_defaults(c->lr);
   double bound = hap_check_adam_ratio_bound(h.beta1, h.beta2, step);
   float *rel = c->grad_rel[t], *allow = c->allowance[t];
   for (int64_t e = 0, n = hap_tensor_numel(&c->g->tensors[t]); e < n; e++) {
     double r = rel[e];
     double factor = r >= 0.5 ? 2 : 2 * r / (1 - r);
-    allow[e] = (float)((double)allow[e] + c->lr * bound * factor);
+    allow[e] = (float)(c->lr * bound * factor);
   }
+}
+
+/* Rank 0, after comparing tensor t's values: the reference goes on from the run's own values (the
+ * lowest rank's copy of each element; an element no rank holds, or holds as a non-finite value
+ * already reported, keeps the reference's), so that each later iteration is compared from the
+ * same starting point and differences do not compound (check.h). */
+static hap_status follow_run(hap_checker *c, int32_t t, const hap_run_copies *cp, hap_err *err) {
+  const hap_tensor *tn = &c->g->tensors[t];
+  int64_t n = hap_tensor_numel(tn);
+  float *full = malloc((size_t)n * sizeof *full + 1);
+  if (full == NULL)
+    return hap_err_set(err, HAP_ENOMEM, "--check: out of memory for '%s'", tn->name);
+  const float *mine = hap_reference_value(c->ref, t);
+  memcpy(full, mine, (size_t)n * sizeof *full);
+  for (int32_t u = cp->n_ranks - 1; u >= 0; u--) { /* lower ranks last: theirs stay */
+    if (cp->same_as[u] >= 0)
+      continue;
+    const hap_box *b = &cp->box[u];
+    const float *got = cp->data + cp->offset[u];
+    box_runs br = {b, &tn->shape, b->rank > 0 ? b->hi[b->rank - 1] - b->lo[b->rank - 1] : 1};
+    int64_t m = hap_box_numel(b);
+    for (int64_t k = 0; br.run_len > 0 && k * br.run_len < m; k++)
+      memcpy(full + run_start(&br, k), got + k * br.run_len, (size_t)br.run_len * sizeof *full);
+  }
+  for (int64_t e = 0; e < n; e++)
+    if (!isfinite(full[e]))
+      full[e] = mine[e];
+  hap_status st = hap_reference_set_value(c->ref, t, full, err);
+  free(full);
+  return st;
 }
 
 /* The whole-tensor index of box element e. */
@@ -433,7 +464,7 @@ static void compare_loss(const double *parts, int32_t n_ranks, double want, doub
 
 /* Rank 0 says whether it can go on (st), every rank learns it: the others must not wait in a
  * gather that rank 0 never joins. */
-static hap_status agree(hap_comm *world, hap_status st, hap_err *err) {
+static hap_status agree(hap_comm *world, hap_status st, const char *what, hap_err *err) {
   double mine = st == HAP_OK ? 0 : 1, any = 0;
   hap_err ignored = {0};
   hap_status cst = world->ops->all_reduce(world, &mine, &any, 1, HAP_F64, HAP_REDUCE_MAX,
@@ -442,8 +473,7 @@ static hap_status agree(hap_comm *world, hap_status st, hap_err *err) {
     return st;
   if (cst != HAP_OK)
     return cst;
-  return any == 0 ? HAP_OK
-                  : hap_err_set(err, HAP_EINVAL, "--check: rank 0 could not run the reference");
+  return any == 0 ? HAP_OK : hap_err_set(err, HAP_EINVAL, "--check: rank 0 could not %s", what);
 }
 
 /* What a compare reads from the run under test: an ordinary plan's runner or a pipeline's. */
@@ -474,7 +504,7 @@ static hap_status compare(hap_checker *c, const subject *run, hap_check_result *
   double *parts = calloc((size_t)world->size, sizeof *parts);
   if (st == HAP_OK && parts == NULL)
     st = hap_err_set(err, HAP_ENOMEM, "--check: out of memory");
-  st = agree(world, st, err);
+  st = agree(world, st, "run the reference", err);
   double part = loss_part_of(run);
   if (st == HAP_OK)
     st = world->ops->all_gather(world, &part, parts, (int64_t)sizeof part, err);
@@ -486,6 +516,7 @@ static hap_status compare(hap_checker *c, const subject *run, hap_check_result *
     res->n_skipped += skipped;
     res->steps = (int32_t)hap_reference_steps(c->ref);
   }
+  hap_status followed = HAP_OK; /* rank 0: follow_run's */
   for (int32_t t = 0; t < g->n_tensors && st == HAP_OK; t++) {
     if (!trainable(&g->tensors[t]))
       continue;
@@ -495,16 +526,20 @@ static hap_status compare(hap_checker *c, const subject *run, hap_check_result *
       bool grad = q == HAP_RUN_GRADIENT;
       st = copies_of(run, t, (hap_run_quantity)q, &copies, err);
       if (st == HAP_OK && root && !(grad && skipped)) {
-        if (!grad && !skipped && c->allowance != NULL) /* this step's share, from the gradients */
-          grow_allowance(c, t, hap_reference_steps(c->ref));
+        if (!grad && !skipped && c->allowance != NULL) /* this step's, from the gradients */
+          step_allowance(c, t, hap_reference_steps(c->ref));
         const float *want =
             grad ? hap_reference_grad(c->ref, t) : (const float *)hap_reference_value(c->ref, t);
         compare_copies(c, t, (hap_run_quantity)q, want, &copies, res);
+        if (!grad && followed == HAP_OK)
+          followed = follow_run(c, t, &copies, err);
       }
       hap_run_copies_free(&copies);
     }
   }
   free(parts);
+  if (st == HAP_OK) /* the gathers above are collective: rank 0 says only now that it failed */
+    st = agree(world, followed, "take the run's values", err);
   /* every rank learns the verdict */
   double bad = res->n_failures > 0, any = 0;
   if (st == HAP_OK)

@@ -365,6 +365,20 @@ void hap_reference_update(hap_reference *ref, double lr) {
 
 hap_status hap_reference_iterate(hap_reference *ref, hap_err *err) { return run_pass(ref, err); }
 
+hap_status hap_reference_set_value(hap_reference *ref, int32_t t, const float *v, hap_err *err) {
+  const hap_graph *g = ref->g;
+  if (t < 0 || t >= g->n_tensors || !trainable(&g->tensors[t]))
+    return hap_err_set(err, HAP_EINVAL, "reference run: tensor id %d is not a trainable parameter",
+                       (int)t);
+  size_t bytes = tensor_bytes(&g->tensors[t]);
+  memcpy(ref->master[t] ? ref->master[t] : ref->value[t], v, bytes);
+  if (ref->master[t]) { /* the compute copy */
+    memcpy(ref->value[t], v, bytes);
+    store_rounded(ref, t, ref->value[t]);
+  }
+  return HAP_OK;
+}
+
 hap_status hap_reference_perturbed_loss(hap_reference *ref, int32_t t, int64_t index, double delta,
                                         double *loss, double *applied, hap_err *err) {
   const hap_graph *g = ref->g;

@@ -902,21 +902,32 @@ static hap_status median_link(const hap_profile *p, const int32_t *dev_host, lin
   return st;
 }
 
+/* Host h's intra link and NIC, and where each came from (hap_profile_to_cluster). */
 static hap_status host_links(const hap_profile *p, const int32_t *dev_host, int32_t h,
-                             hap_link *intra, hap_link *nic) {
+                             hap_host *out) {
   bool found;
-  HAP_TRY(median_link(p, dev_host, intra_of, h, intra, &found));
-  if (!found)
-    HAP_TRY(median_link(p, dev_host, intra_any, h, intra, &found));
-  if (!found)
-    *intra = HAP_PROFILE_DEFAULT_INTRA;
-  HAP_TRY(median_link(p, dev_host, nic_of, h, nic, &found));
-  if (!found)
-    HAP_TRY(median_link(p, dev_host, nic_any, h, nic, &found));
-  if (found)
-    nic->latency_s /= 2; /* a path between hosts crosses two NICs */
-  else
-    *nic = HAP_PROFILE_DEFAULT_NIC;
+  out->intra_origin = HAP_LINK_MEASURED;
+  HAP_TRY(median_link(p, dev_host, intra_of, h, &out->intra, &found));
+  if (!found) {
+    out->intra_origin = HAP_LINK_BORROWED;
+    HAP_TRY(median_link(p, dev_host, intra_any, h, &out->intra, &found));
+  }
+  if (!found) {
+    out->intra_origin = HAP_LINK_ASSUMED;
+    out->intra = HAP_PROFILE_DEFAULT_INTRA;
+  }
+  out->nic_origin = HAP_LINK_MEASURED;
+  HAP_TRY(median_link(p, dev_host, nic_of, h, &out->nic, &found));
+  if (!found) {
+    out->nic_origin = HAP_LINK_BORROWED;
+    HAP_TRY(median_link(p, dev_host, nic_any, h, &out->nic, &found));
+  }
+  if (found) {
+    out->nic.latency_s /= 2; /* a path between hosts crosses two NICs */
+  } else {
+    out->nic_origin = HAP_LINK_ASSUMED;
+    out->nic = HAP_PROFILE_DEFAULT_NIC;
+  }
   return HAP_OK;
 }
 
@@ -993,10 +1004,13 @@ static hap_status build_cluster(const hap_profile *p, hap_cluster *c, int32_t *d
     dev_host[i] = find_host(p, p->devices[i].host);
   int32_t next = 0;
   for (int32_t h = 0; h < p->n_hosts; h++) {
-    hap_link intra, nic;
-    if (host_links(p, dev_host, h, &intra, &nic) != HAP_OK)
+    hap_host links = {0};
+    int32_t id = -1;
+    if (host_links(p, dev_host, h, &links) != HAP_OK)
       return hap_err_set(err, HAP_ENOMEM, "out of memory loading host links");
-    HAP_TRY(hap_cluster_add_host(c, p->hosts[h], intra, nic, NULL, err));
+    HAP_TRY(hap_cluster_add_host(c, p->hosts[h], links.intra, links.nic, &id, err));
+    c->hosts[id].intra_origin = links.intra_origin;
+    c->hosts[id].nic_origin = links.nic_origin;
     for (int32_t i = 0; i < p->n_devices; i++) {
       if (dev_host[i] != h)
         continue;

@@ -108,6 +108,24 @@ expect measure-single 0 alone "$bin" measure --backend cpu --quick --only comput
   --quiet -o "$tmp/single.h5"
 expect measure-single-show 0 "$bin" show -f json "$tmp/single.h5"
 check measure-single-one-device json_devices "$tmp/out" 1
+# srun's tasks under an MPI that did not join them (each task a world of one, as a task started
+# with Slurm's variables and no PMI is): refused before any work, said once, by task 0; no file
+slurm_task() { # slurm_task PROCID CMD...: Slurm's variables of task PROCID of a 2-task step
+  local id=$1
+  shift
+  alone env SLURM_PROCID="$id" SLURM_LOCALID="$id" SLURM_STEP_NUM_TASKS=2 SLURM_NTASKS=2 "$@"
+}
+expect srun-unjoined 1 slurm_task 0 "$bin" measure --backend cpu --quick -o "$tmp/srun.h5"
+says srun-unjoined-says "the launcher started 2 ranks (SLURM_STEP_NUM_TASKS) but MPI's world has 1"
+says srun-unjoined-names-pmix "srun --mpi=pmix"
+check srun-unjoined-one-line test "$(wc -l <"$tmp/err")" -eq 1
+check srun-unjoined-no-file test ! -e "$tmp/srun.h5"
+expect srun-unjoined-task1 1 slurm_task 1 "$bin" measure --backend cpu --quick -o "$tmp/srun.h5"
+check srun-unjoined-task1-silent test ! -s "$tmp/err"
+# a batch script's own environment (SLURM_PROCID=0, no step) is no launch: the usual refusal
+expect slurm-batch-alone 2 alone env SLURM_PROCID=0 SLURM_NTASKS=2 "$bin" measure --backend cpu \
+  --quick -o "$tmp/srun.h5"
+says slurm-batch-alone-says "measure runs one rank per device"
 expect measure-single-on-show 2 "$bin" show --single cpu-2
 says measure-single-on-show-says "--single belong to measure"
 expect measure-flag-on-show 2 "$bin" show --quick cpu-2
@@ -149,6 +167,28 @@ expect merge-two-hosts 0 "$bin" merge -o "$tmp/ab.h5" "$tmp/host-a.h5" "$tmp/hos
 says merge-two-hosts-warns "warning: $tmp/ab.h5: no link between its 2 hosts was measured"
 says merge-two-hosts-assumed "hap assumes 12.5 GB/s and 5 us per NIC between them"
 check merge-two-hosts-file test -s "$tmp/ab.h5"
+# show marks where each host's links come from: the merged NICs are assumed, the parts' own
+# intra-host links measured
+json_origins() { # json_origins FILE INTRA NIC: every host's intra_host_origin and nic_origin
+  python3 -c "import json,sys; h=json.load(open('$1'))['hosts']
+sys.exit(0 if all(x['intra_host_origin'] in '$2'.split(',') and x['nic_origin'] == '$3'
+                  for x in h) else 1)"
+}
+expect show-merged 0 "$bin" show "$tmp/ab.h5"
+check show-merged-assumed grep -q '^host-a .*measured, assumed$' "$tmp/out"
+check show-merged-legend grep -q '^assumed: no such link was measured on any host' "$tmp/out"
+expect show-merged-json 0 "$bin" --format json show "$tmp/ab.h5"
+cp "$tmp/out" "$tmp/ab.json"
+check show-merged-json-origins json_origins "$tmp/ab.json" measured assumed
+expect show-measured-across-json 0 "$bin" --format json show "$tmp/p.h5"
+cp "$tmp/out" "$tmp/p.json"
+check show-measured-across-origins json_origins "$tmp/p.json" measured,borrowed measured
+expect show-measured-across 0 "$bin" show "$tmp/p.h5"
+check show-measured-across-borrowed grep -q '^p100-0 .*borrowed, measured$' "$tmp/out"
+check show-measured-across-legend grep -q "^borrowed: this host measured no such link" "$tmp/out"
+expect show-spec-json 0 "$bin" --format json show cpu-2
+cp "$tmp/out" "$tmp/spec.json"
+check show-spec-origins json_origins "$tmp/spec.json" stated stated
 # a part that measured across its hosts: no warning
 expect merge-measured-across 0 "$bin" merge -o "$tmp/one.h5" "$tmp/p.h5"
 check merge-measured-across-quiet bash -c "! grep -q warning '$tmp/err'"

@@ -8,6 +8,7 @@
 # e.g. optimizer=adam,micro_batches=4), judged against TOLERANCES "LOSS GRADIENT PARAMETER" (the
 # tolerances --check must print for that policy; default 1e-04 each, fp32 SGD's). HAP_CHECK_ITERS:
 # timed iterations after the one warm-up (default 1; fp16 needs more, its first steps overflow).
+# HAP_CHECK_MODEL_SPECS: model specs (space-separated) to use instead of the list below.
 # Usage: test_check.sh HAP_SYNTH HAP_RUN RANKS CLUSTER [STRATEGIES [MODELS [POLICY [TOLERANCES]]]]
 set -u
 synth=$1 run=$2 ranks=$3 cluster=$4
@@ -32,6 +33,9 @@ models=(
   "vgg19:batch=4,width=16,hidden=256"
   "vgg19:batch=4"
 )
+if [ -n "${HAP_CHECK_MODEL_SPECS:-}" ]; then
+  read -ra models <<<"$HAP_CHECK_MODEL_SPECS"
+fi
 pass=0 fail=0
 for m in "${models[@]}"; do
   [[ $m =~ $only ]] || continue

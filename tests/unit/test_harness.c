@@ -33,6 +33,17 @@ static void clear_launcher_env(void) {
   unsetenv("OMPI_COMM_WORLD_SIZE");
   unsetenv("PMI_SIZE");
   unsetenv("PMIX_RANK");
+  unsetenv("SLURM_PROCID");
+  unsetenv("SLURM_STEP_NUM_TASKS");
+  unsetenv("SLURM_NTASKS");
+}
+
+/* Slurm's environment for task `procid` of an srun step of `tasks` tasks. */
+static void srun_task(const char *procid, const char *tasks) {
+  setenv("SLURM_PROCID", procid, 1);
+  setenv("SLURM_LOCALID", procid, 1);
+  setenv("SLURM_STEP_NUM_TASKS", tasks, 1);
+  setenv("SLURM_NTASKS", tasks, 1);
 }
 
 Test(launcher, launched_by_any_mpi_launcher) {
@@ -89,6 +100,42 @@ Test(launcher, rank0_before_mpi) {
   setenv("OMPI_COMM_WORLD_RANK", "0", 1);
   setenv("PMI_RANK", "1", 1);
   cr_expect(hap_launcher_rank0());
+}
+
+/* srun's tasks are launched, and task 0 speaks for the job; a batch script's own environment
+ * (SLURM_PROCID=0, SLURM_NTASKS, no step task count) is not a task. */
+Test(launcher, srun_tasks) {
+  clear_launcher_env();
+  setenv("SLURM_PROCID", "0", 1);
+  setenv("SLURM_NTASKS", "4", 1);
+  cr_expect_not(hap_launched_by_mpi(), "a batch script is not an srun task");
+  cr_expect_eq(hap_launcher_size(NULL), -1);
+  clear_launcher_env();
+  srun_task("1", "4");
+  cr_expect(hap_launched_by_mpi());
+  cr_expect_not(hap_launcher_rank0(), "task 1");
+  const char *var = NULL;
+  cr_expect_eq(hap_launcher_size(&var), 4);
+  cr_expect_str_eq(var, "SLURM_STEP_NUM_TASKS");
+  cr_expect_eq(hap_local_rank(9), 1);
+  srun_task("0", "4");
+  cr_expect(hap_launcher_rank0(), "task 0");
+  setenv("OMPI_COMM_WORLD_RANK", "3", 1); /* mpirun inside an allocation: its rank first */
+  setenv("OMPI_COMM_WORLD_SIZE", "8", 1);
+  cr_expect_not(hap_launcher_rank0());
+  cr_expect_eq(hap_launcher_size(&var), 8);
+  cr_expect_str_eq(var, "OMPI_COMM_WORLD_SIZE");
+}
+
+Test(launcher, launcher_size_bad_values_are_skipped) {
+  static const char *const bad[] = {"", "x", "0", "-2", "1.5", "99999999999999999999"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    clear_launcher_env();
+    setenv("OMPI_COMM_WORLD_SIZE", bad[i], 1);
+    cr_expect_eq(hap_launcher_size(NULL), -1, "'%s' alone: unknown", bad[i]);
+    setenv("PMI_SIZE", "3", 1);
+    cr_expect_eq(hap_launcher_size(NULL), 3, "'%s' skipped for the next variable", bad[i]);
+  }
 }
 
 /* ---- cli.h: bounded options ------------------------------------------------------------------ */

@@ -300,6 +300,50 @@ Test(reference_policy, bf16_emulated_storage_and_masters) {
   hap_graph_destroy(g);
 }
 
+/* hap_reference_set_value: a reference given another's trained values (masters) goes on exactly as
+ * that one does (compute copies rounded from them); only trainable parameters can be set. */
+Test(reference_policy, set_value_continues_from_the_given_values) {
+  hap_graph *g = build("gpt:layers=1,batch=4,seq=8,width=16,heads=2,vocab=32,granularity=fine");
+  hap_reference *trained = run_policy(g, 5, "precision=bf16");
+  hap_reference *fresh = run_policy(g, 5, "precision=bf16");
+  hap_reference_update(trained, 1e-2);
+  iterate(trained);
+  hap_err err = {0};
+  int32_t set = 0;
+  for (int32_t t = 0; t < g->n_tensors; t++) {
+    if (!trainable(&g->tensors[t]))
+      continue;
+    cr_assert_eq(hap_reference_set_value(fresh, t, hap_reference_value(trained, t), &err), HAP_OK,
+                 "%s", err.msg);
+    set++;
+  }
+  cr_assert_gt(set, 0);
+  iterate(fresh);
+  cr_assert(hap_reference_loss(fresh) == hap_reference_loss(trained), "%.9g vs %.9g",
+            hap_reference_loss(fresh), hap_reference_loss(trained));
+  for (int32_t t = 0; t < g->n_tensors; t++) {
+    if (!trainable(&g->tensors[t]))
+      continue;
+    size_t bytes = (size_t)hap_tensor_numel(&g->tensors[t]) * sizeof(float);
+    cr_assert(memcmp(hap_reference_compute_value(fresh, t), hap_reference_compute_value(trained, t),
+                     bytes) == 0,
+              "'%s': compute copy", g->tensors[t].name);
+    cr_assert(memcmp(hap_reference_grad(fresh, t), hap_reference_grad(trained, t), bytes) == 0,
+              "'%s': gradient", g->tensors[t].name);
+  }
+  int32_t input = -1;
+  for (int32_t t = 0; t < g->n_tensors && input < 0; t++)
+    if (g->tensors[t].kind == HAP_TENSOR_INPUT)
+      input = t;
+  cr_assert_geq(input, 0);
+  float zero[1] = {0};
+  cr_assert_eq(hap_reference_set_value(fresh, input, zero, &err), HAP_EINVAL);
+  cr_assert(strstr(err.msg, "not a trainable parameter"), "%s", err.msg);
+  hap_reference_destroy(trained);
+  hap_reference_destroy(fresh);
+  hap_graph_destroy(g);
+}
+
 /* grad_accum=fp32: the parameters' gradients stay float32, every other stored tensor is bf16. */
 Test(reference_policy, bf16_fp32_gradient_accumulation) {
   hap_graph *g = build("mlp:layers=2,batch=8,seq=4,hidden=16");
@@ -631,6 +675,18 @@ Test(check_policy, an_sgd_runner_fails_the_adam_check) {
   cr_assert_not(res.passed);
   cr_assert_eq(res.iterations, 1, "the first update already differs");
   cr_assert(any_failure(&res, "value of '"), "%s", res.failures[0]);
+}
+
+/* Momentum's first step is SGD's (its buffer starts as the gradient), its second is not: the
+ * reference follows the run's values after iteration 1 (check.h), yet iteration 2's update from
+ * them still differs and fails. */
+Test(check_policy, an_sgd_runner_fails_the_momentum_check_at_step_2) {
+  hap_check_result res = check_against(MLP, "optimizer=momentum");
+  cr_assert_not(res.passed);
+  cr_assert_eq(res.iterations, 2, "step 1 is SGD's: %s", res.failures[0]);
+  cr_assert(any_failure(&res, "value of '"), "%s", res.failures[0]);
+  cr_assert_not(any_failure(&res, "gradient of '"), "gradients from the same values: %s",
+                res.failures[0]);
 }
 
 /* The loss and the gradients of an fp32 run are within bf16's tolerances of the bf16 reference:

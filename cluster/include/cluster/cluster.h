@@ -56,11 +56,23 @@ typedef struct hap_device {
   hap_kernel_sample *kernels; /* sorted by (op, backward, shape_key) */
 } hap_device;
 
+/* Where a host's link numbers come from (what `hap-profile show` tells its reader). */
+typedef enum hap_link_origin {
+  HAP_LINK_STATED = 0, /* written in a cluster file or spec */
+  HAP_LINK_MEASURED,   /* fitted from this host's own measured p2p sweeps */
+  HAP_LINK_BORROWED,   /* none of this host's: the median of other hosts' measured links */
+  HAP_LINK_ASSUMED,    /* nothing of the kind measured: hap's default */
+} hap_link_origin;
+
+/* "stated", "measured", "borrowed", "assumed". */
+const char *hap_link_origin_name(hap_link_origin o);
+
 typedef struct hap_host {
   const char *name;
   int32_t first_device, n_devices;
   hap_link intra; /* between two devices of this host */
   hap_link nic;   /* this host's network link, per direction, shared by its devices */
+  hap_link_origin intra_origin, nic_origin; /* HAP_LINK_STATED unless set after adding */
 } hap_host;
 
 typedef enum hap_coll_kind {

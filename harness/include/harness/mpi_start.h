@@ -7,7 +7,10 @@
 #include "exec/comm.h"
 
 /* MPI_Init and the world communicator (hap_comm_mpi_init); on failure "prog: why" on stderr and
- * the status. Ownership: hap_comm_mpi_finalize(*world) ends MPI. */
+ * the status. A world smaller or larger than the launcher started (hap_launcher_size: srun with an
+ * MPI that does not speak its PMI makes each task a world of one) is HAP_EINVAL, said once by
+ * the launcher's rank 0, with MPI finalized and *world NULL. Ownership:
+ * hap_comm_mpi_finalize(*world) ends MPI. */
 hap_status hap_harness_mpi_init(const char *prog, int *argc, char ***argv, hap_comm **world);
 
 /* Collective: every rank passes the status of its set-up; returns the lowest rank whose status

@@ -8,6 +8,12 @@
  *     (scaled by the loss scale S in both runs: the same units);
  *   - every rank's copy of every trainable parameter after the iteration's update (the float32
  *     master in mixed precision).
+ * The reference follows the run: once iteration k's values are compared, rank 0 sets the
+ * reference's trainable parameters to the run's (the lowest rank's copy of each element), so
+ * iteration k + 1 starts both runs from the same values and each comparison judges one
+ * iteration's arithmetic. Without it, differences the tolerances allow (Adam's noise elements
+ * below, which may move 2 lr apart) would feed the next iteration's gradients and fail a correct
+ * run (dp-ev bert, 64 wide, Adam: 3.4e-4 at iteration 2). Optimizer state stays each run's own.
  * Tolerances (relative; hap_check_tolerances_for gives the ones applied and printed):
  *   loss       |loss - ref| / |ref|
  *   gradient   max |g - ref| over the copy / the tensor's largest |ref gradient|, floored at
@@ -47,7 +53,8 @@
  * of its gradient over the rank copies and iterations so far, a step t changes Adam's m^/sqrt(v^)
  * by at most B_t min(2, 2e / (1 - e)) (first order, Cauchy-Schwarz), B_t = sqrt(sum_k a_k^2 / b_k)
  * the largest |m^/sqrt(v^)| any gradient history gives (a_k, b_k the weights of step k's gradient
- * in m^ and v^; B_1 = 1); the allowance is lr times that, summed over the steps taken. An element
+ * in m^ and v^; B_1 = 1); the allowance is lr times that (both runs took the step from the same
+ * values). An element
  * with a sound gradient (e ~ 1e-7 in fp32) is held to the relative tolerance; a noise element may
  * differ by up to 2 lr per step. Ownership: plain values. */
 #ifndef HAP_RUN_CHECK_H

@@ -78,6 +78,12 @@ void hap_reference_update(hap_reference *ref, double lr);
  * masks): the loss, gradients and activations are replaced by this pass's. */
 hap_status hap_reference_iterate(hap_reference *ref, hap_err *err);
 
+/* Set trainable parameter t's value (its float32 master in mixed precision, whose compute copy
+ * becomes round_D(v)) to v (numel float32 elements, copied). The optimizer state, the loss scaler
+ * and the step count are left as they are: the next pass and update start from v. HAP_EINVAL when
+ * t is not a trainable parameter. */
+hap_status hap_reference_set_value(hap_reference *ref, int32_t t, const float *v, hap_err *err);
+
 /* The loss of the last pass (the value of the graph's scalar loss tensor). */
 double hap_reference_loss(const hap_reference *ref);
 

@@ -181,7 +181,8 @@ hap_status hap_profile_merge(hap_profile *const *parts, int n, hap_profile **out
  * of the fitted p2p links inside it, else inside any host, else HAP_PROFILE_DEFAULT_INTRA; its
  * NIC is the median of the fitted p2p links with one end on it and the other elsewhere (latency
  * halved, since a path crosses two NICs), else of all cross-host links, else
- * HAP_PROFILE_DEFAULT_NIC. Devices take the measured fields, sustained FLOP/s per dtype = the
+ * HAP_PROFILE_DEFAULT_NIC; the host's intra_origin and nic_origin say which (measured, borrowed,
+ * assumed). Devices take the measured fields, sustained FLOP/s per dtype = the
  * best GEMM rate (else the peak), GEMM rows as hap_gemm_sample, kernel rows as hap_kernel_sample
  * (p50). Every p2p fit becomes a hap_cluster_set_link override, every collective fit a
  * hap_cluster_add_fit (a second group with the same kind and rank set is skipped). The cluster is
