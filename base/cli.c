@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 hap_status hap_format_parse(const char *s, hap_format *out) {
-  static const char *const names[] = {"table", "csv", "json"};
-  for (int i = 0; i < 3; i++) {
+  static const char *const names[HAP_FORMAT_COUNT] = {"table", "csv", "json", "nccl-tests"};
+  for (int i = 0; i < HAP_FORMAT_COUNT; i++) {
     if (strcmp(s, names[i]) == 0) {
       *out = (hap_format)i;
       return HAP_OK;

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Fuzz every reader with libFuzzer under ASan + UBSan: graph, cluster and plan JSON, the model and
-# cluster spec strings, and the HDF5 profile reader (tests/fuzz/). Builds build-fuzz/ with clang
-# (-DHAP_FUZZ=ON -DHAP_SANITIZE=ON, no CUDA), then runs each target for SECONDS (default 30) from
-# its checked-in seeds (tests/fuzz/corpus/<target>/; new inputs go to a temporary corpus). Prints
-# the executions per target. Exit status: 0 when no target crashed, leaked or hung; otherwise 1,
-# and the input that did it is copied to tests/fuzz/crashes/ (check it in with the fix, as a
-# regression seed under corpus/<target>/).
+# cluster spec strings, the HDF5 profile reader and nccl-tests logs (tests/fuzz/). Builds
+# build-fuzz/ with clang (-DHAP_FUZZ=ON -DHAP_SANITIZE=ON, no CUDA), then runs each target for
+# SECONDS (default 30) from its checked-in seeds (tests/fuzz/corpus/<target>/; new inputs go to
+# a temporary corpus). Prints the executions per target. Exit status: 0 when no target crashed,
+# leaked or hung; otherwise 1, and the input that did it is copied to tests/fuzz/crashes/ (check
+# it in with the fix, as a regression seed under corpus/<target>/).
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (CI: 30 s each; run longer by hand, e.g. 3600)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 secs=${1:-30}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(graph cluster plan specs profile)
+[ ${#targets[@]} -gt 0 ] || targets=(graph cluster plan specs profile nccl_tests)
 case "$secs" in '' | *[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, got '$secs'" >&2; exit 2 ;; esac
 build=${HAP_FUZZ_BUILD:-build-fuzz}
 mkdir -p "$build"
@@ -42,10 +42,10 @@ for t in "${targets[@]}"; do
   rc=$?
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo '?')
   if [ "$rc" -eq 0 ]; then
-    printf 'fuzz_%-8s ok      %10s executions in %s s\n' "$t" "$runs" "$secs"
+    printf 'fuzz_%-10s ok      %10s executions in %s s\n' "$t" "$runs" "$secs"
   else
     failed=1
-    printf 'fuzz_%-8s FAILED  exit %d after %s executions\n' "$t" "$rc" "$runs"
+    printf 'fuzz_%-10s FAILED  exit %d after %s executions\n' "$t" "$rc" "$runs"
     grep -E 'ERROR|SUMMARY|runtime error|#[0-9]+ 0x' "$log" | head -20 | sed 's/^/   | /'
     mkdir -p tests/fuzz/crashes
     for a in "$work/$t"-*; do [ -e "$a" ] && cp "$a" tests/fuzz/crashes/ && echo "   input: tests/fuzz/crashes/$(basename "$a")"; done

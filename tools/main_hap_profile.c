@@ -37,8 +37,10 @@
 #include "plan/plan_io.h"
 #include "profile/kernel_times.h"
 #include "profile/measure.h"
+#include "profile/nccl_import.h"
 #include "profile/replay.h"
 #include "store/cluster_open.h"
+#include "store/nccl_tests.h"
 #include "store/profile_show.h"
 #include "store/profile_store.h"
 
@@ -61,10 +63,23 @@ static void usage(FILE *f) {
          "                        hosts and links, devices, collective fits; for a profile also\n"
          "                        its point-to-point and collective sweeps\n"
          "  merge -o OUT IN...    combine per-machine profiles into one (atomic write)\n"
+         "  import-nccl-tests -o OUT LOG...\n"
+         "                        a profile from nccl-tests output (all_reduce_perf,\n"
+         "                        all_gather_perf, reduce_scatter_perf, alltoall_perf,\n"
+         "                        broadcast_perf, sendrecv_perf; one log per test, the same\n"
+         "                        GPUs in each); each log's test from its file name or --test\n"
          "\n"
          "Options:\n"
-         "  -f, --format FMT      table (default) or json\n"
-         "  -o, --output FILE     output of measure and merge\n"
+         "  -f, --format FMT      table (default), json, or for a profile nccl-tests (its\n"
+         "                        collective sweeps as nccl-tests prints them)\n"
+         "  -o, --output FILE     output of measure, merge and import-nccl-tests\n"
+         "\n"
+         "import-nccl-tests options:\n"
+         "      --test NAME       the test that wrote logs whose file name does not say\n"
+         "                        (all_reduce_perf, ...)\n"
+         "      --device PRESET   the GPUs' published numbers (FLOP/s, memory; hap-devices\n"
+         "                        lists the presets); default: the preset the logs' GPU\n"
+         "                        model names\n"
          "\n"
          "Measure options:\n"
          "  -b, --backend NAME    device backend: cpu (each MPI rank a CPU device, GEMM through\n"
@@ -107,6 +122,20 @@ static int cmd_show(const char *what, hap_format format) {
   hap_err err = {0};
   hap_profile *p = NULL;
   hap_cluster *c = NULL;
+  if (format == HAP_FORMAT_NCCL_TESTS) { /* the sweeps alone: no cluster model needed */
+    if (!hap_is_hdf5_path(what))
+      return hap_report_usage(prog, -1,
+                              "--format nccl-tests prints a profile's sweeps: '%s' is not a "
+                              "profile (.h5)",
+                              what);
+    if (hap_profile_read(what, &p, &err) != HAP_OK) {
+      hap_cli_error(prog, &err);
+      return 1;
+    }
+    hap_nt_print_profile(stdout, p);
+    hap_profile_destroy(p);
+    return 0;
+  }
   if (hap_is_hdf5_path(what)) {
     if (hap_profile_read(what, &p, &err) != HAP_OK ||
         hap_profile_to_cluster(p, &c, &err) != HAP_OK) {
@@ -181,6 +210,38 @@ out:
     hap_profile_destroy(parts[i]);
   free(parts);
   hap_profile_destroy(merged);
+  return rc;
+}
+
+/* ---- import-nccl-tests ---------------------------------------------------------------------- */
+
+static int cmd_import_nccl_tests(const char *out, int n, char **paths, int hint,
+                                 const char *device) {
+  hap_err err = {0};
+  hap_nt_log *logs = calloc((size_t)n, sizeof *logs);
+  hap_profile *p = NULL;
+  int rc = 1, read = 0;
+  if (logs == NULL)
+    return 1;
+  for (; read < n; read++)
+    if (hap_nt_read(paths[read], hint, &logs[read], &err) != HAP_OK)
+      goto out;
+  if (hap_profile_from_nccl_tests(logs, (const char *const *)paths, n, device, &p, &err) !=
+          HAP_OK ||
+      hap_profile_write(p, out, &err) != HAP_OK)
+    goto out;
+  fprintf(stderr,
+          "%s: wrote %s (%d GPUs on %d hosts, %d collective sweeps, %d pairs; devices: %s)\n", prog,
+          out, (int)p->n_devices, (int)p->n_hosts, (int)p->n_colls, (int)p->n_p2p,
+          hap_profile_get_env(p, "nccl-tests.devices"));
+  rc = 0;
+out:
+  if (rc != 0)
+    hap_cli_error(prog, &err);
+  for (int i = 0; i < read; i++)
+    hap_nt_log_free(&logs[i]);
+  free(logs);
+  hap_profile_destroy(p);
   return rc;
 }
 
@@ -718,7 +779,9 @@ int main(int argc, char **argv) {
     OPT_MODEL,
     OPT_CLUSTER,
     OPT_KERNEL_TIMING,
-    OPT_SINGLE
+    OPT_SINGLE,
+    OPT_TEST,
+    OPT_DEVICE
   };
   static const struct option long_opts[] = {
       {"format", required_argument, NULL, 'f'},
@@ -735,6 +798,8 @@ int main(int argc, char **argv) {
       {"cluster", required_argument, NULL, OPT_CLUSTER},
       {"kernel-timing", required_argument, NULL, OPT_KERNEL_TIMING},
       {"single", no_argument, NULL, OPT_SINGLE},
+      {"test", required_argument, NULL, OPT_TEST},
+      {"device", required_argument, NULL, OPT_DEVICE},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
@@ -742,6 +807,9 @@ int main(int argc, char **argv) {
   const char *output = NULL;
   measure_opts mo = {.threads = 1, .timeout_s = 300};
   bool measure_flags = false; /* a measure-only option was given */
+  int nt_test = -1;           /* import-nccl-tests --test */
+  const char *nt_device = NULL;
+  bool import_flags = false; /* an import-nccl-tests option was given */
   hap_err err = {0};
   double v = 0;
   int c;
@@ -751,7 +819,8 @@ int main(int argc, char **argv) {
   while ((c = getopt_long(argc, argv, "f:o:b:qhV", long_opts, NULL)) != -1) {
     switch (c) {
     case 'f':
-      if (hap_format_select(optarg, HAP_FORMATS_TABLE_JSON, &format, &err) != HAP_OK)
+      if (hap_format_select(optarg, HAP_FORMATS_TABLE_JSON | (1u << HAP_FORMAT_NCCL_TESTS), &format,
+                            &err) != HAP_OK)
         return hap_report_usage(prog, -1, "%s", err.msg);
       break;
     case 'o': output = optarg; break;
@@ -814,6 +883,23 @@ int main(int argc, char **argv) {
       mo.kernel_timing = optarg;
       measure_flags = true;
       break;
+    case OPT_TEST:
+      nt_test = -1;
+      for (int t = 0; t < HAP_NT_TEST_COUNT; t++)
+        if (strcmp(optarg, hap_nt_test_name((hap_nt_test)t)) == 0)
+          nt_test = t;
+      if (nt_test < 0)
+        return hap_report_usage(prog, -1,
+                                "--test: unknown test '%s' (expected all_reduce_perf, "
+                                "all_gather_perf, reduce_scatter_perf, alltoall_perf, "
+                                "broadcast_perf or sendrecv_perf)",
+                                optarg);
+      import_flags = true;
+      break;
+    case OPT_DEVICE:
+      nt_device = optarg;
+      import_flags = true;
+      break;
     case 'h':
       if (talk)
         usage(stdout);
@@ -831,9 +917,12 @@ int main(int argc, char **argv) {
   if (optind >= argc && mo.backend != NULL) /* hap-profile --backend cpu -o OUT */
     return cmd_measure(&argc, &argv, &mo, output);
   if (optind >= argc)
-    return hap_report_usage(prog, -1, "missing command (measure, show, merge)");
+    return hap_report_usage(prog, -1, "missing command (measure, show, merge, import-nccl-tests)");
   const char *cmd = argv[optind++];
   int rest = argc - optind;
+  if (import_flags && strcmp(cmd, "import-nccl-tests") != 0)
+    return hap_report_usage(prog, -1, "--test and --device belong to import-nccl-tests, not %s",
+                            cmd);
   if (strcmp(cmd, "measure") == 0) {
     if (rest != 0)
       return hap_report_usage(prog, -1, "measure takes no arguments, got '%s'", argv[optind]);
@@ -844,6 +933,11 @@ int main(int argc, char **argv) {
                             "--backend, --quick, --only, --emulate-speed, --threads, --timeout, "
                             "--plan, --model, --cluster and --single belong to measure, not %s",
                             cmd);
+  if (strcmp(cmd, "import-nccl-tests") == 0) {
+    if (output == NULL || rest < 1)
+      return hap_report_usage(prog, -1, "import-nccl-tests needs -o OUT and at least one log");
+    return cmd_import_nccl_tests(output, rest, argv + optind, nt_test, nt_device);
+  }
   if (strcmp(cmd, "show") == 0) {
     if (rest != 1)
       return hap_report_usage(prog, -1, "show takes one profile or cluster spec");
@@ -854,5 +948,6 @@ int main(int argc, char **argv) {
       return hap_report_usage(prog, -1, "merge needs -o OUT and at least one input profile");
     return cmd_merge(output, rest, argv + optind);
   }
-  return hap_report_usage(prog, -1, "unknown command '%s' (expected measure, show or merge)", cmd);
+  return hap_report_usage(
+      prog, -1, "unknown command '%s' (expected measure, show, merge or import-nccl-tests)", cmd);
 }

@@ -195,6 +195,73 @@ check merge-measured-across-quiet bash -c "! grep -q warning '$tmp/err'"
 expect merge-duplicate 1 "$bin" merge -o "$tmp/m.h5" "$tmp/p.h5" "$tmp/p.h5"
 says merge-duplicate-says "host 'v100-0' of part 1 is already in an earlier part"
 check merge-duplicate-no-file test ! -e "$tmp/m.h5"
+
+# nccl-tests logs (tests/data/nccl-tests, 8 A100s): imported into a profile, shown in nccl-tests'
+# layout with the same numbers, usable as a cluster; other tools' logs refused in one line
+nt=$(cd "$(dirname "$0")/../data/nccl-tests" && pwd)
+expect nt-import 0 "$bin" import-nccl-tests -o "$tmp/nt.h5" "$nt"/*_perf.log
+says nt-import-says "wrote $tmp/nt.h5 (8 GPUs on 1 hosts, 10 collective sweeps, 8 pairs; devices: preset A100-80GB"
+expect nt-show 0 "$bin" show -f nccl-tests "$tmp/nt.h5"
+cp "$tmp/out" "$tmp/nt.txt"
+# every row of every log is printed back: same size and count, the times to the log's printed
+# precision, algbw and busbw within 1 % (or 0.01 GB/s); sendrecv's in-place columns are N/A (a
+# p2p sweep keeps the out-of-place times)
+check nt-round-trip python3 - "$tmp/nt.txt" "$nt" <<'PY'
+import glob, os, re, sys
+shown, logs = open(sys.argv[1]).read(), sys.argv[2]
+tables = {}
+parts = re.split(r"(?m)^# (\w+_perf): ", shown)
+for name, body in zip(parts[1::2], parts[2::2]):
+    lines = body.splitlines()[1:]  # past the rest of the table's '# name: ...' line
+    tables[name] = [l.split() for l in lines if l.strip() and not l.startswith("#")]
+bad = 0
+for path in sorted(glob.glob(os.path.join(logs, "*_perf.log"))):
+    name = os.path.basename(path)[:-4]
+    rows = [l.split() for l in open(path) if l.strip() and not l.startswith("#")]
+    rows = [r for r in rows if int(r[0]) > 0]
+    got = tables.get(name, [])
+    if len(got) != len(rows):
+        print("%s: %d rows shown, %d in the log" % (name, len(got), len(rows))); bad += 1; continue
+    for g, w in zip(got, rows):
+        if g[0] != w[0] or g[1] != w[1]:
+            print("%s: size/count %s %s vs %s %s" % (name, g[0], g[1], w[0], w[1])); bad += 1
+        for t, a, b in ((5, 6, 7), (9, 10, 11)):
+            if name == "sendrecv_perf" and t == 9:  # p2p sweeps keep out-of-place times only
+                if g[t:t + 4] != ["N/A"] * 4:
+                    print("%s %s B: in-place %s, expected N/A" % (name, w[0], g[t:t + 4])); bad += 1
+                continue
+            if abs(float(g[t]) - float(w[t])) > 0.5 * 10 ** -len((w[t] + ".").split(".")[1]) + 1e-9:
+                print("%s %s B: time %s vs %s" % (name, w[0], g[t], w[t])); bad += 1
+            for c in (a, b):
+                x, y = float(g[c]), float(w[c])
+                if abs(x - y) > max(0.01 * y, 0.011):
+                    print("%s %s B: column %d %s vs %s" % (name, w[0], c, g[c], w[c])); bad += 1
+sys.exit(1 if bad else 0)
+PY
+expect nt-show-table 0 "$bin" show "$tmp/nt.h5"
+check nt-show-table-model grep -q 'NVIDIA A100-SXM4-80GB' "$tmp/out"
+expect nt-show-spec 2 "$bin" show -f nccl-tests cpu-2
+says nt-show-spec-says "--format nccl-tests prints a profile's sweeps: 'cpu-2' is not a profile"
+printf '# OSU MPI Allreduce Latency Test v7.2\n# Size       Avg Latency(us)\n4   1.52\n' \
+  >"$tmp/all_reduce_perf.log"
+expect nt-other-tool 1 "$bin" import-nccl-tests -o "$tmp/nt2.h5" "$tmp/all_reduce_perf.log"
+says nt-other-tool-says "not an nccl-tests log"
+says nt-other-tool-names-line "$tmp/all_reduce_perf.log:3: "
+check nt-other-tool-one-line test "$(wc -l <"$tmp/err")" -eq 1
+check nt-other-tool-no-file test ! -e "$tmp/nt2.h5"
+cp "$nt/all_reduce_perf.log" "$tmp/run1.log"
+expect nt-unnamed 1 "$bin" import-nccl-tests -o "$tmp/nt2.h5" "$tmp/run1.log"
+says nt-unnamed-says "cannot tell which nccl-tests test wrote it"
+expect nt-named 0 "$bin" import-nccl-tests --test all_reduce_perf -o "$tmp/nt2.h5" "$tmp/run1.log"
+expect nt-bad-test 2 "$bin" import-nccl-tests --test allreduce -o "$tmp/nt2.h5" "$tmp/run1.log"
+says nt-bad-test-says "--test: unknown test 'allreduce'"
+expect nt-no-output 2 "$bin" import-nccl-tests "$tmp/run1.log"
+says nt-no-output-says "import-nccl-tests needs -o OUT"
+expect nt-test-on-show 2 "$bin" show --test all_reduce_perf cpu-2
+says nt-test-on-show-says "--test and --device belong to import-nccl-tests, not show"
+expect nt-bad-device 1 "$bin" import-nccl-tests --device A100-90GB -o "$tmp/nt3.h5" \
+  "$nt/all_reduce_perf.log"
+says nt-bad-device-says "--device: 'A100-90GB' is not a GPU preset"
 check no-temp-files test -z "$(find "$tmp" -name '*.tmp.*')"
 
 echo "$pass passed, $fail failed"

@@ -10,9 +10,15 @@
 
 #include "base/status.h"
 
-typedef enum hap_format { HAP_FORMAT_TABLE, HAP_FORMAT_CSV, HAP_FORMAT_JSON } hap_format;
+typedef enum hap_format {
+  HAP_FORMAT_TABLE,
+  HAP_FORMAT_CSV,
+  HAP_FORMAT_JSON,
+  HAP_FORMAT_NCCL_TESTS, /* "nccl-tests": collective sweeps as nccl-tests prints them */
+  HAP_FORMAT_COUNT
+} hap_format;
 
-/* "table" | "csv" | "json"; HAP_EINVAL otherwise. */
+/* "table" | "csv" | "json" | "nccl-tests"; HAP_EINVAL otherwise. */
 hap_status hap_format_parse(const char *s, hap_format *out);
 
 /* 136.21 M, 1.23 T: value scaled by powers of 1000 with 4 significant digits, then `unit`. */
