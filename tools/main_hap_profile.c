@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/cli.h"
@@ -273,14 +274,42 @@ static const hap_watchdog_text watchdog_text = {
 typedef struct progress_state {
   int rank;
   bool draw;
+  double start_s; /* CLOCK_MONOTONIC when measuring began, s */
 } progress_state;
+
+static double monotonic_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* "~42 s", "~3 min", "~2.5 h": the time left if the steps still to come take as long on average
+ * as those done (a rough guide: GEMM, p2p and collective steps differ). */
+static const char *time_left(const progress_state *ps, int32_t done, int32_t total, char *buf,
+                             size_t size) {
+  double spent = monotonic_s() - ps->start_s;
+  if (done < 1 || spent < 1) {
+    snprintf(buf, size, "estimating");
+    return buf;
+  }
+  double left = spent / done * (total - done);
+  if (left < 100)
+    snprintf(buf, size, "~%.0f s left", left);
+  else if (left < 6000)
+    snprintf(buf, size, "~%.0f min left", left / 60);
+  else
+    snprintf(buf, size, "~%.1f h left", left / 3600);
+  return buf;
+}
 
 static void on_progress(void *arg, const char *phase, int32_t done, int32_t total) {
   const progress_state *ps = arg;
   hap_watchdog_set_phase(phase);
   hap_watchdog_arm(); /* restarted at every step */
+  char left[32];
   if (ps->draw && ps->rank == 0)
-    fprintf(stderr, "\r\033[K%s: [%3d/%3d] %s", prog, done + 1, total, phase);
+    fprintf(stderr, "\r\033[K%s: [%3d/%3d] %s (%s)", prog, done + 1, total, phase,
+            time_left(ps, done, total, left, sizeof left));
 }
 
 /* Environment worth keeping with the numbers: thread and MPI settings, versions, the machine. */
@@ -685,7 +714,7 @@ static int measure(int *argc, char ***argv, const measure_opts *o, const char *o
     hap_watchdog_unlink_on_exit(tmp, &err);
   hap_watchdog_set_phase("start-up");
   hap_watchdog_install(prog, rank, o->timeout_s, &watchdog_text, &err);
-  progress_state ps = {rank, hap_cli_progress_enabled(stderr, o->quiet)};
+  progress_state ps = {rank, hap_cli_progress_enabled(stderr, o->quiet), monotonic_s()};
 
   hap_measure_config cfg;
   hap_measure_defaults(&cfg, o->quick);

@@ -106,6 +106,18 @@ check measure-alone-one-line test "$(wc -l <"$tmp/err")" -eq 2 # the line + "Try
 check measure-alone-no-file test ! -e "$tmp/alone.h5"
 expect measure-single 0 alone "$bin" measure --backend cpu --quick --only compute --single \
   --quiet -o "$tmp/single.h5"
+# progress: on a terminal (script(1) gives the command a pty) a line with the step, the phase
+# and the time left, redrawn in place; in a pipe none
+script -qec "env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK TERM=xterm '$bin' measure \
+  --backend cpu --quick --only compute --single -o '$tmp/tty.h5'" /dev/null >"$tmp/tty.out" 2>&1
+check progress-on-tty grep -q 'hap-profile: \[  3/ *[0-9]*\] launch overhead (' "$tmp/tty.out"
+check progress-time-left grep -Eq '\[ *[0-9]+/ *[0-9]+\] [^(]*\(~[0-9.]+ (s|min|h) left\)' \
+  "$tmp/tty.out"
+check progress-redrawn grep -q "$(printf '\r')" "$tmp/tty.out"
+expect measure-in-pipe 0 alone "$bin" measure --backend cpu --quick --only compute --single \
+  -o "$tmp/pipe.h5"
+check progress-not-in-pipe test "$(grep -c 'left)' "$tmp/err")" -eq 0
+check progress-no-cr-in-pipe test "$(tr -cd '\r' <"$tmp/err" | wc -c)" -eq 0
 expect measure-single-show 0 "$bin" show -f json "$tmp/single.h5"
 check measure-single-one-device json_devices "$tmp/out" 1
 # srun's tasks under an MPI that did not join them (each task a world of one, as a task started
