@@ -44,6 +44,17 @@ const char *hap_nt_preset_for(const char *model) {
   return family_only;
 }
 
+/* "P100-16GB, V100-16GB, ..., H200": the GPU presets' names. */
+static void gpu_presets(char *buf, size_t size) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < hap_preset_count() && len < size; i++) {
+    const hap_device_preset *p = hap_preset_get(i);
+    if (p->kind == HAP_DEVICE_GPU)
+      len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "", p->name);
+  }
+}
+
 static bool same_ranks(const hap_nt_log *a, const hap_nt_log *b, int32_t *first_diff) {
   int32_t n = a->n_ranks < b->n_ranks ? a->n_ranks : b->n_ranks;
   for (int32_t r = 0; r < n; r++)
@@ -172,15 +183,16 @@ hap_status hap_profile_from_nccl_tests(const hap_nt_log *logs, const char *const
   const char *name = preset ? preset : hap_nt_preset_for(logs[0].ranks[0].model);
   const hap_device_preset *p = name ? hap_preset_find(name) : NULL;
   if (p == NULL || p->kind != HAP_DEVICE_GPU) {
+    char names[256] = "";
+    gpu_presets(names, sizeof names);
     if (preset == NULL)
       return hap_err_set(err, HAP_EINVAL,
-                         "%s: no device preset matches the GPU '%s': name one with --device "
-                         "(hap-devices lists them)",
-                         paths[0], logs[0].ranks[0].model);
+                         "%s: no device preset matches the GPU '%s': name one with --device (%s)",
+                         paths[0], logs[0].ranks[0].model, names);
     const char *near = hap_preset_suggest(preset);
-    return hap_err_set(err, HAP_EINVAL,
-                       "--device: '%s' is not a GPU preset%s%s%s (hap-devices lists them)", preset,
-                       near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
+    return hap_err_set(err, HAP_EINVAL, "--device: '%s' is not a GPU preset%s%s%s (expected %s)",
+                       preset, near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "",
+                       names);
   }
   hap_profile *prof = hap_profile_create();
   if (prof == NULL)
