@@ -79,7 +79,8 @@ typedef struct hap_profile_p2p {
 /* A sweep of one collective over one group; arrays as in hap_profile_p2p. */
 typedef struct hap_profile_coll {
   hap_coll_kind kind;
-  char *group; /* "world", "host:v100-0", "cross-host": unique per kind, no '/' */
+  char *group; /* "world", "host:v100-0", "cross-host" ("world:in-place": nccl-tests' in-place
+                  columns, nccl_import.h): unique per kind, no '/' */
   int32_t n_ranks;
   int32_t *ranks; /* device indices in the communicator's rank order */
   int32_t n_sizes, reps, warmup, iters;
