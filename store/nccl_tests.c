@@ -2,11 +2,11 @@
 #include "store/nccl_tests.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cli.h"
 #include "base/fileio.h"
 #include "store/fit.h"
 
@@ -188,28 +188,17 @@ static const char *token(char **s) {
   return start;
 }
 
+/* A whole integer >= lo, or a finite number >= lo (base/cli.h's parsers; no message). */
 static bool parse_i64(const char *t, int64_t lo, int64_t *out) {
-  if (t == NULL || *t == '\0')
-    return false;
-  char *end = NULL;
-  errno = 0;
-  long long v = strtoll(t, &end, 10);
-  if (errno != 0 || *end != '\0' || v < lo)
+  long long v = 0;
+  if (t == NULL || hap_cli_parse_int("", t, lo, INT64_MAX, &v, NULL) != HAP_OK)
     return false;
   *out = v;
   return true;
 }
 
 static bool parse_num(const char *t, double lo, double *out) {
-  if (t == NULL || *t == '\0')
-    return false;
-  char *end = NULL;
-  errno = 0;
-  double v = strtod(t, &end);
-  if (errno != 0 || *end != '\0' || !isfinite(v) || v < lo)
-    return false;
-  *out = v;
-  return true;
+  return t != NULL && hap_cli_parse_double("", t, lo, HUGE_VAL, out, NULL) == HAP_OK;
 }
 
 /* One row: size count type redop [root] then (time algbw busbw #wrong) out-of-place and, when
