@@ -364,6 +364,53 @@ static int set_frontier(builder *b, int32_t k, int32_t task) {
   return 0;
 }
 
+/* The weight of a linear node whose source is sfb (the node's weight gradient is made by
+ * sfb_tasks), or -1. */
+static int32_t sfb_weight(const builder *b, const hap_node *node) {
+  if (node->op != HAP_OP_LINEAR || node->n_inputs < 2)
+    return -1;
+  int32_t src = b->lw->source_step[node->inputs[1]];
+  return src >= 0 && b->p->steps[src].storage == HAP_STORE_SFB ? node->inputs[1] : -1;
+}
+
+/* Sufficient-factor broadcasting of the weight sourced by step k (the deps pushed so far are its
+ * consumer's backward): the consumer's input and output gradient all-gathered along its rows,
+ * then the whole weight gradient on every device. *last: that task. */
+static hap_status sfb_tasks(builder *b, int32_t k, int32_t *last) {
+  const hap_graph *g = b->g;
+  const char *wn = g->tensors[b->p->steps[k].tensor].name;
+  int32_t c = hap_plan_sfb_consumer(b->p, g, b->p->steps[k].tensor);
+  if (c < 0 || b->bwd[c] < 0)
+    return hap_err_set(b->err, HAP_EINVAL,
+                       "plan steps[%d]: sfb source '%s' has no linear consumer (validate the plan "
+                       "before lowering it)",
+                       k, wn);
+  const hap_step *cs = &b->p->steps[c];
+  const hap_node *node = &g->nodes[cs->node];
+  int32_t gathers[2];
+  for (int i = 0; i < 2; i++) {
+    hap_task t = proto(HAP_TASK_COLLECTIVE, HAP_PHASE_BWD, c);
+    t.sfb = i == 0 ? HAP_SFB_GATHER_X : HAP_SFB_GATHER_DY;
+    t.tensor = i == 0 ? node->inputs[0] : node->outputs[0];
+    t.coll = HAP_COLL_ALL_GATHER;
+    t.impl = HAP_IMPL_AUTO;
+    t.from = i == 0 ? cs->variant.in[0] : cs->variant.out[0];
+    t.from_segment = cs->segment;
+    t.granule = cs->variant.granule > 1 ? cs->variant.granule : 1;
+    t.to = HAP_LAYOUT_IDENTITY;
+    if ((i > 0 && push_dep(b, b->bwd[c])) ||
+        (gathers[i] = add_task(b, &t, "%s.grad.sfb_gather_%s", wn, i == 0 ? "x" : "dy")) < 0)
+      return oom(b);
+  }
+  hap_task t = proto(HAP_TASK_COMPUTE, HAP_PHASE_BWD, c);
+  t.sfb = HAP_SFB_WEIGHT_GRAD;
+  t.node = cs->node;
+  if (push_dep(b, gathers[0]) || push_dep(b, gathers[1]) ||
+      (*last = add_task(b, &t, "%s.grad.sfb", wn)) < 0)
+    return oom(b);
+  return HAP_OK;
+}
+
 static hap_status backward_step(builder *b, int32_t k) {
   const hap_step *s = &b->p->steps[k];
   const hap_graph *g = b->g;
@@ -381,6 +428,8 @@ static hap_status backward_step(builder *b, int32_t k) {
       t.repeats = b->micro;
       if (b->rmap.recomputed != NULL && b->rmap.recomputed[s->node])
         t.recompute_of = b->fwd[k];
+      if (sfb_weight(b, node) >= 0)
+        t.sfb = HAP_SFB_NO_WEIGHT_GRAD;
       if ((task = add_task(b, &t, "%s.bwd", node->name)) < 0)
         return oom(b);
     }
@@ -438,6 +487,8 @@ static hap_status backward_step(builder *b, int32_t k) {
         t.kind == HAP_TASK_LOCAL ? hap_local_op_name(t.local) : hap_coll_kind_name(t.coll);
     if ((task = add_task(b, &t, "%s.grad.%s", tn, op)) < 0)
       return oom(b);
+  } else if (s->kind == HAP_STEP_SOURCE && s->storage == HAP_STORE_SFB) {
+    HAP_TRY(sfb_tasks(b, k, &task));
   } else if (s->kind == HAP_STEP_SOURCE && trainable(&g->tensors[s->tensor]) &&
              (s->storage == HAP_STORE_REPLICATED || s->storage == HAP_STORE_ZERO)) {
     hap_task t = proto(HAP_TASK_COLLECTIVE, HAP_PHASE_BWD, k);
@@ -484,7 +535,7 @@ bool hap_lowered_is_grad_sync(const hap_lowered *lw, int32_t t) {
   const hap_task *k = &lw->tasks[t];
   if (k->kind != HAP_TASK_COLLECTIVE || k->phase != HAP_PHASE_BWD)
     return false;
-  if (k->span == HAP_SPAN_REPLICAS)
+  if (k->span == HAP_SPAN_REPLICAS || k->sfb == HAP_SFB_GATHER_X || k->sfb == HAP_SFB_GATHER_DY)
     return true;
   return k->step >= 0 && lw->plan->steps[k->step].kind == HAP_STEP_SOURCE;
 }
@@ -798,7 +849,7 @@ static hap_status compute_work(hap_lowered *lw, const hap_graph *g, const hap_ta
   hap_graph_node_io(g, k->node, &full);
   w->op = lw->graph->nodes[k->node].op;
   w->backward = k->phase == HAP_PHASE_BWD;
-  int64_t extent = hap_variant_extent(&full, &s->variant);
+  int64_t extent = k->sfb == HAP_SFB_WEIGHT_GRAD ? 0 : hap_variant_extent(&full, &s->variant);
   if (extent > 0) {
     const int64_t *len = hap_lowered_lengths(lw, extent, s->variant.granule, s->segment);
     if (len == NULL)
@@ -812,6 +863,10 @@ static hap_status compute_work(hap_lowered *lw, const hap_graph *g, const hap_ta
     w->io = full;
     w->io.attrs = &w->attrs;
   }
+  if (k->sfb == HAP_SFB_NO_WEIGHT_GRAD)
+    w->io.in_grad[1] = false;
+  for (int i = 0; k->sfb == HAP_SFB_WEIGHT_GRAD && i < w->io.n_in; i++)
+    w->io.in_grad[i] = i == 1;
   if (w->len == 0)
     return HAP_OK; /* nothing of this op lands on the device */
   hap_op_cost c;

@@ -25,7 +25,7 @@ static const char *const step_kind_names[HAP_STEP_KIND_COUNT] = {"source", "comp
 static const char *const comm_op_names[HAP_COMM_OP_COUNT] = {
     "all_gather", "reduce_scatter", "all_reduce", "all_to_all", "slice", "keep_once"};
 static const char *const storage_names[HAP_STORAGE_COUNT] = {"input", "replicated", "sharded",
-                                                             "zero"};
+                                                             "zero", "sfb"};
 
 static hap_status lookup(const char *const *names, int n, const char *s, int *out) {
   for (int i = 0; s != NULL && i < n; i++)
@@ -503,9 +503,10 @@ static hap_status check_storage(flow *f, int32_t k, const char *who, const hap_t
   switch (s->storage) {
   case HAP_STORE_INPUT:
     if (t->kind != HAP_TENSOR_INPUT)
-      return fail(f, HAP_EINVAL,
-                  "steps[%d]: %s: storage input for a %s, expected replicated, sharded or zero", k,
-                  who, hap_tensor_kind_name(t->kind));
+      return fail(
+          f, HAP_EINVAL,
+          "steps[%d]: %s: storage input for a %s, expected replicated, sharded, zero or sfb", k,
+          who, hap_tensor_kind_name(t->kind));
     if (s->to == HAP_LAYOUT_REDUCE)
       return fail(f, HAP_EINVAL, "steps[%d]: %s: an input fed as R, expected I or a Gather", k,
                   who);
@@ -528,10 +529,20 @@ static hap_status check_storage(flow *f, int32_t k, const char *who, const hap_t
                   "dim 0)",
                   k, who);
     return HAP_OK;
+  case HAP_STORE_SFB:
+    if (t->kind != HAP_TENSOR_PARAMETER || !t->requires_grad || t->shape.rank != 2)
+      return fail(f, HAP_EINVAL,
+                  "steps[%d]: %s: storage sfb for a %s of rank %d, expected a trainable 2-D "
+                  "parameter (a linear weight)",
+                  k, who, hap_tensor_kind_name(t->kind), t->shape.rank);
+    if (s->to != HAP_LAYOUT_IDENTITY)
+      return fail(f, HAP_EINVAL, "steps[%d]: %s: storage sfb as %s, expected I", k, who,
+                  hap_layout_name(s->to, lb));
+    return HAP_OK;
   case HAP_STORAGE_COUNT: break;
   }
   return fail(f, HAP_EINVAL,
-              "steps[%d]: %s: storage %d, expected input, replicated, sharded or zero", k, who,
+              "steps[%d]: %s: storage %d, expected input, replicated, sharded, zero or sfb", k, who,
               (int)s->storage);
 }
 
@@ -724,10 +735,68 @@ static hap_status flow_end(flow *f) {
   return HAP_OK;
 }
 
+bool hap_sfb_allowed(const hap_train_policy *pol, int32_t replicas) {
+  return pol->precision == HAP_PREC_FP32 && pol->micro_batches == 1 && pol->zero == 0 &&
+         pol->recompute == HAP_RECOMPUTE_NONE && replicas == 1;
+}
+
+bool hap_sfb_shape_ok(const hap_graph *g, int32_t node, const hap_variant *variant) {
+  const hap_node *n = &g->nodes[node];
+  if (n->op != HAP_OP_LINEAR || n->n_inputs < 2)
+    return false;
+  int32_t w = n->inputs[1];
+  const hap_tensor *wt = &g->tensors[w];
+  if (wt->kind != HAP_TENSOR_PARAMETER || !wt->requires_grad || wt->shape.rank != 2)
+    return false;
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    for (int i = 0; i < g->nodes[k].n_inputs; i++)
+      if (g->nodes[k].inputs[i] == w && (k != node || i != 1))
+        return false;
+  hap_layout rows = variant->in[0];
+  int32_t rank = g->tensors[n->inputs[0]].shape.rank;
+  return variant->in[1] == HAP_LAYOUT_IDENTITY && rows >= 0 && rows < rank - 1 &&
+         variant->out[0] == rows;
+}
+
+int32_t hap_plan_sfb_consumer(const hap_plan *p, const hap_graph *g, int32_t tensor) {
+  for (int32_t k = 0; k < p->n_steps; k++) {
+    const hap_step *s = &p->steps[k];
+    if (s->kind == HAP_STEP_COMPUTE && s->node >= 0 && s->node < g->n_nodes &&
+        g->nodes[s->node].op == HAP_OP_LINEAR && g->nodes[s->node].n_inputs >= 2 &&
+        g->nodes[s->node].inputs[1] == tensor)
+      return k;
+  }
+  return -1;
+}
+
+/* Every sfb source: the policy allows it and its consumer has the shape (hap_sfb_shape_ok). */
+static hap_status flow_sfb(flow *f) {
+  for (int32_t k = 0; k < f->p->n_steps; k++) {
+    const hap_step *s = &f->p->steps[k];
+    if (s->kind != HAP_STEP_SOURCE || s->storage != HAP_STORE_SFB)
+      continue;
+    const char *name = f->g->tensors[s->tensor].name;
+    if (!hap_sfb_allowed(&f->p->policy, f->p->replicas))
+      return fail(f, HAP_EINVAL,
+                  "steps[%d]: source '%s': storage sfb under this policy, expected fp32 with one "
+                  "micro-batch, ZeRO 0, no recomputation and 1 replica",
+                  k, name);
+    int32_t c = hap_plan_sfb_consumer(f->p, f->g, s->tensor);
+    if (c < 0 || !hap_sfb_shape_ok(f->g, f->p->steps[c].node, &f->p->steps[c].variant))
+      return fail(f, HAP_EINVAL,
+                  "steps[%d]: source '%s': storage sfb, expected its only consumer to be a linear "
+                  "node taking it as the weight (I) with input and output split alike along a "
+                  "dim that is not the last",
+                  k, name);
+  }
+  return HAP_OK;
+}
+
 static hap_status run_flow(flow *f) {
   for (int32_t k = 0; k < f->p->n_steps; k++)
     HAP_TRY(flow_step(f, k));
-  return flow_end(f);
+  HAP_TRY(flow_end(f));
+  return flow_sfb(f);
 }
 
 static int32_t *minus_ones(int32_t n) {

@@ -458,12 +458,12 @@ static hap_status read_source(reader *r, const json_t *v, const char *path, hap_
   const char *str;
   hap_jpath p;
   hap_jquote b;
-  HAP_TRY(
-      hap_jr_member(&r->jr, v, path, "storage", true, "input, replicated, sharded or zero", &m));
+  HAP_TRY(hap_jr_member(&r->jr, v, path, "storage", true, "input, replicated, sharded, zero or sfb",
+                        &m));
   HAP_TRY(hap_jr_want_str(&r->jr, m, hap_jpath_key(p, path, "storage"), "a storage name", &str));
   if (hap_storage_parse(str, &s->storage) != HAP_OK)
     return hap_jr_fail(&r->jr, HAP_EPARSE, p,
-                       "unknown storage '%s', expected input, replicated, sharded or zero",
+                       "unknown storage '%s', expected input, replicated, sharded, zero or sfb",
                        hap_json_quote(str, b));
   return layout_member(r, v, path, "to", &s->to);
 }

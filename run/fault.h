@@ -6,7 +6,8 @@
  *   grad-error       parameter NAME's gradient on rank R is scaled by 1 + 1e-3 before the update
  *   drift            parameter NAME's value on rank R is scaled by 1 + 1e-3 (plus 1e-6) after the
  *                    update: that rank's replica drifts from the others
- *   skip-all-reduce  every rank skips the all-reduce that sums NAME's gradient
+ *   skip-all-reduce  every rank skips the all-reduce that sums NAME's gradient (storage sfb: the
+ *                    all-gather of its linear node's output gradient, which then arrives as zeros)
  *   bad-update       NAME's update uses twice the learning rate (on rank R; default every rank)
  *   skip-recompute   every rank skips the recomputation of what the policy's recompute dropped
  *                    (whose values are NaN by then; kernel state is kept): a plan without

@@ -55,7 +55,17 @@ typedef struct rprop {
   int64_t upd_lo, upd_n; /* elements */
 } rprop;
 
-enum { SCRATCH_SEND, SCRATCH_RECV, SCRATCH_SUM, SCRATCH_PORT, SCRATCH_SLOTS };
+/* SFB_X, SFB_DY: sufficient-factor broadcasting's gathered input and output gradient (whole
+ * tensors), alive from the two gathers to the weight-gradient task that follows them */
+enum {
+  SCRATCH_SEND,
+  SCRATCH_RECV,
+  SCRATCH_SUM,
+  SCRATCH_PORT,
+  SCRATCH_SFB_X,
+  SCRATCH_SFB_DY,
+  SCRATCH_SLOTS
+};
 
 /* Pipeline stages: one micro-batch's values of the props that differ per micro-batch
  * (hap_run.per_slot), with its kernel state. The open slot's buffers are in the props and in
@@ -387,6 +397,14 @@ static bool grad_all_reduce(const hap_run *r, const hap_task *k) {
          (r->p->steps[k->step].kind == HAP_STEP_SOURCE && k->coll == HAP_COLL_ALL_REDUCE);
 }
 
+/* The parameter whose gradient task k synchronises, as HAP_FAULT skip-all-reduce sees it: a
+ * gradient all-reduce's, or the weight of an sfb output-gradient gather; -1 for other tasks. */
+static int32_t synced_param(const hap_run *r, const hap_task *k) {
+  if (k->sfb == HAP_SFB_GATHER_DY)
+    return r->g->nodes[r->p->steps[k->step].node].inputs[1];
+  return grad_all_reduce(r, k) ? r->p->steps[k->step].tensor : -1;
+}
+
 /* HAP_FAULT (fault.h), with its default tensor. */
 static hap_status pick_fault(hap_run *r, hap_err *err) {
   hap_fault *f = &r->fault;
@@ -408,9 +426,8 @@ static hap_status pick_fault(hap_run *r, hap_err *err) {
     return HAP_OK;
   bool skip = f->kind == HAP_FAULT_SKIP_ALL_REDUCE;
   for (int32_t t = 0; t < r->lw->n_tasks && skip; t++) {
-    const hap_task *k = &r->lw->tasks[t];
-    int32_t tensor = r->p->steps[k->step].tensor;
-    if (grad_all_reduce(r, k) && (f->tensor < 0 || f->tensor == tensor)) {
+    int32_t tensor = synced_param(r, &r->lw->tasks[t]);
+    if (tensor >= 0 && (f->tensor < 0 || f->tensor == tensor)) {
       f->tensor = tensor;
       return HAP_OK;
     }
@@ -1050,11 +1067,70 @@ static hap_status local(hap_run *r, const hap_task *k, hap_err *err) {
   return HAP_OK;
 }
 
-static hap_status comm_task(hap_run *r, const hap_task *k, hap_err *err) {
-  const hap_step *s = &r->p->steps[k->step];
-  if (r->fault.kind == HAP_FAULT_SKIP_ALL_REDUCE && r->fault.tensor == s->tensor &&
-      grad_all_reduce(r, k))
+/* Sufficient-factor broadcasting: the linear node's input values (GATHER_X) or output gradient
+ * (GATHER_DY, zeros where none arrived) all-gathered whole into their scratch slot. */
+static hap_status sfb_gather(hap_run *r, const hap_task *k, bool skip, hap_err *err) {
+  bool x = k->sfb == HAP_SFB_GATHER_X;
+  int32_t id =
+      x ? r->in[(size_t)k->step * HAP_MAX_OP_INPUTS] : r->out[(size_t)k->step * HAP_MAX_OP_OUTPUTS];
+  const float *src = x ? r->props[id].val : grad_of(r, id, err);
+  int64_t n = hap_tensor_numel(&r->g->tensors[k->tensor]);
+  float *dst =
+      src ? scratch(r, x ? SCRATCH_SFB_X : SCRATCH_SFB_DY, n * (int64_t)sizeof(float), err) : NULL;
+  if (dst == NULL)
+    return HAP_ENOMEM;
+  if (skip) { /* HAP_FAULT skip-all-reduce: no output gradient arrives */
+    memset(dst, 0, (size_t)n * sizeof(float));
     return HAP_OK;
+  }
+  return collective(r, HAP_COLL_ALL_GATHER, k->tensor, k->from, k->from_segment,
+                    HAP_LAYOUT_IDENTITY, -1, k->granule, src, dst, sizeof(float), false, err);
+}
+
+/* Sufficient-factor broadcasting: the whole batch's weight gradient from the gathered factors,
+ * dW = dYᵀ X, on every rank (the same sum on each: nothing left to reduce). */
+static hap_status sfb_grad(hap_run *r, const hap_task *k, int32_t t, double *kernel_s,
+                           hap_err *err) {
+  const hap_node *node = &r->g->nodes[k->node];
+  const int32_t *in = r->in + (size_t)k->step * HAP_MAX_OP_INPUTS;
+  int32_t wt = node->inputs[1];
+  int32_t wid = r->out[(size_t)r->lw->source_step[wt] * HAP_MAX_OP_OUTPUTS];
+  hap_task_work *w = malloc(sizeof *w);
+  if (w == NULL)
+    return oom(err);
+  hap_status st = hap_lowered_work(r->lw, t, r->rank, w, err);
+  float *gw = st == HAP_OK ? grad_of(r, wid, err) : NULL;
+  if (st == HAP_OK && gw == NULL)
+    st = HAP_ENOMEM;
+  if (st == HAP_OK) {
+    const void *ins[HAP_MAX_OP_INPUTS] = {0};
+    for (int i = 0; i < node->n_inputs; i++)
+      ins[i] = r->props[in[i]].val;
+    ins[0] = r->scratch[SCRATCH_SFB_X];
+    /* the linear backward reads no forward output; the call's check wants one of y's shape */
+    const void *outs[HAP_MAX_OP_OUTPUTS] = {r->scratch[SCRATCH_SFB_DY]};
+    const float *dout[HAP_MAX_OP_OUTPUTS] = {r->scratch[SCRATCH_SFB_DY]};
+    float *din[HAP_MAX_OP_INPUTS] = {NULL, gw};
+    hap_kernel_call call = {node->op, &w->io, NULL, hap_run_node_seed(r->o.seed, node->name),
+                            ins,      outs,   0};
+    double staging = 0, t0 = hap_clock_s();
+    st = r->k.backward(r->k.ctx, &call, dout, din, NULL, kernel_s, &staging, err);
+    r->staging_s += staging;
+    if (st == HAP_OK && r->o.speed < 1 && *kernel_s < 0)
+      pad_wait(hap_emulate_pad_s(hap_clock_s() - t0, r->o.speed));
+  }
+  free(w);
+  return st;
+}
+
+static hap_status comm_task(hap_run *r, const hap_task *k, hap_err *err) {
+  bool skip = r->fault.kind == HAP_FAULT_SKIP_ALL_REDUCE && r->fault.tensor >= 0 &&
+              synced_param(r, k) == r->fault.tensor;
+  if (k->sfb == HAP_SFB_GATHER_X || k->sfb == HAP_SFB_GATHER_DY)
+    return sfb_gather(r, k, skip, err);
+  if (skip)
+    return HAP_OK;
+  const hap_step *s = &r->p->steps[k->step];
   if (k->span == HAP_SPAN_REPLICAS) { /* 2-D: sum the parameter's gradient over the replicas */
     int32_t id = r->zero_shard[s->tensor] >= 0 ? r->zero_shard[s->tensor]
                                                : r->out[(size_t)k->step * HAP_MAX_OP_OUTPUTS];
@@ -1363,7 +1439,10 @@ static hap_status run_task(hap_run *r, const hap_task *k, int32_t t, double *ker
     return forward(r, k, t, kernel_s, err);
   hap_status st;
   switch (k->kind) {
-  case HAP_TASK_COMPUTE: st = compute(r, k, t, true, kernel_s, err); break;
+  case HAP_TASK_COMPUTE:
+    st = k->sfb == HAP_SFB_WEIGHT_GRAD ? sfb_grad(r, k, t, kernel_s, err)
+                                       : compute(r, k, t, true, kernel_s, err);
+    break;
   case HAP_TASK_LOCAL: st = local(r, k, err); break;
   case HAP_TASK_COLLECTIVE: st = comm_task(r, k, err); break;
   default: return update(r, k, err);

@@ -87,7 +87,7 @@ hap_status syn_replay(syn_ctx *x, const int8_t *variants, hap_plan *plan, double
         want.segment = sn->segment;
         want.granule = var->granule;
       }
-      syn_choice c = syn_choose_input(x, have, n, &want);
+      syn_choice c = syn_choose_input(x, have, n, &want, k, v, i);
       if (!isfinite(c.seconds)) {
         st = hap_err_set(err, HAP_EINVAL, "node '%s': input '%s' cannot be made %d", node->name,
                          g->tensors[node->inputs[i]].name, var->in[i]);

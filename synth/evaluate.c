@@ -432,6 +432,8 @@ hap_status syn_set_ratios(syn_ctx *x, const double *ratios, hap_err *err) {
   const hap_graph *g = x->g;
   for (int32_t k = 0; k < g->n_nodes; k++) {
     syn_node *sn = &x->nodes[k];
+    for (int v = 0; v < sn->n_variants; v++)
+      sn->sfb_s[v] = NAN;
     for (int v = 0; v < sn->n_variants; v++) {
       sn->cost_s[v] = sn->allowed[v] ? syn_node_time(x, k, v, NULL) : HUGE_VAL;
       if (isnan(sn->cost_s[v]))
@@ -446,6 +448,8 @@ hap_status syn_set_ratios(syn_ctx *x, const double *ratios, hap_err *err) {
         syn_prop p = {t, var->in[i], var->in[i] >= 0 ? sn->segment : 0,
                       var->in[i] >= 0 ? var->granule : 1};
         double src = param_bound(x, &p);
+        if (i == 1)
+          src = fmin(src, syn_sfb_time(x, k, v));
         if (isfinite(src))
           sn->bound_s[v] += src;
       }
@@ -523,7 +527,8 @@ void syn_prop_memory(syn_ctx *x, const syn_prop *p, hap_storage storage, double 
  * degree, which ZeRO divides by): every device of the group for a replicated parameter, times
  * the 2-D replicas. */
 static double copies(const syn_ctx *x, const syn_prop *p, hap_storage storage) {
-  return (storage == HAP_STORE_REPLICATED && p->layout < 0 ? (double)x->n : 1) * x->replicas;
+  bool whole = (storage == HAP_STORE_REPLICATED || storage == HAP_STORE_SFB) && p->layout < 0;
+  return (whole ? (double)x->n : 1) * x->replicas;
 }
 
 hap_memory_breakdown syn_prop_rates(const syn_ctx *x, const syn_prop *p, hap_storage storage) {
@@ -917,4 +922,62 @@ static double source_time(syn_ctx *x, const syn_prop *to, hap_storage *storage) 
     }
   }
   return replicated;
+}
+
+/* The weight-gradient GEMM of node k (dW only) on device i: over the whole batch when local is
+ * NULL, else over the device's rows (io `local`), s. */
+static double weight_grad_s(syn_ctx *x, int32_t k, int32_t i, const hap_op_io *local) {
+  hap_op_io io = local != NULL ? *local : x->nodes[k].io;
+  for (int j = 0; j < io.n_in; j++)
+    io.in_grad[j] = j == 1;
+  return hap_compute_time(x->c, i, x->g->nodes[k].op, &io, true);
+}
+
+static double sfb_time(syn_ctx *x, int32_t k, int v) {
+  const syn_node *sn = &x->nodes[k];
+  const hap_variant *var = &sn->variants[v];
+  const hap_node *node = &x->g->nodes[k];
+  bool dp = x->strategy == HAP_STRATEGY_DP_EV || x->strategy == HAP_STRATEGY_DP_CP;
+  bool offered =
+      x->strategy == HAP_STRATEGY_HAP ? x->sfb != HAP_SFB_USE_OFF : dp && x->sfb == HAP_SFB_USE_ALL;
+  if (!offered || x->n < 2 || x->replica_groups != NULL || x->replicas != 1 || x->act_copies != 1 ||
+      !hap_sfb_allowed(&x->pol, 1) || !hap_sfb_shape_ok(x->g, k, var))
+    return HUGE_VAL;
+  double *bytes = malloc((size_t)x->n * sizeof *bytes);
+  int64_t extent = hap_variant_extent(&sn->io, var);
+  const int64_t *len = extent > 0 ? syn_lengths(x, extent, var->granule, sn->segment) : NULL;
+  if (bytes == NULL || len == NULL) {
+    free(bytes);
+    return HUGE_VAL;
+  }
+  double t = 0;
+  for (int f = 0; f < 2; f++) { /* the input, then the output gradient */
+    syn_prop p = {f == 0 ? node->inputs[0] : node->outputs[0], f == 0 ? var->in[0] : var->out[0],
+                  sn->segment, var->granule};
+    syn_bytes(x, &p, bytes);
+    t += hap_coll_time(&x->world, HAP_COLL_ALL_GATHER, HAP_IMPL_AUTO,
+                       hap_coll_bytes_of(bytes, x->n));
+  }
+  free(bytes);
+  double extra = 0;
+  for (int32_t i = 0; i < x->n; i++) {
+    hap_attrs attrs;
+    hap_op_io local;
+    double mine = 0;
+    if (len[i] > 0) {
+      if (hap_op_local_io(node->op, &sn->io, var, len[i], &attrs, &local, NULL) != HAP_OK)
+        return HUGE_VAL;
+      mine = weight_grad_s(x, k, i, &local);
+    }
+    extra = fmax(extra, weight_grad_s(x, k, i, NULL) - mine);
+  }
+  syn_prop w = {node->inputs[1], HAP_LAYOUT_IDENTITY, 0, 1};
+  return t + extra + update_time(x, &w, HAP_STORE_SFB);
+}
+
+double syn_sfb_time(syn_ctx *x, int32_t k, int v) {
+  syn_node *sn = &x->nodes[k];
+  if (isnan(sn->sfb_s[v]))
+    sn->sfb_s[v] = sfb_time(x, k, v);
+  return sn->sfb_s[v];
 }

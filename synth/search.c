@@ -249,7 +249,8 @@ static bool has_tensor(const syn_prop *p, int32_t n, int32_t tensor) {
   return false;
 }
 
-syn_choice syn_choose_input(syn_ctx *x, const syn_prop *have, int32_t n, const syn_prop *want) {
+syn_choice syn_choose_input(syn_ctx *x, const syn_prop *have, int32_t n, const syn_prop *want,
+                            int32_t k, int v, int input) {
   syn_choice c = {.seconds = HUGE_VAL};
   if (has_prop(x, have, n, want)) {
     c.seconds = 0;
@@ -267,6 +268,14 @@ syn_choice syn_choose_input(syn_ctx *x, const syn_prop *have, int32_t n, const s
       c.seconds = sec;
       c.source = true;
       c.storage = st;
+    }
+    if (st == HAP_STORE_REPLICATED && input == 1) {
+      double sfb = syn_sfb_time(x, k, v);
+      if (sfb < c.seconds) {
+        c.seconds = sfb;
+        c.source = true;
+        c.storage = HAP_STORE_SFB;
+      }
     }
   }
   for (int32_t i = 0; i < n; i++) {
@@ -307,7 +316,7 @@ static int32_t apply(search *s, const syn_prop *from, const double *from_mem, in
     if (x->avail[node->inputs[i]] < s->free_before)
       continue;
     syn_prop want = needed_prop(x, node->inputs[i], var->in[i], sn->segment, var->granule);
-    syn_choice c = syn_choose_input(x, w, m, &want);
+    syn_choice c = syn_choose_input(x, w, m, &want, k, v, i);
     if (!isfinite(c.seconds))
       return -1;
     cost += c.seconds;

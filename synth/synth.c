@@ -27,6 +27,22 @@ hap_status hap_strategy_parse(const char *s, hap_strategy *out) {
   return HAP_ENOTFOUND;
 }
 
+static const char *const sfb_use_names[HAP_SFB_USE_COUNT] = {"auto", "off", "all"};
+
+const char *hap_sfb_use_name(hap_sfb_use u) {
+  return (unsigned)u < HAP_SFB_USE_COUNT ? sfb_use_names[u] : "?";
+}
+
+hap_status hap_sfb_use_parse(const char *s, hap_sfb_use *out) {
+  for (int i = 0; s != NULL && i < HAP_SFB_USE_COUNT; i++) {
+    if (strcmp(s, sfb_use_names[i]) == 0) {
+      *out = (hap_sfb_use)i;
+      return HAP_OK;
+    }
+  }
+  return HAP_ENOTFOUND;
+}
+
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -266,6 +282,7 @@ static hap_status replica_ctx(syn_ctx *x, const hap_graph *g, const hap_cluster 
                    o ? o->memory_limit_bytes : 0, err);
   if (st == HAP_OK) {
     x->replica_groups = replica_groups;
+    x->sfb = o != NULL ? o->sfb : HAP_SFB_USE_AUTO;
     x->act_copies = o && o->activation_copies > 1 ? o->activation_copies : 1;
     x->cost_bound = o && o->cost_bound_s > 0 ? o->cost_bound_s : 0;
     st = syn_ctx_set_policy(x, &pol, replica_groups ? replica_groups[0].n : 1, err);

@@ -22,6 +22,9 @@ typedef struct syn_node {
   /* cost_s plus the sources of the parameters only this node uses (every program pays them with
    * this variant): what the heuristic counts, s */
   double bound_s[HAP_MAX_VARIANTS];
+  /* sufficient-factor broadcasting of the weight with this variant (syn_sfb_time), s; NaN until
+   * asked under the current ratios */
+  double sfb_s[HAP_MAX_VARIANTS];
 } syn_node;
 
 typedef struct syn_memo_entry syn_memo_entry;
@@ -71,6 +74,7 @@ typedef struct syn_ctx {
   /* [n] or NULL: 2-D plans, the group across replicas each device's gradients are all-reduced in
    * (megatron.c); priced into every trainable parameter's source */
   const hap_group *replica_groups;
+  hap_sfb_use sfb; /* hap_synth_options.sfb */
   /* ---- the training policy (syn_ctx_set_policy; the default after syn_ctx_init) ---- */
   hap_train_policy pol;
   bool plain;        /* the default policy: every cost and byte exactly as before policies */
@@ -182,8 +186,16 @@ typedef struct syn_choice {
   hap_coll_impl impl;
 } syn_choice;
 
-/* The cheapest way to obtain `want` given `have` (n properties). */
-syn_choice syn_choose_input(syn_ctx *x, const syn_prop *have, int32_t n, const syn_prop *want);
+/* The cheapest way to obtain `want`, input `input` of node k applied with variant v, given `have`
+ * (n properties). A linear weight's source may be sfb (syn_sfb_time). */
+syn_choice syn_choose_input(syn_ctx *x, const syn_prop *have, int32_t n, const syn_prop *want,
+                            int32_t k, int v, int input);
+/* The source of node k's weight (input 1) stored sfb under variant v: its consumer's input and
+ * output gradient all-gathered, the whole-batch weight-gradient GEMM on every device less the
+ * share the node's own backward no longer computes (the slowest device's), and the optimizer
+ * update, s; HUGE_VAL where sfb does not apply (hap_sfb_shape_ok, hap_sfb_allowed, a strategy
+ * x->sfb allows, more than one device, not a pipeline stage). */
+double syn_sfb_time(syn_ctx *x, int32_t k, int v);
 
 /* Search under the installed ratios: the variant of every node and the program's cost, s. */
 hap_status syn_search(syn_ctx *x, const hap_synth_options *o, int round, int8_t *variants,

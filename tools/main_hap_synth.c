@@ -52,6 +52,10 @@ static void usage(FILE *f) {
           "                        and simulated time, and hap's speedups by the simulated times\n"
           "      --no-rescore      choose among candidate programs by the synthesizer's own\n"
           "                        estimate instead of simulating them (hap-sim's model)\n"
+          "      --sfb WHERE       sufficient-factor broadcasting of linear weights' gradients\n"
+          "                        (storage sfb, docs/design-sfb.md) where the search finds it\n"
+          "                        cheaper than the all-reduce: auto (default: hap only), off,\n"
+          "                        or all (also dp-ev and dp-cp)\n"
           "  -e, --explain         print every step: layouts, cost and why\n"
           "  -f, --format FMT      summary as table (default) or json\n"
           "  -r, --max-rounds N    search/LP alternations (default 8)\n"
@@ -96,6 +100,7 @@ typedef struct opts {
   hap_strategy strategy;
   hap_format format;
   bool explain, compare, quiet, no_rescore;
+  hap_sfb_use sfb;
   int max_rounds;
   double memory_limit;
   hap_train_policy policy; /* --policy over the default */
@@ -433,7 +438,8 @@ static int run(const opts *o) {
                           .memory_limit_bytes = o->memory_limit,
                           .interrupt = hap_interrupt_on_sigint(),
                           .rescore = o->no_rescore ? NULL : hap_plan_sim_rescore,
-                          .policy = o->policy};
+                          .policy = o->policy,
+                          .sfb = o->sfb};
   bool tty = hap_cli_progress_enabled(stderr, o->quiet);
   if (tty)
     so.progress = progress;
@@ -549,12 +555,13 @@ static int run_pipeline(const opts *o) {
 }
 
 int main(int argc, char **argv) {
-  enum { OPT_COMPARE = 256, OPT_NO_RESCORE, OPT_POLICY, OPT_PIPELINE, OPT_ONE_STAGE };
+  enum { OPT_COMPARE = 256, OPT_NO_RESCORE, OPT_POLICY, OPT_PIPELINE, OPT_ONE_STAGE, OPT_SFB };
   static const struct option long_opts[] = {{"cluster", required_argument, NULL, 'c'},
                                             {"strategy", required_argument, NULL, 's'},
                                             {"output", required_argument, NULL, 'o'},
                                             {"compare", no_argument, NULL, OPT_COMPARE},
                                             {"no-rescore", no_argument, NULL, OPT_NO_RESCORE},
+                                            {"sfb", required_argument, NULL, OPT_SFB},
                                             {"explain", no_argument, NULL, 'e'},
                                             {"format", required_argument, NULL, 'f'},
                                             {"max-rounds", required_argument, NULL, 'r'},
@@ -586,6 +593,10 @@ int main(int argc, char **argv) {
     case 'o': o.output = optarg; break;
     case OPT_COMPARE: o.compare = true; break;
     case OPT_NO_RESCORE: o.no_rescore = true; break;
+    case OPT_SFB:
+      if (hap_sfb_use_parse(optarg, &o.sfb) != HAP_OK)
+        return hap_report_usage(prog, -1, "--sfb: '%s', expected auto, off or all", optarg);
+      break;
     case 'e': o.explain = true; break;
     case 'f':
       if (hap_format_select(optarg, HAP_FORMATS_TABLE_JSON, &o.format, &err) != HAP_OK)

@@ -305,3 +305,63 @@ Test(lower, segment_boundaries_move_only_the_difference) {
   hap_cluster_destroy(c);
   hap_graph_destroy(g);
 }
+
+/* Sufficient-factor broadcasting: the 2-layer data-parallel MLP with layer 1's weight stored sfb.
+ * Its gradient all-reduce becomes the two all-gathers (after the layer's backward) and the
+ * whole-batch weight gradient, which the update waits for; the layer's own backward no longer
+ * computes the weight gradient. Batch 24 x 8 positions split 18/6 rows. */
+Test(lower, sfb_replaces_the_weight_all_reduce) {
+  hap_graph *g = model("mlp:layers=2,batch=24,seq=8,hidden=32");
+  hap_cluster *c = bundled("cpu-2");
+  hap_plan *p = synth(g, c, HAP_STRATEGY_DP_EV);
+  p->ratios[0] = 0.75;
+  p->ratios[1] = 0.25;
+  for (int32_t k = 0; k < p->n_steps; k++)
+    if (p->steps[k].kind == HAP_STEP_SOURCE &&
+        strcmp(g->tensors[p->steps[k].tensor].name, "layers.1.linear.weight") == 0)
+      p->steps[k].storage = HAP_STORE_SFB;
+  hap_err err = {0};
+  cr_assert_eq(hap_plan_validate(p, g, c, &err), HAP_OK, "%s", err.msg);
+  hap_lowered *lw = lower(p, g);
+  cr_expect_eq(find(lw, "layers.1.linear.weight.grad.all_reduce"), -1);
+  cr_expect_geq(find(lw, "layers.0.linear.weight.grad.all_reduce"), 0);
+  static const char *const want[][2] = {
+      {"layers.1.linear.weight.grad.sfb_gather_x", "layers.1.linear.bwd"},
+      {"layers.1.linear.weight.grad.sfb_gather_dy", "layers.1.linear.bwd"},
+      {"layers.1.linear.weight.grad.sfb",
+       "layers.1.linear.weight.grad.sfb_gather_x layers.1.linear.weight.grad.sfb_gather_dy"},
+  };
+  for (int i = 0; i < 3; i++) {
+    int32_t t = find(lw, want[i][0]);
+    cr_assert_geq(t, 0, "no task %s", want[i][0]);
+    char deps[512];
+    dep_names(lw, t, deps, sizeof deps);
+    cr_expect_str_eq(deps, want[i][1], "deps of %s", want[i][0]);
+    cr_expect_eq(hap_lowered_is_grad_sync(lw, t), i < 2, "%s", want[i][0]);
+  }
+  char deps[512];
+  dep_names(lw, find(lw, "layers.1.linear.upd"), deps, sizeof deps);
+  cr_expect_str_eq(deps, "layers.1.linear.bias.grad.all_reduce layers.1.linear.weight.grad.sfb");
+  hap_task_work w;
+  /* device 1 holds 6 rows of 8 positions: its backward is dx (2MNK) and db (MN) only */
+  cr_assert_eq(hap_lowered_work(lw, find(lw, "layers.1.linear.bwd"), 1, &w, &err), HAP_OK, "%s",
+               err.msg);
+  cr_expect(!w.io.in_grad[1] && w.io.in_grad[0] && w.io.in_grad[2]);
+  cr_expect_float_eq(w.flops, 2.0 * 6 * 8 * 32 * 32 + 6 * 8 * 32, 1e-9);
+  /* the gathers send each device's rows: 6 x 8 x 32 floats from device 1 */
+  cr_assert_eq(
+      hap_lowered_work(lw, find(lw, "layers.1.linear.weight.grad.sfb_gather_dy"), 1, &w, &err),
+      HAP_OK, "%s", err.msg);
+  cr_expect_float_eq(w.bytes, 6.0 * 8 * 32 * 4, 1e-9);
+  /* every device forms dW over all 24 x 8 rows: 2MNK */
+  for (int32_t d = 0; d < 2; d++) {
+    cr_assert_eq(hap_lowered_work(lw, find(lw, "layers.1.linear.weight.grad.sfb"), d, &w, &err),
+                 HAP_OK, "%s", err.msg);
+    cr_expect(w.backward && w.len == -1 && w.io.in[0].dims[0] == 24);
+    cr_expect_float_eq(w.flops, 2.0 * 24 * 8 * 32 * 32, 1e-9, "device %d", d);
+  }
+  hap_lowered_destroy(lw);
+  hap_plan_destroy(p);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+}

@@ -1043,7 +1043,7 @@ Test(plan, sources_checked) {
   expect_invalid(&f, HAP_EINVAL, TEXTS("storage sharded as I, expected a Gather"));
   s->storage = HAP_STORE_INPUT;
   expect_invalid(&f, HAP_EINVAL,
-                 TEXTS("storage input for a parameter, expected replicated, sharded or zero"));
+                 TEXTS("storage input for a parameter, expected replicated, sharded, zero or sfb"));
   s->storage = HAP_STORE_REPLICATED;
   f.p->steps[0].storage = HAP_STORE_ZERO;
   expect_invalid(&f, HAP_EINVAL, TEXTS("steps[0]: source 'x': storage zero for an input"));
@@ -1180,7 +1180,7 @@ Test(plan, read_unknown_names) {
                     HAP_EPARSE, TEXTS("plan.json: steps[3].inputs[1]: unknown layout 'Q'"));
   mutate_unreadable(&f, "\"storage\": \"input\"", "\"storage\": \"inputs\"", HAP_EPARSE,
                     TEXTS("plan.json: steps[0].storage: unknown storage 'inputs', expected input, "
-                          "replicated, sharded or zero"));
+                          "replicated, sharded, zero or sfb"));
   mutate_unreadable(&f, "\"impl\": \"grouped\"", "\"impl\": \"magic\"", HAP_EPARSE,
                     TEXTS("plan.json: steps[5].impl: unknown impl 'magic'"));
   mutate_unreadable(&f, "\"kind\": \"comm\"", "\"kind\": \"send\"", HAP_EPARSE,

@@ -15,24 +15,29 @@
 #include "synth_internal.h"
 #include "test_util.h"
 
-/* Two devices, FLOP/s 2F and F, communication free (no latency, unbounded bandwidth), no launch
- * overhead and memory fast enough that every op is compute-bound. */
-static hap_cluster *two_to_one(void) {
-  hap_cluster *c = hap_cluster_create("two-to-one");
-  hap_link free_link = {0, 1e30};
-  cr_assert_eq(hap_cluster_add_host(c, "h", free_link, free_link, NULL, NULL), HAP_OK);
+/* Two devices on one host joined by `link`, with `flops` FLOP/s each (the faster first) and
+ * memory bandwidth `mem_bw` B/s. */
+static hap_cluster *pair(const char *name, const double flops[2], hap_link link, double mem_bw) {
+  hap_cluster *c = hap_cluster_create(name);
+  cr_assert_eq(hap_cluster_add_host(c, "h", link, link, NULL, NULL), HAP_OK);
   for (int i = 0; i < 2; i++) {
     hap_device d = {0};
-    d.model = i == 0 ? "fast" : "slow";
-    d.sustained_flops[HAP_F32] = d.peak_flops[HAP_F32] = (i == 0 ? 2 : 1) * 1e12;
+    d.model = flops[0] == flops[1] ? "even" : i == 0 ? "fast" : "slow";
+    d.sustained_flops[HAP_F32] = d.peak_flops[HAP_F32] = flops[i];
     d.memory_bytes = 1e12;
-    d.memory_bw_Bps = 1e30;
-    char name[8];
-    snprintf(name, sizeof name, "h:%d", i);
-    cr_assert_eq(hap_cluster_add_device(c, name, &d, NULL, NULL), HAP_OK);
+    d.memory_bw_Bps = mem_bw;
+    char dev[8];
+    snprintf(dev, sizeof dev, "h:%d", i);
+    cr_assert_eq(hap_cluster_add_device(c, dev, &d, NULL, NULL), HAP_OK);
   }
   cr_assert_eq(hap_cluster_validate(c, NULL), HAP_OK);
   return c;
+}
+
+/* Two devices, FLOP/s 2F and F, communication free (no latency, unbounded bandwidth), no launch
+ * overhead and memory fast enough that every op is compute-bound. */
+static hap_cluster *two_to_one(void) {
+  return pair("two-to-one", (double[]){2e12, 1e12}, (hap_link){0, 1e30}, 1e30);
 }
 
 static hap_plan *synth(const hap_graph *g, const hap_cluster *c, hap_strategy s) {
@@ -506,4 +511,53 @@ Test(synth, window_bounds_expand_linearly_in_layers, .timeout = 120) {
   cr_assert(expanded[1] <= 4 * expanded[0] + 64, "4 layers: %lld states, 16 layers: %lld",
             (long long)expanded[0], (long long)expanded[1]);
   hap_cluster_destroy(c);
+}
+
+/* Two equal devices (10 TFLOP/s) joined by a 1 Gb/s link. */
+static hap_cluster *slow_pair(void) {
+  return pair("slow-pair", (double[]){1e13, 1e13}, (hap_link){1e-5, 1.25e8}, 1e12);
+}
+
+/* How the search sources the weight of mlp's one linear layer under its data-parallel variant
+ * (input and output split on the batch, the weight whole). */
+static hap_storage dp_weight_storage(const char *spec, hap_sfb_use use) {
+  hap_cluster *c = slow_pair();
+  hap_graph *g = model(spec);
+  syn_ctx x;
+  hap_err err = {0};
+  cr_assert_eq(syn_ctx_init(&x, g, c, HAP_STRATEGY_HAP, HAP_SP_FREE, 0, &err), HAP_OK, "%s",
+               err.msg);
+  x.sfb = use;
+  double ratios[2] = {0.5, 0.5};
+  cr_assert_eq(syn_set_ratios(&x, ratios, &err), HAP_OK, "%s", err.msg);
+  int32_t k = -1;
+  for (int32_t n = 0; n < g->n_nodes && k < 0; n++)
+    if (g->nodes[n].op == HAP_OP_LINEAR)
+      k = n;
+  cr_assert_geq(k, 0);
+  int v = -1;
+  for (int i = 0; i < x.nodes[k].n_variants && v < 0; i++) {
+    const hap_variant *var = &x.nodes[k].variants[i];
+    if (var->in[0] == 0 && var->in[1] == HAP_LAYOUT_IDENTITY && var->out[0] == 0)
+      v = i;
+  }
+  cr_assert_geq(v, 0, "%s: no data-parallel variant", spec);
+  syn_prop want = {g->nodes[k].inputs[1], HAP_LAYOUT_IDENTITY, 0, 1};
+  syn_choice ch = syn_choose_input(&x, NULL, 0, &want, k, v, 1);
+  cr_assert(ch.source && isfinite(ch.seconds));
+  syn_ctx_free(&x);
+  hap_graph_destroy(g);
+  hap_cluster_destroy(c);
+  return ch.storage;
+}
+
+/* Sufficient-factor broadcasting: a 4096 x 4096 weight (64 MiB of gradient) with 8 rows of
+ * batch moves 2 x 8 x 4096 floats instead; with 8192 rows the factors outweigh the gradient. */
+Test(synth, sfb_where_the_factors_are_smaller_than_the_gradient) {
+  cr_assert_eq(dp_weight_storage("mlp:batch=8,seq=1,hidden=4096,layers=1", HAP_SFB_USE_AUTO),
+               HAP_STORE_SFB);
+  cr_assert_eq(dp_weight_storage("mlp:batch=8,seq=1,hidden=4096,layers=1", HAP_SFB_USE_OFF),
+               HAP_STORE_REPLICATED, "--sfb off still chose sfb");
+  cr_assert_eq(dp_weight_storage("mlp:batch=8192,seq=1,hidden=4096,layers=1", HAP_SFB_USE_AUTO),
+               HAP_STORE_REPLICATED);
 }

@@ -10,6 +10,9 @@
  *   "<tensor>.<op>"                                     forward layout changes, e.g. "h.all_gather"
  *   "<tensor>.grad.<op>"                                backward duals and gradient synchronisation
  *   "<param>.grad.replica_all_reduce"                 2-D plans: a gradient shard across replicas
+ *   "<param>.grad.sfb_gather_x", "...sfb_gather_dy"   sufficient-factor broadcasting (sfb storage):
+ *   "<param>.grad.sfb"                                 a linear's input and output gradient
+ *                                                      all-gathered, then its weight's gradient
  * A name that would repeat gets ".2", ".3", ... in order of appearance.
  * 2-D plans (hap_plan.replicas > 1): every group of group_size consecutive devices runs the task
  * list on one replica's graph (hap_graph_split_batch); a collective spans either the devices of
@@ -59,6 +62,15 @@ typedef enum hap_local_op {
   HAP_LOCAL_OP_COUNT
 } hap_local_op;
 
+/* A task's part in sufficient-factor broadcasting (HAP_STORE_SFB) of a linear node's weight. */
+typedef enum hap_sfb_role {
+  HAP_SFB_NONE = 0,
+  HAP_SFB_NO_WEIGHT_GRAD, /* COMPUTE bwd of the linear node: every gradient but the weight's */
+  HAP_SFB_GATHER_X,       /* COLLECTIVE: the node's input (values) all-gathered to I */
+  HAP_SFB_GATHER_DY,      /* COLLECTIVE: the node's output gradient all-gathered to I */
+  HAP_SFB_WEIGHT_GRAD,    /* COMPUTE: dW = dYᵀ X over the whole batch, on every device */
+} hap_sfb_role;
+
 const char *hap_task_kind_name(hap_task_kind k);   /* "compute", "local", "collective", "update" */
 const char *hap_task_phase_name(hap_task_phase p); /* "fwd", "bwd", "upd" */
 const char *hap_local_op_name(hap_local_op op);    /* "slice", "pad", "keep_once", "copy" */
@@ -82,6 +94,8 @@ typedef struct hap_task {
   int32_t repeats;          /* runs per iteration (the policy's micro-batches; 1 by default) */
   int32_t recompute_of;     /* -1, or the forward task (earlier id) whose whole work runs again
                                before this backward task: recomputation */
+  hap_sfb_role sfb;         /* NONE but for sufficient-factor broadcasting; its tasks' `step` is
+                               the linear node's compute step */
 } hap_task;
 
 typedef struct hap_lowered {
@@ -106,8 +120,9 @@ typedef struct hap_lowered {
 } hap_lowered;
 
 /* Is task t a gradient synchronisation (a parameter's gradient all-reduce or reduce-scatter at its
- * source, or a 2-D plan's replica all-reduce)? With micro-batches, the reduce-scatter of a ZeRO
- * parameter runs once per micro-batch (its `repeats`), the others once per iteration. */
+ * source, a 2-D plan's replica all-reduce, or sufficient-factor broadcasting's two all-gathers)?
+ * With micro-batches, the reduce-scatter of a ZeRO parameter runs once per micro-batch (its
+ * `repeats`), the others once per iteration. */
 bool hap_lowered_is_grad_sync(const hap_lowered *lw, int32_t t);
 
 /* Lower a plan validated against `g` (hap_plan_validate). Errors: HAP_ENOMEM, or HAP_EINVAL for
@@ -124,7 +139,10 @@ const int64_t *hap_lowered_lengths(hap_lowered *lw, int64_t extent, int64_t gran
  * it in place, do not copy the struct) holds the local shapes and `backward` the direction; for
  * every kind, `flops` and `bytes` are the device's share: COMPUTE the op's FLOPs and bytes read +
  * written, LOCAL the bytes written, COLLECTIVE the bytes this device contributes in the
- * hap_coll_bytes sense, UPDATE 2 FLOPs per parameter element and 3x the bytes it holds. */
+ * hap_coll_bytes sense, UPDATE 2 FLOPs per parameter element and 3x the bytes it holds.
+ * Sufficient-factor broadcasting: the linear's backward without its weight gradient
+ * (io.in_grad[1] false), and the weight-gradient task with the whole node's shapes and only
+ * in_grad[1] set (len -1). */
 typedef struct hap_task_work {
   hap_op op; /* COMPUTE */
   bool backward;

@@ -40,13 +40,17 @@ typedef enum hap_storage {
   HAP_STORE_SHARDED,    /* parameter held as its layout's slice (Gather(d)); no synchronisation */
   HAP_STORE_ZERO,       /* parameter stored sharded along dim 0 (ZeRO-3 style) and all-gathered
                            into Identity when used; its gradient is reduce-scattered */
+  HAP_STORE_SFB,        /* sufficient-factor broadcasting: a linear node's weight held whole on
+                           every device; its gradient is not reduced: every device all-gathers
+                           the node's input and output gradient along the batch and forms the
+                           whole weight gradient itself (docs/design-sfb.md) */
   HAP_STORAGE_COUNT
 } hap_storage;
 
 const char *hap_step_kind_name(hap_step_kind k); /* "source", "compute", "comm" */
 hap_status hap_step_kind_parse(const char *s, hap_step_kind *out);
 const char *hap_comm_op_name(hap_comm_op op); /* "all_gather", ... "keep_once" */
-const char *hap_storage_name(hap_storage s);  /* "input", "replicated", "sharded", "zero" */
+const char *hap_storage_name(hap_storage s);  /* "input", "replicated", "sharded", "zero", "sfb" */
 /* Names the functions above give back; HAP_ENOTFOUND for anything else. */
 hap_status hap_comm_op_parse(const char *s, hap_comm_op *out);
 hap_status hap_storage_parse(const char *s, hap_storage *out);
@@ -160,11 +164,27 @@ hap_status hap_plan_add_step(hap_plan *p, const hap_step *step, hap_err *err);
  * flow: sources and compute outputs make layouts available, a comm needs its `from` and makes its
  * `to`, a Gather carries its segment and granule); each input, parameter or buffer is sourced at
  * most once, with a storage that fits its kind (input: inputs, any layout but R; replicated and
- * zero: parameters and buffers as I; sharded: as a Gather) and activations never; each comm's
- * layouts suit its op (all_gather G->I, reduce_scatter R->G, all_reduce R->I, all_to_all G(a)->G(b)
- * with a != b or another from_segment, slice I->G, keep_once I->R); the loss ends up available as R
- * or I. Errors name the step (`steps[12]`), the node or tensor, and what was expected. */
+ * zero: parameters and buffers as I; sharded: as a Gather; sfb: below) and activations never; each
+ * comm's layouts suit its op (all_gather G->I, reduce_scatter R->G, all_reduce R->I, all_to_all
+ * G(a)->G(b) with a != b or another from_segment, slice I->G, keep_once I->R); the loss ends up
+ * available as R or I. An sfb source is a trainable 2-D parameter as I whose one consumer is a
+ * linear node taking it as its weight with the input and output split alike along a dim that is not
+ * the last, in a 1-D plan whose policy is fp32 without micro-batches, ZeRO or recomputation
+ * (hap_sfb_shape_ok, hap_sfb_allowed). Errors name the step (`steps[12]`), the node or tensor, and
+ * what was expected. */
 hap_status hap_plan_validate(const hap_plan *p, const hap_graph *g, const hap_cluster *c,
                              hap_err *err);
+
+/* Sufficient-factor broadcasting: the compute step of the linear node that consumes parameter
+ * `tensor` (an sfb source's), or -1 when the plan has none. */
+int32_t hap_plan_sfb_consumer(const hap_plan *p, const hap_graph *g, int32_t tensor);
+/* Whether a plan under policy `pol` with `replicas` groups may use sfb storage: fp32, one
+ * micro-batch, ZeRO 0, no recomputation, replicas 1 (any optimizer). */
+bool hap_sfb_allowed(const hap_train_policy *pol, int32_t replicas);
+/* Whether node `node` of g with `variant` can make its weight's gradient by sufficient factors:
+ * a linear node whose weight (input 1) is a trainable 2-D parameter consumed by no other node and
+ * held whole (I), with the input and output split alike (a Gather) along a dim that is not the
+ * last (the rows of the GEMM). */
+bool hap_sfb_shape_ok(const hap_graph *g, int32_t node, const hap_variant *variant);
 
 #endif

@@ -37,6 +37,17 @@ typedef enum hap_seq_parallel {
 const char *hap_strategy_name(hap_strategy s); /* "hap", "dp-ev", "dp-cp", "megatron-tp" */
 hap_status hap_strategy_parse(const char *s, hap_strategy *out);
 
+/* Where sufficient-factor broadcasting may replace a linear weight's gradient all-reduce. */
+typedef enum hap_sfb_use {
+  HAP_SFB_USE_AUTO = 0, /* strategy hap only: the baselines synchronise as their systems do */
+  HAP_SFB_USE_OFF,      /* nowhere (an ablation) */
+  HAP_SFB_USE_ALL,      /* also the data-parallel baselines dp-ev and dp-cp (a study) */
+  HAP_SFB_USE_COUNT
+} hap_sfb_use;
+
+const char *hap_sfb_use_name(hap_sfb_use u); /* "auto", "off", "all" */
+hap_status hap_sfb_use_parse(const char *s, hap_sfb_use *out);
+
 typedef struct hap_synth_options {
   hap_strategy strategy;
   int max_rounds;            /* search/LP alternations; 0 = default (8) */
@@ -57,6 +68,9 @@ typedef struct hap_synth_options {
    * must be equal); the others are data-parallel replicas. */
   int32_t tensor_parallel;
   hap_seq_parallel sequence_parallel; /* megatron-tp only */
+  /* Which strategies may store a linear weight sfb (sufficient-factor broadcasting, plan.h),
+   * where the search finds it cheaper than the gradient all-reduce */
+  hap_sfb_use sfb;
   /* > 0: programs whose estimated iteration (the synthesizer's own estimate, which leaves out
    * overlap) exceeds this are not followed, s; when no program is under it the synthesis fails
    * with stats->over_bound. hap-synth sets it to the best 3-D layout's simulated iteration
