@@ -94,7 +94,7 @@ hap_status hap_chakra_load(const char *dir, const char *prefix, hap_chakra_set *
   hap_chakra_set *s = calloc(1, sizeof *s);
   hap_status st = s ? HAP_OK : oom(err);
   if (st == HAP_OK) {
-    s->ranks = calloc((size_t)n, sizeof *s->ranks);
+    s->ranks = calloc((size_t)n, sizeof(hap_et_rank *));
     s->paths = calloc((size_t)n, sizeof *s->paths);
     st = s->ranks && s->paths ? HAP_OK : oom(err);
   }
