@@ -4,10 +4,11 @@
 # list; --chakra-in replays them on the same cluster to the same iteration (within 0.1 %) and on
 # another cluster with compute scaled; truncated, foreign and missing traces are one line on
 # stderr naming the file, and exit 1.
-# Usage: test_chakra.sh HAP_SIM_BINARY ET_PROTO
+# Usage: test_chakra.sh HAP_SIM_BINARY ET_PROTO HAP_SYNTH_BINARY
 set -u
 bin=$1
 proto=$2
+synth=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 pass=0
@@ -139,6 +140,20 @@ expect export-policy 0 "$bin" "bert-base:layers=2" -c "$hetero" -s hap \
 want=$(json_get "$tmp/out" 'd["rows"][0]["iteration_s"]')
 expect replay-policy 0 "$bin" --chakra-in "$tmp/pol" --chakra-prefix p -f json
 check round-trip-policy within "$want" "$(json_get "$tmp/out" 'd["iteration_s"]')" 0.001
+
+# from a plan file (hap-synth -o): its traces replay to hap-sim --plan's iteration
+expect synth-plan 0 "$synth" "$small" -c "$hetero" -s dp-ev -o "$tmp/plan.json"
+expect export-plan 0 "$bin" --plan "$tmp/plan.json" --chakra "$tmp/fromplan" -q -f json
+want=$(json_get "$tmp/out" 'd["rows"][0]["iteration_s"]')
+check export-plan-files [ -f "$tmp/fromplan/hap.15.et" ]
+expect replay-plan 0 "$bin" --chakra-in "$tmp/fromplan" -f json
+check round-trip-plan within "$want" "$(json_get "$tmp/out" 'd["iteration_s"]')" 0.001
+
+# a smaller export into the same directory removes the larger one's extra ranks
+expect export-smaller 0 "$bin" "$small" -c "paper-homo:gpus_per_host=2,hosts=2" -s hap \
+  --chakra "$tmp/fromplan" -q
+check smaller-stale-removed [ ! -e "$tmp/fromplan/hap.4.et" ] && [ -f "$tmp/fromplan/hap.3.et" ]
+expect replay-smaller 0 "$bin" --chakra-in "$tmp/fromplan" -f json
 
 # ---- another cluster: compute scaled to each device (P100 traces replayed on V100s) ---------
 expect replay-hetero 0 "$bin" --chakra-in "$tmp/all" --chakra-prefix hap.dp-ev -c "$hetero" -f json
