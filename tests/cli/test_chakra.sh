@@ -57,7 +57,7 @@ homo="paper-homo:gpus_per_host=2,hosts=8"
 # ---- export: one trace per device, decoded by protoc against hap's .proto --------------------
 expect export 0 "$bin" "$small" -c "$hetero" -s hap --chakra "$tmp/et" -f json
 cp "$tmp/out" "$tmp/orig.json"
-check export-files [ "$(ls "$tmp/et" | grep -c '^hap\.[0-9]*\.et$')" -eq 16 ]
+check export-files [ "$(find "$tmp/et" -name 'hap.[0-9]*.et' | wc -l)" -eq 16 ]
 check export-note grep -qF "wrote 16 Chakra traces" "$tmp/err"
 
 # Split each file into its length-prefixed messages and decode every one with protoc: the first
