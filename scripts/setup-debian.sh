@@ -11,6 +11,9 @@ packages=(
   libglpk-dev
   libopenmpi-dev openmpi-bin
   libopenblas-dev
+  # Chakra traces (chakra/): protoc-c generates the .et codec at build time, libprotobuf-c runs
+  # it, protoc --decode checks the files in tests/cli/test_chakra.sh
+  protobuf-c-compiler libprotobuf-c-dev protobuf-compiler
   python3 python3-h5py
   time # GNU time: peak memory in reports/bench-synth.sh
   procps # pgrep: tests/profile/test_kill.sh finds an MPI rank to kill

@@ -75,6 +75,41 @@ static void span_groups_free(span_groups *sg) {
   sg->g[0] = sg->g[1] = NULL;
 }
 
+/* How many sub-groups of span sp share the busiest NIC: per host, the sub-groups spanning more
+ * than one host with a run of members on it (hap_group_share_nics); at least 1. `ranks` holds
+ * n_devices entries, `crossing` n_hosts (scratch). */
+static int32_t span_sharers(const hap_lowered *lw, const hap_cluster *c, hap_task_span sp,
+                            int32_t *ranks, int32_t *crossing) {
+  int32_t ns = n_subs(lw, sp), m = sub_size(lw, sp);
+  memset(crossing, 0, (size_t)c->n_hosts * sizeof *crossing);
+  for (int32_t k = 0; k < ns; k++) {
+    bool hosts = false;
+    for (int32_t i = 0; i < m; i++) {
+      ranks[i] = sub_member(lw, sp, k, i);
+      hosts = hosts || c->devices[ranks[i]].host != c->devices[ranks[0]].host;
+    }
+    for (int32_t i = 0; i < m && hosts; i++)
+      if (i == 0 || c->devices[ranks[i]].host != c->devices[ranks[i - 1]].host)
+        crossing[c->devices[ranks[i]].host]++;
+  }
+  int32_t sharers = 1;
+  for (int32_t h = 0; h < c->n_hosts; h++)
+    sharers = crossing[h] > sharers ? crossing[h] : sharers;
+  return sharers;
+}
+
+hap_status hap_plan_sim_nic_sharers(const hap_lowered *lw, const hap_cluster *c, hap_task_span sp,
+                                    int32_t *sharers, hap_err *err) {
+  int32_t *ranks = malloc((size_t)lw->n_devices * sizeof *ranks);
+  int32_t *crossing = calloc((size_t)c->n_hosts, sizeof *crossing);
+  if (ranks && crossing)
+    *sharers = span_sharers(lw, c, sp, ranks, crossing);
+  hap_status st = ranks && crossing ? HAP_OK : oom(err);
+  free(ranks);
+  free(crossing);
+  return st;
+}
+
 static hap_status span_groups_init(const hap_lowered *lw, const hap_cluster *c, span_groups *sg,
                                    hap_err *err) {
   memset(sg, 0, sizeof *sg);
@@ -87,19 +122,12 @@ static hap_status span_groups_init(const hap_lowered *lw, const hap_cluster *c, 
       st = oom(err);
       break;
     }
-    memset(crossing, 0, (size_t)c->n_hosts * sizeof *crossing);
     for (int32_t k = 0; k < ns && st == HAP_OK; k++) {
       for (int32_t i = 0; i < m; i++)
         ranks[i] = sub_member(lw, (hap_task_span)sp, k, i);
       st = hap_group_init(c, ranks, m, &sg->g[sp][k], err);
-      if (st == HAP_OK && sg->g[sp][k].n_hosts > 1)
-        for (int32_t i = 0; i < m; i++)
-          if (i == 0 || c->devices[ranks[i]].host != c->devices[ranks[i - 1]].host)
-            crossing[c->devices[ranks[i]].host]++;
     }
-    int32_t sharers = 1;
-    for (int32_t h = 0; h < c->n_hosts; h++)
-      sharers = crossing[h] > sharers ? crossing[h] : sharers;
+    int32_t sharers = span_sharers(lw, c, (hap_task_span)sp, ranks, crossing);
     for (int32_t k = 0; k < ns && st == HAP_OK; k++)
       hap_group_share_nics(&sg->g[sp][k], sharers);
   }
@@ -138,22 +166,45 @@ static bool emulates(const hap_lowered *lw, const hap_cluster *c, int32_t d) {
   return hap_device_emulates_dtype(&c->devices[d], hap_policy_compute_dtype(&lw->plan->policy));
 }
 
+hap_status hap_plan_sim_coll_bytes(hap_lowered *lw, const hap_cluster *c, int32_t t,
+                                   double *per_rank, hap_err *err) {
+  const hap_task *k = &lw->tasks[t];
+  HAP_TRY(hap_lowered_coll_bytes(lw, t, per_rank, err));
+  double emu = emulated_scale(lw, t);
+  if (emu == 1)
+    return HAP_OK;
+  int32_t ns = n_subs(lw, k->span), m = sub_size(lw, k->span);
+  for (int32_t s = 0; s < ns; s++) {
+    bool all_emulate = true;
+    for (int32_t i = 0; i < m && all_emulate; i++)
+      all_emulate = emulates(lw, c, sub_member(lw, k->span, s, i));
+    for (int32_t i = 0; i < m && all_emulate; i++)
+      per_rank[sub_member(lw, k->span, s, i)] *= emu;
+  }
+  return HAP_OK;
+}
+
+int32_t hap_plan_sim_coll_group(const hap_lowered *lw, int32_t t, int32_t d, int32_t *ranks) {
+  hap_task_span sp = lw->tasks[t].span;
+  int32_t m = sub_size(lw, sp);
+  int32_t s = sp == HAP_SPAN_GROUP ? d / lw->group_size : d % lw->group_size;
+  for (int32_t i = 0; i < m; i++)
+    ranks[i] = sub_member(lw, sp, s, i);
+  return m;
+}
+
 /* A collective's duration on every device: its sub-group's time for the bytes its members hold
- * (in float32 when every member emulates the policy's half precision). */
+ * (hap_plan_sim_coll_bytes). */
 static hap_status price_collective(hap_lowered *lw, const hap_cluster *c, int32_t t,
                                    const span_groups *sg, double *per_rank, double *sub_bytes,
                                    double *dur, hap_err *err) {
   double *row = dur + (size_t)t * (size_t)lw->n_devices;
   const hap_task *k = &lw->tasks[t];
-  HAP_TRY(hap_lowered_coll_bytes(lw, t, per_rank, err));
+  HAP_TRY(hap_plan_sim_coll_bytes(lw, c, t, per_rank, err));
   int32_t ns = n_subs(lw, k->span), m = sub_size(lw, k->span);
-  double emu = emulated_scale(lw, t);
   for (int32_t s = 0; s < ns; s++) {
-    bool all_emulate = emu != 1;
-    for (int32_t i = 0; i < m && all_emulate; i++)
-      all_emulate = emulates(lw, c, sub_member(lw, k->span, s, i));
     for (int32_t i = 0; i < m; i++)
-      sub_bytes[i] = per_rank[sub_member(lw, k->span, s, i)] * (all_emulate ? emu : 1);
+      sub_bytes[i] = per_rank[sub_member(lw, k->span, s, i)];
     double sec =
         m > 1 ? hap_coll_time(&sg->g[k->span][s], k->coll, k->impl, hap_coll_bytes_of(sub_bytes, m))
               : 0;

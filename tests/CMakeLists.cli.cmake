@@ -43,6 +43,12 @@ if(TARGET hap-sim AND TARGET hap-synth)
   add_test(NAME cli_paper_segments
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_paper_segments.sh
                    $<TARGET_FILE:hap-sim>)
+  # Chakra execution traces: export decoded by protoc, replayed to the same iteration, malformed
+  # traces refused (issue 18; docs/chakra.md)
+  add_test(NAME cli_chakra
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_chakra.sh $<TARGET_FILE:hap-sim>
+                   ${HAP_ET_PROTO} $<TARGET_FILE:hap-synth>)
+  set_tests_properties(cli_chakra PROPERTIES LABELS cli TIMEOUT 300)
   # hap-synth --compare ranks the strategies as hap-sim does (issue 20)
   # (the sanitizer build runs the quick modes: the mlp cases, no steered point)
   set(HAP_CLI_MODE all)

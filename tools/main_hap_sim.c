@@ -10,6 +10,7 @@
 
 #include "base/cli.h"
 #include "base/json_write.h"
+#include "chakra_report.h"
 #include "hap_config.h"
 #include "harness/format.h"
 #include "harness/report.h"
@@ -36,6 +37,7 @@ static void usage(FILE *f) {
   fprintf(
       f,
       "Usage: hap-sim [MODEL] [--cluster SPEC] [--strategy S | --plan FILE] [--sweep K=V,...]\n"
+      "       hap-sim --chakra-in DIR [--cluster SPEC]\n"
       "\n"
       "Simulate one training iteration of MODEL on a cluster, event by event: per device a\n"
       "compute and a communication stream, collectives that wait for every member, durations\n"
@@ -93,6 +95,14 @@ static void usage(FILE *f) {
       "      --tasks           list every lowered task: dependencies, start and end on\n"
       "                        device 0 (before the summary)\n"
       "      --no-fold         simulate identical devices separately (slower, same result)\n"
+      "      --chakra DIR      also write the simulated plan as Chakra execution traces:\n"
+      "                        DIR/PREFIX.<rank>.et per device (several rows:\n"
+      "                        PREFIX.<point.strategy>.<rank>.et; docs/chakra.md)\n"
+      "      --chakra-in DIR   instead: simulate the Chakra traces DIR/PREFIX.<rank>.et\n"
+      "                        (one per rank, recorded anywhere) on --cluster (default:\n"
+      "                        the cluster they record), compute scaled to each device\n"
+      "      --chakra-prefix P the traces' file name prefix (default " HAP_CHAKRA_DEFAULT_PREFIX
+      ")\n"
       "  -q, --quiet           no progress on stderr\n"
       "  -h, --help            this help\n"
       "  -V, --version         print the version\n"
@@ -103,8 +113,9 @@ static void usage(FILE *f) {
 
 typedef struct opts {
   const char *model, *cluster, *plan, *trace;
-  int strategies;  /* bit per hap_strategy */
-  hap_sweep sweep; /* the grid of points (simulate/sweep.h) */
+  const char *chakra, *chakra_prefix; /* --chakra DIR, --chakra-prefix */
+  int strategies;                     /* bit per hap_strategy */
+  hap_sweep sweep;                    /* the grid of points (simulate/sweep.h) */
   hap_format format;
   double memory_limit;
   int trace_devices;
@@ -295,6 +306,9 @@ static hap_status run_pipelined(const opts *o, const hap_graph *g, const hap_clu
                        "%s: a pipelined plan: --tasks and --no-fold are not available for it yet "
                        "(every device is simulated already)",
                        o->plan);
+  if (o->chakra != NULL)
+    return hap_err_set(err, HAP_EUNSUPPORTED,
+                       "%s: a pipelined plan: --chakra exports flat plans only (yet)", o->plan);
   hap_pipe_lowered *pw = NULL;
   hap_pipe_plan_sim *ps = NULL;
   hap_trace *t = NULL;
@@ -445,7 +459,17 @@ static hap_status run_strategy(const opts *o, const hap_graph *g, const hap_clus
       print_critical(f, ps);
       fclose(f);
     }
-    if (o->trace != NULL) {
+    if (o->chakra != NULL) {
+      char label[320];
+      snprintf(label, sizeof label, "%s%s%s", r->point, r->point[0] ? "." : "", r->strategy);
+      st = hap_chakra_report_export(prog, ps, o->chakra, o->chakra_prefix, several ? label : NULL,
+                                    o->quiet, &err);
+      if (st != HAP_OK) {
+        hap_cli_error(prog, &err);
+        r->ok = false;
+      }
+    }
+    if (o->trace != NULL && st == HAP_OK) {
       char path[1024];
       trace_path(o, r, several, path, sizeof path);
       st = write_trace(o, ps, path, &err);
@@ -769,7 +793,16 @@ static int run_pipeline(const opts *o, const char *const *specs, int n_specs, co
 }
 
 int main(int argc, char **argv) {
-  enum { OPT_NO_FOLD = 256, OPT_TRACE_DEVICES, OPT_TASKS, OPT_POLICY, OPT_PIPELINE };
+  enum {
+    OPT_NO_FOLD = 256,
+    OPT_TRACE_DEVICES,
+    OPT_TASKS,
+    OPT_POLICY,
+    OPT_PIPELINE,
+    OPT_CHAKRA,
+    OPT_CHAKRA_IN,
+    OPT_CHAKRA_PREFIX
+  };
   static const struct option long_opts[] = {
       {"cluster", required_argument, NULL, 'c'},
       {"strategy", required_argument, NULL, 's'},
@@ -783,6 +816,9 @@ int main(int argc, char **argv) {
       {"pipeline", required_argument, NULL, OPT_PIPELINE},
       {"no-fold", no_argument, NULL, OPT_NO_FOLD},
       {"tasks", no_argument, NULL, OPT_TASKS},
+      {"chakra", required_argument, NULL, OPT_CHAKRA},
+      {"chakra-in", required_argument, NULL, OPT_CHAKRA_IN},
+      {"chakra-prefix", required_argument, NULL, OPT_CHAKRA_PREFIX},
       {"batch-per-device", required_argument, NULL, 'b'},
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
@@ -792,8 +828,9 @@ int main(int argc, char **argv) {
             .cluster = DEFAULT_CLUSTER,
             .format = HAP_FORMAT_TABLE,
             .trace_devices = 64,
+            .chakra_prefix = HAP_CHAKRA_DEFAULT_PREFIX,
             .policy = hap_policy_default()};
-  const char *strategy = NULL;
+  const char *strategy = NULL, *chakra_in = NULL;
   const char *pipelines[HAP_PIPELINE_REPORT_MAX];
   int n_pipelines = 0;
   const char *sweeps[HAP_SWEEP_MAX_AXES + 1] = {0};
@@ -845,6 +882,14 @@ int main(int argc, char **argv) {
       break;
     case OPT_NO_FOLD: o.no_fold = true; break;
     case OPT_TASKS: o.tasks = true; break;
+    case OPT_CHAKRA: o.chakra = optarg; break;
+    case OPT_CHAKRA_IN: chakra_in = optarg; break;
+    case OPT_CHAKRA_PREFIX:
+      if (optarg[0] == '\0' || strchr(optarg, '/') != NULL)
+        return hap_report_usage(prog, -1, "--chakra-prefix wants a file name prefix, got '%s'",
+                                optarg);
+      o.chakra_prefix = optarg;
+      break;
     case 'b':
       if (hap_cli_parse_int("--batch-per-device", optarg, 1, 1000000, &v, &err) != HAP_OK)
         return hap_report_usage(prog, -1, "%s", err.msg);
@@ -858,6 +903,18 @@ int main(int argc, char **argv) {
   }
   if (optind < argc - 1)
     return hap_report_usage(prog, -1, "more than one MODEL given");
+  if (chakra_in != NULL) {
+    if (optind < argc || strategy || o.plan || n_sweeps || n_pipelines || o.trace || o.chakra ||
+        o.tasks || o.policy_given || batch_per_device || o.memory_limit > 0)
+      return hap_report_usage(
+          prog, -1,
+          "--chakra-in takes --cluster, --chakra-prefix and --format table|json "
+          "only (the traces are the program)");
+    if (o.format == HAP_FORMAT_CSV)
+      return hap_report_usage(prog, -1, "--chakra-in prints a table or json, not csv");
+    return hap_chakra_report_replay(prog, chakra_in, o.chakra_prefix,
+                                    cluster_given ? o.cluster : NULL, o.format);
+  }
   bool bare = argc == 1;
   if (optind == argc - 1)
     o.model = argv[optind];
@@ -865,6 +922,8 @@ int main(int argc, char **argv) {
     return hap_report_usage(prog, -1,
                             "--strategy megatron sets the pipeline itself (pp, v, mbs): not "
                             "--pipeline");
+  if (o.chakra != NULL && (n_pipelines > 0 || (strategy && hap_megatron_spec_is(strategy))))
+    return hap_report_usage(prog, -1, "--chakra exports a flat plan's simulation, not --pipeline");
   if (n_pipelines > 0 || (strategy != NULL && hap_megatron_spec_is(strategy)))
     return run_pipeline(&o, pipelines, n_pipelines, strategy, n_sweeps, batch_per_device);
   if (strategy == NULL || strcmp(strategy, "all") == 0) {
