@@ -200,7 +200,7 @@ static bool sp_allows(const syn_ctx *x, int32_t k, const hap_variant *v, const b
 
 static bool strategy_allows(const syn_ctx *x, int32_t k, const hap_variant *v, const bool *state,
                             hap_seq_parallel sp, int64_t seq) {
-  if (x->strategy == HAP_STRATEGY_HAP)
+  if (x->strategy == HAP_STRATEGY_HAP || x->strategy == HAP_STRATEGY_ALPA)
     return true;
   if (x->strategy != HAP_STRATEGY_MEGATRON_TP)
     return hap_variant_is_data_parallel(x->g, k, v, state);
@@ -408,7 +408,7 @@ double syn_node_time(syn_ctx *x, int32_t k, int v, double *per_device) {
 
 /* The least any program pays to have parameter p->tensor as *p: sourced so directly, or sourced in
  * another layout and communicated once. */
-static double param_bound(syn_ctx *x, const syn_prop *p) {
+double syn_param_bound(syn_ctx *x, const syn_prop *p) {
   hap_storage st;
   double best = syn_source_time(x, p, &st);
   const hap_tensor *t = &x->g->tensors[p->tensor];
@@ -447,7 +447,7 @@ hap_status syn_set_ratios(syn_ctx *x, const double *ratios, hap_err *err) {
           continue;
         syn_prop p = {t, var->in[i], var->in[i] >= 0 ? sn->segment : 0,
                       var->in[i] >= 0 ? var->granule : 1};
-        double src = param_bound(x, &p);
+        double src = syn_param_bound(x, &p);
         if (i == 1)
           src = fmin(src, syn_sfb_time(x, k, v));
         if (isfinite(src))

@@ -17,7 +17,8 @@
 
 typedef struct lp_var {
   double lo, hi, obj;
-  int slot; /* scratch for hap_lp_add_row: position in the row being merged, or -1 */
+  int slot;     /* scratch for hap_lp_add_row: position in the row being merged, or -1 */
+  bool integer; /* hap_lp_set_integer */
 } lp_var;
 
 typedef struct lp_row {
@@ -41,6 +42,8 @@ struct hap_lp {
   lp_entry *entries;
   int n_entries;
   int32_t cap_entries;
+  int n_integer;     /* variables marked integer */
+  double mip_time_s; /* branch-and-cut time limit, s (0: none) */
 };
 
 /* Largest count of anything: GLPK's 1-based arrays need one more slot, in int. */
@@ -69,6 +72,21 @@ void hap_lp_destroy(hap_lp *lp) {
   free(lp->rows);
   free(lp->entries);
   free(lp);
+}
+
+hap_status hap_lp_set_integer(hap_lp *lp, int var, hap_err *err) {
+  if (lp == NULL || var < 0 || var >= lp->n_vars)
+    return hap_err_set(err, HAP_EINVAL, "hap_lp_set_integer: variable %d of %d", var,
+                       lp ? lp->n_vars : 0);
+  if (!lp->vars[var].integer)
+    lp->n_integer++;
+  lp->vars[var].integer = true;
+  return HAP_OK;
+}
+
+void hap_lp_set_mip_time_limit(hap_lp *lp, double seconds) {
+  if (lp != NULL)
+    lp->mip_time_s = seconds > 0 && isfinite(seconds) ? seconds : 0;
 }
 
 int hap_lp_n_vars(const hap_lp *lp) { return lp != NULL ? lp->n_vars : 0; }
@@ -322,6 +340,8 @@ static glp_prob *build_glpk(const hap_lp *lp, const lp_triplets *t, bool names) 
     glp_set_col_bnds(P, i + 1, bound_type(v->lo, v->hi), finite_or_zero(v->lo),
                      finite_or_zero(v->hi));
     glp_set_obj_coef(P, i + 1, v->obj);
+    if (v->integer)
+      glp_set_col_kind(P, i + 1, GLP_IV);
     if (names) {
       snprintf(label, sizeof label, "x%d", i);
       glp_set_col_name(P, i + 1, label);
@@ -380,6 +400,7 @@ typedef struct solve_ctx {
   const lp_triplets *t;
   double *x;        /* n_vars values, owned by hap_lp_solve */
   double objective; /* on success */
+  bool stopped;     /* branch and cut hit the time limit */
 } solve_ctx;
 
 static int run_simplex(glp_prob *P, int method, int presolve) {
@@ -412,6 +433,37 @@ static hap_status report_failure(const hap_lp *lp, glp_prob *P, int rc, hap_err 
                      lp->name, glpk_rc_str(rc), glpk_stat_str(prim), glpk_stat_str(dual));
 }
 
+/* The integer variables, from the optimal relaxation in P: GLPK's branch and cut (glp_intopt)
+ * within the time limit. An integer point found before the limit is kept (s->stopped). */
+static hap_status branch_and_cut(solve_ctx *s, glp_prob *P, hap_err *err) {
+  glp_iocp parm;
+  glp_init_iocp(&parm);
+  parm.msg_lev = GLP_MSG_OFF;
+  parm.presolve = GLP_OFF; /* P holds an optimal basis of the relaxation already */
+  parm.gmi_cuts = GLP_ON;
+  parm.mir_cuts = GLP_ON;
+  if (s->lp->mip_time_s > 0)
+    parm.tm_lim = (int)fmin(s->lp->mip_time_s * 1e3, 2e9);
+  int rc = glp_intopt(P, &parm);
+  int stat = glp_mip_status(P);
+  if ((rc == 0 || rc == GLP_ETMLIM) && (stat == GLP_OPT || stat == GLP_FEAS)) {
+    for (int i = 0; i < s->lp->n_vars; i++) {
+      double v = glp_mip_col_val(P, i + 1);
+      s->x[i] = fmin(fmax(v, s->lp->vars[i].lo), s->lp->vars[i].hi);
+    }
+    s->objective = glp_mip_obj_val(P);
+    s->stopped = stat != GLP_OPT;
+    return HAP_OK;
+  }
+  if (stat == GLP_NOFEAS)
+    return hap_err_set(err, HAP_ELP,
+                       "MIP '%s' is infeasible: no integer point satisfies every row (%d rows, "
+                       "%d variables, %d integer)",
+                       s->lp->name, s->lp->n_rows, s->lp->n_vars, s->lp->n_integer);
+  return hap_err_set(err, HAP_ELP, "MIP '%s': branch and cut stopped without an integer point (%s)",
+                     s->lp->name, rc == GLP_ETMLIM ? "time limit" : glpk_rc_str(rc));
+}
+
 /* Guarded: dual simplex with presolve. Any other outcome than an optimum is settled by the primal
  * simplex on the scaled, unreduced LP: the presolver only says "no optimum", and the dual simplex
  * cannot tell an unbounded LP from an infeasible one; the primal simplex can. */
@@ -424,7 +476,9 @@ static hap_status solve_guarded(void *ctx, hap_err *err) {
     rc = run_simplex(P, GLP_PRIMAL, GLP_OFF);
   }
   hap_status st = HAP_OK;
-  if (is_optimal(P, rc)) {
+  if (is_optimal(P, rc) && s->lp->n_integer > 0) {
+    st = branch_and_cut(s, P, err);
+  } else if (is_optimal(P, rc)) {
     for (int i = 0; i < s->lp->n_vars; i++) {
       double v = glp_get_col_prim(P, i + 1);
       s->x[i] = fmin(fmax(v, s->lp->vars[i].lo), s->lp->vars[i].hi);
@@ -437,7 +491,8 @@ static hap_status solve_guarded(void *ctx, hap_err *err) {
   return st;
 }
 
-hap_status hap_lp_solve(const hap_lp *lp, double *x, double *objective, hap_err *err) {
+static hap_status solve(const hap_lp *lp, double *x, double *objective, bool *stopped,
+                        hap_err *err) {
   if (lp == NULL || x == NULL)
     return hap_err_set(err, HAP_EINVAL, "hap_lp_solve: lp and x must not be NULL");
   if (lp->n_vars == 0)
@@ -454,6 +509,8 @@ hap_status hap_lp_solve(const hap_lp *lp, double *x, double *objective, hap_err 
   char what[300];
   snprintf(what, sizeof what, "LP '%.200s'", lp->name);
   hap_status st = hap_lp_run_guarded(what, solve_guarded, &s, err);
+  if (st == HAP_OK && stopped != NULL)
+    *stopped = s.stopped;
   if (st == HAP_OK) {
     memcpy(x, s.x, (size_t)lp->n_vars * sizeof *x);
     if (objective != NULL)
@@ -462,6 +519,16 @@ hap_status hap_lp_solve(const hap_lp *lp, double *x, double *objective, hap_err 
   free(s.x);
   triplets_free(&t);
   return st;
+}
+
+hap_status hap_lp_solve(const hap_lp *lp, double *x, double *objective, hap_err *err) {
+  return solve(lp, x, objective, NULL, err);
+}
+
+hap_status hap_lp_solve_mip(const hap_lp *lp, double *x, double *objective, bool *stopped,
+                            hap_err *err) {
+  *stopped = false;
+  return solve(lp, x, objective, stopped, err);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@
 #include "synth_internal.h"
 
 static const char *const strategy_names[HAP_STRATEGY_COUNT] = {"hap", "dp-ev", "dp-cp",
-                                                               "megatron-tp"};
+                                                               "megatron-tp", "alpa"};
 
 const char *hap_strategy_name(hap_strategy s) {
   return (unsigned)s < HAP_STRATEGY_COUNT ? strategy_names[s] : "?";
@@ -250,6 +250,8 @@ hap_status hap_synthesize(const hap_graph *g, const hap_cluster *c, const hap_sy
     stats->seconds = now_s() - t0;
     return st;
   }
+  if (o != NULL && o->strategy == HAP_STRATEGY_ALPA)
+    return syn_alpa(g, c, o, out, stats, err);
   return syn_synthesize_flat(g, c, o, out, stats, err);
 }
 
@@ -264,12 +266,10 @@ hap_status syn_synthesize_replica(const hap_graph *g, const hap_cluster *c,
   return syn_synthesize_replica_program(g, c, o, replica_groups, out, NULL, stats, err);
 }
 
-/* The context that prices g on c under o's policy, with the groups across replicas: over *pg, the
- * graph the kernels run (one micro-batch in the policy's compute precision; NULL when that is g
- * itself; the caller destroys it after the context). Nothing to free on failure. */
-static hap_status replica_ctx(syn_ctx *x, const hap_graph *g, const hap_cluster *c,
-                              const hap_synth_options *o, const hap_group *replica_groups,
-                              hap_graph **pg, hap_err *err) {
+/* The context that prices g on c under o's policy (synth_internal.h). */
+hap_status syn_ctx_open(syn_ctx *x, const hap_graph *g, const hap_cluster *c,
+                        const hap_synth_options *o, const hap_group *replica_groups, hap_graph **pg,
+                        hap_err *err) {
   *pg = NULL;
   hap_train_policy pol = o ? o->policy : hap_policy_default();
   if (pol.micro_batches == 0)
@@ -305,7 +305,7 @@ hap_status syn_price_replica(const hap_graph *g, const hap_cluster *c, const hap
   HAP_TRY(hap_cluster_digest(c, &cd, err));
   hap_graph *pg = NULL;
   syn_ctx x;
-  HAP_TRY(replica_ctx(&x, g, c, o, replica_groups, &pg, err));
+  HAP_TRY(syn_ctx_open(&x, g, c, o, replica_groups, &pg, err));
   hap_status st = HAP_OK;
   hap_plan *p = hap_plan_create(hap_strategy_name(o ? o->strategy : HAP_STRATEGY_HAP), g->name, gd,
                                 c->name, cd, x.n, x.n_segments);
@@ -349,7 +349,7 @@ hap_status syn_synthesize_replica_program(const hap_graph *g, const hap_cluster 
 
   hap_graph *pg = NULL; /* the graph the kernels run: one micro-batch, compute precision */
   syn_ctx x;
-  HAP_TRY(replica_ctx(&x, g, c, o, replica_groups, &pg, err));
+  HAP_TRY(syn_ctx_open(&x, g, c, o, replica_groups, &pg, err));
   size_t nr = (size_t)x.n_segments * (size_t)x.n;
   double *ratios = malloc(nr * sizeof *ratios);
   double *best_ratios = malloc(nr * sizeof *best_ratios);

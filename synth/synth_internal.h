@@ -115,6 +115,16 @@ hap_status syn_synthesize_replica_program(const hap_graph *g, const hap_cluster 
 hap_status syn_price_replica(const hap_graph *g, const hap_cluster *c, const hap_synth_options *o,
                              const hap_group *replica_groups, const int8_t *variants,
                              const double *ratios, hap_plan **out, hap_err *err);
+/* A context for o's strategy and policy on g and c (replica_groups as syn_synthesize_replica
+ * takes them); *pg: the graph the kernels run (one micro-batch in the policy's compute
+ * precision; NULL when that is g itself), destroyed by the caller after the context. Nothing to
+ * free on failure. */
+hap_status syn_ctx_open(syn_ctx *x, const hap_graph *g, const hap_cluster *c,
+                        const hap_synth_options *o, const hap_group *replica_groups, hap_graph **pg,
+                        hap_err *err);
+/* The alpa strategy (alpa.c): Alpa's intra-operator ILP over every node's variant, even ratios. */
+hap_status syn_alpa(const hap_graph *g, const hap_cluster *c, const hap_synth_options *o,
+                    hap_plan **out, hap_synth_stats *stats, hap_err *err);
 /* The megatron-tp baseline (megatron.c): a 2-D plan, one replica per host. */
 hap_status syn_megatron(const hap_graph *g, const hap_cluster *c, const hap_synth_options *o,
                         hap_plan **out, hap_synth_stats *stats, hap_err *err);
@@ -190,6 +200,9 @@ typedef struct syn_choice {
  * (n properties). A linear weight's source may be sfb (syn_sfb_time). */
 syn_choice syn_choose_input(syn_ctx *x, const syn_prop *have, int32_t n, const syn_prop *want,
                             int32_t k, int v, int input);
+/* The least any program pays to have source p->tensor as *p: sourced so, or sourced in another
+ * layout and communicated once, s. */
+double syn_param_bound(syn_ctx *x, const syn_prop *p);
 /* The source of node k's weight (input 1) stored sfb under variant v: its consumer's input and
  * output gradient all-gathered, the whole-batch weight-gradient GEMM on every device less the
  * share the node's own backward no longer computes (the slowest device's), and the optimizer

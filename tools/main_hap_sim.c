@@ -52,7 +52,8 @@ static void usage(FILE *f) {
       "Options:\n"
       "  -c, --cluster SPEC    cluster spec, hap-cluster JSON or hap-profile .h5 (default\n"
       "                        %s)\n"
-      "  -s, --strategy S      hap, dp-ev, dp-cp, megatron-tp or all (default all), or\n"
+      "  -s, --strategy S      hap, dp-ev, dp-cp, megatron-tp, alpa or all (default all:\n"
+      "                        the first four), or\n"
       "                        megatron[:tp=T,pp=P,dp=D,mbs=B,v=V,sp=on|off,recompute=R]:\n"
       "                        Megatron-LM's 3-D layout (hap-synth --help)\n"
       "  -p, --plan FILE       simulate this hap-plan file instead of synthesising (it must\n"
@@ -927,13 +928,16 @@ int main(int argc, char **argv) {
   if (n_pipelines > 0 || (strategy != NULL && hap_megatron_spec_is(strategy)))
     return run_pipeline(&o, pipelines, n_pipelines, strategy, n_sweeps, batch_per_device);
   if (strategy == NULL || strcmp(strategy, "all") == 0) {
-    o.strategies = (1 << HAP_STRATEGY_COUNT) - 1;
+    /* the study's four; the seeds' planners (alpa) are asked for by name */
+    o.strategies = (1 << HAP_STRATEGY_HAP) | (1 << HAP_STRATEGY_DP_EV) | (1 << HAP_STRATEGY_DP_CP) |
+                   (1 << HAP_STRATEGY_MEGATRON_TP);
   } else {
     hap_strategy s;
     if (hap_strategy_parse(strategy, &s) != HAP_OK)
       return hap_report_usage(
           prog, -1,
-          "unknown strategy '%s' (expected hap, dp-ev, dp-cp, megatron-tp, all or megatron[:...])",
+          "unknown strategy '%s' (expected hap, dp-ev, dp-cp, megatron-tp, alpa, all or "
+          "megatron[:...])",
           strategy);
     o.strategies = 1 << s;
   }

@@ -40,6 +40,9 @@ static void usage(FILE *f) {
           "  -s, --strategy S      hap (default), dp-ev (even batch split), dp-cp (batch split\n"
           "                        proportional to device speed) or megatron-tp (tensor parallel\n"
           "                        inside each host, data parallel across equal hosts);\n"
+          "                        alpa is Alpa's intra-operator pass: every op's sharding and\n"
+          "                        the resharding between them by an integer linear program,\n"
+          "                        even ratios (docs/design-alpa.md);\n"
           "                        megatron[:tp=T,pp=P,dp=D,mbs=B,v=V,sp=on|off,recompute=R]\n"
           "                        is Megatron-LM's 3-D layout: P pipeline stages (1F1B,\n"
           "                        interleaved with V chunks), each tensor parallel over T\n"
@@ -585,10 +588,10 @@ int main(int argc, char **argv) {
       if (hap_megatron_spec_is(optarg))
         o.megatron = optarg;
       else if (hap_strategy_parse(optarg, &o.strategy) != HAP_OK)
-        return hap_report_usage(
-            prog, -1,
-            "unknown strategy '%s' (expected hap, dp-ev, dp-cp, megatron-tp or megatron[:...])",
-            optarg);
+        return hap_report_usage(prog, -1,
+                                "unknown strategy '%s' (expected hap, dp-ev, dp-cp, megatron-tp, "
+                                "alpa or megatron[:...])",
+                                optarg);
       break;
     case 'o': o.output = optarg; break;
     case OPT_COMPARE: o.compare = true; break;

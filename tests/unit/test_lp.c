@@ -542,3 +542,41 @@ Test(lp, synthesizer_sized, .timeout = 120) {
   free(x);
   hap_lp_destroy(lp);
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * Integer variables (branch and cut): a knapsack whose relaxation is fractional. Maximise
+ * 5a + 4b + 3c (minimise the negative) with 2a + 3b + c <= 5 (weights), a, b, c binary: the
+ * relaxation takes a, c and 2/3 of b (objective -10.67); the integer optimum is a, b (-9)
+ * against a, c (-8). */
+
+Test(lp, integer_knapsack) {
+  hap_lp *lp = new_lp("knapsack");
+  hap_err err = {0};
+  int a = add_var(lp, 0, 1, -5), b = add_var(lp, 0, 1, -4), c = add_var(lp, 0, 1, -3);
+  add_row(lp, (int[]){a, b, c}, (double[]){2, 3, 1}, 3, -INFINITY, 5);
+  double x[3];
+  expect_near(solve_ok(lp, x), -5 - 4 * 2.0 / 3 - 3, "relaxation");
+  for (int i = 0; i < 3; i++)
+    cr_assert_eq(hap_lp_set_integer(lp, (int[]){a, b, c}[i], &err), HAP_OK, "%s", err.msg);
+  bool stopped = true;
+  double obj = NAN;
+  cr_assert_eq(hap_lp_solve_mip(lp, x, &obj, &stopped, &err), HAP_OK, "%s", err.msg);
+  expect_near(obj, -9, "integer optimum");
+  cr_expect(!stopped);
+  expect_near(x[a], 1, "a");
+  expect_near(x[b], 1, "b");
+  expect_near(x[c], 0, "c");
+  cr_expect_eq(hap_lp_set_integer(lp, 3, &err), HAP_EINVAL, "an unknown variable");
+  hap_lp_destroy(lp);
+}
+
+/* An LP whose relaxation is feasible but no integer point is: 2a = 1. */
+Test(lp, integer_infeasible) {
+  hap_lp *lp = new_lp("parity");
+  hap_err err = {0};
+  int a = add_var(lp, 0, 1, 1);
+  add_row(lp, (int[]){a}, (double[]){2}, 1, 1, 1);
+  cr_assert_eq(hap_lp_set_integer(lp, a, &err), HAP_OK, "%s", err.msg);
+  expect_lp_error(lp, "MIP 'parity' is infeasible");
+  hap_lp_destroy(lp);
+}

@@ -10,6 +10,8 @@
 #ifndef HAP_LP_H
 #define HAP_LP_H
 
+#include <stdbool.h>
+
 #include "base/status.h"
 
 typedef struct hap_lp hap_lp;
@@ -30,6 +32,13 @@ hap_status hap_lp_add_var(hap_lp *lp, double lo, double hi, double obj, int *var
 hap_status hap_lp_add_row(hap_lp *lp, const int *vars, const double *coefs, int n, double lo,
                           double hi, hap_err *err);
 
+/* Mark variable `var` integer (with bounds [0, 1]: binary): a solve then solves the mixed
+ * integer program by GLPK's branch and cut from the relaxation's optimum. HAP_EINVAL for an
+ * unknown variable. */
+hap_status hap_lp_set_integer(hap_lp *lp, int var, hap_err *err);
+/* Branch and cut stops after `seconds` (<= 0: no limit) with the best integer point so far. */
+void hap_lp_set_mip_time_limit(hap_lp *lp, double seconds);
+
 int hap_lp_n_vars(const hap_lp *lp);
 int hap_lp_n_rows(const hap_lp *lp);
 int hap_lp_n_nonzeros(const hap_lp *lp); /* matrix entries after merging */
@@ -39,8 +48,15 @@ int hap_lp_n_nonzeros(const hap_lp *lp); /* matrix entries after merging */
  * HAP_ELP with a message naming the LP for an infeasible or unbounded LP or a solver failure
  * ("LP 'ratios' is infeasible: ..."); HAP_EINVAL for an LP without variables; HAP_ENOMEM.
  * x is left unchanged on error. GLPK's dual simplex with presolve; when the presolver gives up
- * without an optimum, the LP is solved again without it to tell infeasible from unbounded. */
+ * without an optimum, the LP is solved again without it to tell infeasible from unbounded. With
+ * integer variables: the optimum integer point (or, past the time limit, the best one found);
+ * HAP_ELP when there is none. */
 hap_status hap_lp_solve(const hap_lp *lp, double *x, double *objective, hap_err *err);
+
+/* hap_lp_solve, and *stopped: whether branch and cut hit the time limit (the point is then the
+ * best integer point found, not proven optimal). */
+hap_status hap_lp_solve_mip(const hap_lp *lp, double *x, double *objective, bool *stopped,
+                            hap_err *err);
 
 /* Write the LP in CPLEX LP format (glp_write_lp; `glpsol --lp FILE` re-solves it) to `path`,
  * atomically (a temporary next to it, then rename). Variables are x1..xn and rows r1..rm, numbered

@@ -22,6 +22,9 @@ typedef enum hap_strategy {
   /* Megatron-style: tensor parallel inside each host (even ratios, no activation split along the
    * batch), data parallel across hosts (one replica per host, the batch split evenly) */
   HAP_STRATEGY_MEGATRON_TP,
+  /* Alpa's intra-operator pass (synth/alpa.c): one sharding variant per node and the resharding
+   * between them chosen by an integer linear program, even ratios (devices taken as equal) */
+  HAP_STRATEGY_ALPA,
   HAP_STRATEGY_COUNT
 } hap_strategy;
 
@@ -34,7 +37,8 @@ typedef enum hap_seq_parallel {
   HAP_SP_OFF       /* never split along the sequence (Megatron-LM without --sequence-parallel) */
 } hap_seq_parallel;
 
-const char *hap_strategy_name(hap_strategy s); /* "hap", "dp-ev", "dp-cp", "megatron-tp" */
+/* "hap", "dp-ev", "dp-cp", "megatron-tp", "alpa" */
+const char *hap_strategy_name(hap_strategy s);
 hap_status hap_strategy_parse(const char *s, hap_strategy *out);
 
 /* Where sufficient-factor broadcasting may replace a linear weight's gradient all-reduce. */

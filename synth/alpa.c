@@ -1,0 +1,372 @@
+/* alpa.c — the `alpa` strategy: Alpa's intra-operator pass (Zheng et al., OSDI'22) on hap's cost
+ * model. Every node picks one sharding variant (Alpa's sharding spec) and every tensor is made
+ * available in each layout a chosen consumer needs, by one communication from the layout its
+ * producer (or its one source) gives it: an integer linear program over
+ *   s[k][v]  binary, node k runs variant v (sum over v = 1), cost: its forward + backward time
+ *   x[t][p]  binary, source tensor t is sourced as property p (sum over p = 1), cost: the source
+ *            time (gradient synchronisation and update)
+ *   y[t][p]  t is needed as p: y >= s[k][v] for every consumer variant needing p
+ *   z        resharding on an edge: z >= s[u][i] + y[t][p] - 1 (or x[t][q] + y[t][p] - 1), cost:
+ *            the communication from the producer's (source's) property to p
+ * solved by GLPK's branch and cut. As in Alpa, the devices are taken as equal: the ratios are
+ * even (the plan is then priced on the real devices, which may differ). The chosen variants are
+ * priced and emitted as every program is (syn_price_replica), which takes for each input the
+ * cheapest way the program allows: never costlier than the ILP's objective but where a tensor's
+ * several layouts could come from one another. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/cli.h"
+#include "base/vec.h"
+#include "synth/lp.h"
+#include "synth_internal.h"
+
+/* Branch and cut's time limit, s: past it the best integer point found is used. */
+#define ALPA_MIP_SECONDS 120.0
+
+/* A producer of a tensor as the ILP sees it: a node's variants, or a source's choices. */
+typedef struct alpa_side {
+  int n;
+  int var[HAP_MAX_VARIANTS * HAP_MAX_OP_INPUTS];       /* binary of each choice, -1: not offered */
+  syn_prop prop[HAP_MAX_VARIANTS * HAP_MAX_OP_INPUTS]; /* the property each choice gives */
+} alpa_side;
+
+typedef struct alpa_build {
+  syn_ctx *x;
+  hap_lp *lp;
+  int *s;      /* [n_nodes][HAP_MAX_VARIANTS] variable of s[k][v], -1: not offered */
+  double *own; /* [n_nodes][HAP_MAX_VARIANTS] sources folded into the node's cost, s */
+  hap_err *err;
+} alpa_build;
+
+static int *svar(alpa_build *b, int32_t k, int v) {
+  return &b->s[(size_t)k * HAP_MAX_VARIANTS + (size_t)v];
+}
+
+static bool same_prop(const syn_ctx *x, const syn_prop *a, const syn_prop *b) {
+  return a->tensor == b->tensor && a->layout == b->layout &&
+         (a->layout < 0 || (a->granule == b->granule && syn_same_split(x, a->segment, b->segment)));
+}
+
+static syn_prop prop_of(int32_t tensor, hap_layout l, int32_t segment, int64_t granule) {
+  syn_prop p = {tensor, l, 0, 1};
+  if (l >= 0) {
+    p.segment = segment;
+    p.granule = granule;
+  }
+  return p;
+}
+
+static hap_status oom(alpa_build *b) {
+  return hap_err_set(b->err, HAP_ENOMEM, "alpa: out of memory building the ILP");
+}
+
+/* The property input i of node k needs under variant v. */
+static syn_prop needs(const syn_ctx *x, int32_t k, int v, int i) {
+  const hap_variant *var = &x->nodes[k].variants[v];
+  return prop_of(x->g->nodes[k].inputs[i], var->in[i], x->nodes[k].segment, var->granule);
+}
+
+/* Node variables: one variant each; the loss's producer only with the loss as R or I; a source
+ * only this node reads priced into the node's variants (b->own). */
+static hap_status node_vars(alpa_build *b) {
+  syn_ctx *x = b->x;
+  const hap_graph *g = x->g;
+  for (int32_t k = 0; k < g->n_nodes; k++) {
+    const syn_node *sn = &x->nodes[k];
+    const hap_node *node = &g->nodes[k];
+    int vars[HAP_MAX_VARIANTS];
+    double ones[HAP_MAX_VARIANTS];
+    int n = 0;
+    for (int v = 0; v < sn->n_variants; v++) {
+      *svar(b, k, v) = -1;
+      bool ok = sn->allowed[v] && isfinite(sn->cost_s[v]);
+      for (int o = 0; o < node->n_outputs; o++)
+        ok = ok && (node->outputs[o] != g->loss || sn->variants[v].out[o] < 0);
+      double own = 0;
+      for (int i = 0; i < node->n_inputs && ok; i++) {
+        int32_t t = node->inputs[i];
+        if (g->tensors[t].kind == HAP_TENSOR_ACTIVATION || x->n_uses[t] != 1)
+          continue;
+        bool repeated = false;
+        for (int j = 0; j < i; j++)
+          repeated = repeated || node->inputs[j] == t;
+        syn_prop p = needs(x, k, v, i);
+        double c = repeated ? 0 : syn_param_bound(x, &p);
+        ok = isfinite(c);
+        own += c;
+      }
+      if (!ok)
+        continue;
+      b->own[(size_t)k * HAP_MAX_VARIANTS + (size_t)v] = own;
+      HAP_TRY(hap_lp_add_var(b->lp, 0, 1, sn->cost_s[v] + own, svar(b, k, v), b->err));
+      HAP_TRY(hap_lp_set_integer(b->lp, *svar(b, k, v), b->err));
+      vars[n] = *svar(b, k, v);
+      ones[n++] = 1;
+    }
+    if (n == 0)
+      return hap_err_set(b->err, HAP_EINVAL,
+                         "alpa: node '%s' has no variant the cost model can price", node->name);
+    HAP_TRY(hap_lp_add_row(b->lp, vars, ones, n, 1, 1, b->err));
+  }
+  return HAP_OK;
+}
+
+/* One edge, from `from` to input i of node k: e[a][j] >= 0 with sum_j e[a][j] = from.var[a] and
+ * sum_a e[a][j] = s[k][j] (Alpa's edge variables, tight in the relaxation), e[a][j] costing the
+ * communication from from.prop[a] to what variant j needs. */
+static hap_status edge(alpa_build *b, const alpa_side *from, int32_t k, int i) {
+  syn_ctx *x = b->x;
+  const syn_node *sn = &x->nodes[k];
+  int na = from->n, nj = sn->n_variants;
+  int *e = malloc((size_t)(na * nj > 0 ? na * nj : 1) * sizeof *e);
+  int *vars = malloc((size_t)(na + nj + 1) * sizeof *vars);
+  double *coefs = malloc((size_t)(na + nj + 1) * sizeof *coefs);
+  hap_status st = e && vars && coefs ? HAP_OK : oom(b);
+  for (int a = 0; a < na && st == HAP_OK; a++)
+    for (int j = 0; j < nj && st == HAP_OK; j++) {
+      e[a * nj + j] = -1;
+      if (from->var[a] < 0 || *svar(b, k, j) < 0)
+        continue;
+      syn_prop want = needs(x, k, j, i);
+      double c = 0;
+      if (!same_prop(x, &from->prop[a], &want)) {
+        hap_comm_op op;
+        hap_coll_impl impl;
+        c = syn_comm_time(x, &from->prop[a], &want, &op, &impl);
+      }
+      if (isfinite(c))
+        st = hap_lp_add_var(b->lp, 0, 1, c, &e[a * nj + j], b->err);
+    }
+  for (int a = 0; a < na && st == HAP_OK; a++) { /* sum_j e[a][j] = from[a] */
+    if (from->var[a] < 0)
+      continue;
+    int n = 0;
+    for (int j = 0; j < nj; j++)
+      if (e[a * nj + j] >= 0) {
+        vars[n] = e[a * nj + j];
+        coefs[n++] = 1;
+      }
+    vars[n] = from->var[a];
+    coefs[n++] = -1;
+    st = hap_lp_add_row(b->lp, vars, coefs, n, 0, 0, b->err);
+  }
+  for (int j = 0; j < nj && st == HAP_OK; j++) { /* sum_a e[a][j] = s[k][j] */
+    if (*svar(b, k, j) < 0)
+      continue;
+    int n = 0;
+    for (int a = 0; a < na; a++)
+      if (e[a * nj + j] >= 0) {
+        vars[n] = e[a * nj + j];
+        coefs[n++] = 1;
+      }
+    vars[n] = *svar(b, k, j);
+    coefs[n++] = -1;
+    st = hap_lp_add_row(b->lp, vars, coefs, n, 0, 0, b->err);
+  }
+  free(e);
+  free(vars);
+  free(coefs);
+  return st;
+}
+
+/* A source read by several nodes (or twice by one): sourced once, as one of the properties its
+ * consumers need (x[q], sum 1); each consumer's input an edge from it. */
+static hap_status shared_source(alpa_build *b, int32_t t, alpa_side *side) {
+  syn_ctx *x = b->x;
+  const hap_graph *g = x->g;
+  side->n = 0;
+  int vars[HAP_MAX_VARIANTS * HAP_MAX_OP_INPUTS];
+  double ones[HAP_MAX_VARIANTS * HAP_MAX_OP_INPUTS];
+  int m = 0;
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    for (int i = 0; i < g->nodes[k].n_inputs; i++)
+      for (int v = 0; g->nodes[k].inputs[i] == t && v < x->nodes[k].n_variants; v++) {
+        if (*svar(b, k, v) < 0)
+          continue;
+        syn_prop p = needs(x, k, v, i);
+        bool seen = false;
+        for (int a = 0; a < side->n && !seen; a++)
+          seen = same_prop(x, &side->prop[a], &p);
+        if (seen || side->n == HAP_MAX_VARIANTS * HAP_MAX_OP_INPUTS)
+          continue;
+        hap_storage st;
+        double c = syn_source_time(x, &p, &st);
+        side->prop[side->n] = p;
+        side->var[side->n] = -1;
+        if (isfinite(c)) {
+          HAP_TRY(hap_lp_add_var(b->lp, 0, 1, c, &side->var[side->n], b->err));
+          HAP_TRY(hap_lp_set_integer(b->lp, side->var[side->n], b->err));
+          vars[m] = side->var[side->n];
+          ones[m++] = 1;
+        }
+        side->n++;
+      }
+  if (m == 0)
+    return hap_err_set(b->err, HAP_EINVAL,
+                       "alpa: tensor '%s' cannot be sourced in any layout its consumers need",
+                       g->tensors[t].name);
+  return hap_lp_add_row(b->lp, vars, ones, m, 1, 1, b->err);
+}
+
+static hap_status build(alpa_build *b) {
+  syn_ctx *x = b->x;
+  const hap_graph *g = x->g;
+  alpa_side *side = malloc(sizeof *side);
+  size_t nt = (size_t)(g->n_tensors ? g->n_tensors : 1);
+  int32_t *producer = malloc(nt * sizeof *producer); /* node making each tensor, -1 */
+  int *output = malloc(nt * sizeof *output);         /* which of its outputs */
+  if (side == NULL || producer == NULL || output == NULL) {
+    free(side);
+    free(producer);
+    free(output);
+    return oom(b);
+  }
+  for (int32_t t = 0; t < g->n_tensors; t++)
+    producer[t] = -1;
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    for (int o = 0; o < g->nodes[k].n_outputs; o++) {
+      producer[g->nodes[k].outputs[o]] = k;
+      output[g->nodes[k].outputs[o]] = o;
+    }
+  hap_status st = node_vars(b);
+  for (int32_t t = 0; t < g->n_tensors && st == HAP_OK; t++) {
+    int32_t u = producer[t];
+    bool source = g->tensors[t].kind != HAP_TENSOR_ACTIVATION || u < 0;
+    if (x->n_uses[t] == 0 || (source && x->n_uses[t] == 1))
+      continue; /* unread, or priced into its one consumer */
+    if (source) {
+      st = shared_source(b, t, side);
+    } else {
+      side->n = x->nodes[u].n_variants;
+      for (int v = 0; v < side->n; v++) {
+        const hap_variant *var = &x->nodes[u].variants[v];
+        int o = output[t];
+        side->var[v] = *svar(b, u, v);
+        side->prop[v] = prop_of(t, var->out[o], x->nodes[u].segment, var->granule);
+      }
+    }
+    for (int32_t k = 0; k < g->n_nodes && st == HAP_OK; k++)
+      for (int i = 0; i < g->nodes[k].n_inputs && st == HAP_OK; i++)
+        if (g->nodes[k].inputs[i] == t)
+          st = edge(b, side, k, i);
+  }
+  free(side);
+  free(producer);
+  free(output);
+  return st;
+}
+
+/* Alpa's intra-operator pass weighs time only: a program over a device's memory limit is
+ * refused, naming the device most over its limit and what fills it. */
+static hap_status check_memory(const syn_ctx *x, const hap_plan *p, hap_synth_stats *stats,
+                               hap_err *err) {
+  int32_t worst = -1;
+  double over = 0;
+  for (int32_t d = 0; d < x->n; d++) {
+    double o = p->device_memory_bytes[d] - x->mem_limit[x->dev_class[d]];
+    if (o > over) {
+      over = o;
+      worst = d;
+    }
+  }
+  if (worst < 0)
+    return HAP_OK;
+  double limit = x->mem_limit[x->dev_class[worst]];
+  if (stats != NULL) {
+    stats->no_fit = true;
+    stats->leanest_device = worst;
+    stats->leanest_limit = limit;
+    if (p->memory_recorded)
+      stats->leanest = p->device_memory[worst];
+  }
+  char need[32], lim[32], pol[160];
+  return hap_err_set(err, HAP_EINVAL,
+                     "alpa: the intra-operator program needs %s on %s (%s), over its %s (policy "
+                     "%s); Alpa's ILP weighs time, not memory: raise --memory-limit, use more "
+                     "devices, a leaner --policy, or -s hap (which steers the policy)",
+                     hap_fmt_bytes(p->device_memory_bytes[worst], need, sizeof need),
+                     x->c->devices[worst].name, x->c->devices[worst].model,
+                     hap_fmt_bytes(limit, lim, sizeof lim),
+                     hap_policy_brief(&x->pol, pol, sizeof pol));
+}
+
+/* Even ratios for every segment. */
+static void even(const syn_ctx *x, double *ratios) {
+  for (int32_t i = 0; i < x->n_segments * x->n; i++)
+    ratios[i] = 1.0 / x->n;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+hap_status syn_alpa(const hap_graph *g, const hap_cluster *c, const hap_synth_options *o,
+                    hap_plan **out, hap_synth_stats *stats, hap_err *err) {
+  *out = NULL;
+  double t0 = now_s();
+  if (g->loss < 0 || c->n_devices < 1)
+    return hap_err_set(err, HAP_EINVAL, "synthesis needs a validated graph and cluster");
+  hap_graph *pg = NULL;
+  syn_ctx x;
+  HAP_TRY(syn_ctx_open(&x, g, c, o, NULL, &pg, err));
+  size_t nr = (size_t)x.n_segments * (size_t)x.n;
+  double *ratios = malloc(nr * sizeof *ratios);
+  int8_t *variants = malloc((size_t)(g->n_nodes ? g->n_nodes : 1));
+  alpa_build b = {.x = &x, .lp = hap_lp_create("alpa intra-op"), .err = err};
+  size_t ns = (size_t)(g->n_nodes ? g->n_nodes : 1) * HAP_MAX_VARIANTS;
+  b.s = malloc(ns * sizeof *b.s);
+  b.own = calloc(ns, sizeof *b.own);
+  double *sol = NULL;
+  hap_status st = HAP_OK;
+  if (!ratios || !variants || !b.lp || !b.s || !b.own) {
+    st = oom(&b);
+    goto out;
+  }
+  even(&x, ratios);
+  if ((st = syn_set_ratios(&x, ratios, err)) != HAP_OK || (st = build(&b)) != HAP_OK)
+    goto out;
+  hap_lp_set_mip_time_limit(b.lp, ALPA_MIP_SECONDS);
+  sol = malloc((size_t)hap_lp_n_vars(b.lp) * sizeof *sol);
+  bool stopped = false;
+  if (sol == NULL) {
+    st = oom(&b);
+    goto out;
+  }
+  if ((st = hap_lp_solve_mip(b.lp, sol, NULL, &stopped, err)) != HAP_OK)
+    goto out;
+  for (int32_t k = 0; k < g->n_nodes; k++) {
+    int best = -1;
+    for (int v = 0; v < x.nodes[k].n_variants; v++)
+      if (*svar(&b, k, v) >= 0 && (best < 0 || sol[*svar(&b, k, v)] > sol[*svar(&b, k, best)]))
+        best = v;
+    variants[k] = (int8_t)best;
+  }
+  if (stats != NULL) {
+    memset(stats, 0, sizeof *stats);
+    stats->rounds = 1;
+    stats->interrupted = stopped; /* the time limit, not a proven optimum */
+  }
+  st = syn_price_replica(g, c, o, NULL, variants, ratios, out, err);
+  if (st == HAP_OK && (st = check_memory(&x, *out, stats, err)) != HAP_OK) {
+    hap_plan_destroy(*out);
+    *out = NULL;
+  }
+  if (stats != NULL)
+    stats->seconds = now_s() - t0;
+out:
+  free(sol);
+  free(b.s);
+  free(b.own);
+  hap_lp_destroy(b.lp);
+  free(variants);
+  free(ratios);
+  syn_ctx_free(&x);
+  hap_graph_destroy(pg);
+  return st;
+}
