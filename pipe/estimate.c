@@ -116,6 +116,58 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* The program of stage graph `whole` on `group` for m micro-batches keeping `in_flight`
+ * micro-batches' activations (the fastest that fits one when none keeps that many): *plan (the
+ * caller's), its times per micro-batch, its fullest device's memory with in_flight micro-batches
+ * and the group's limit, bytes. */
+static hap_status stage_program(const hap_graph *whole, const hap_cluster *group, int32_t m,
+                                double in_flight, const hap_synth_options *o, hap_plan **plan,
+                                hap_stage_times *times, double *memory, double *limit,
+                                hap_err *err) {
+  hap_graph *micro = NULL;
+  hap_lowered *lw = NULL;
+  hap_synth_options so = *o;
+  so.policy.micro_batches = m;
+  so.activation_copies = in_flight;
+  hap_synth_stats stats = {0};
+  hap_status st = hap_synthesize(whole, group, &so, plan, &stats, err);
+  if (st != HAP_OK && stats.no_fit) {
+    /* no program keeps this many micro-batches within the limit: the fastest that fits one,
+     * reported as not fitting */
+    if (err != NULL)
+      *err = (hap_err){0};
+    so.activation_copies = 1;
+    stats = (hap_synth_stats){0};
+    st = hap_synthesize(whole, group, &so, plan, &stats, err);
+  }
+  /* The times of one micro-batch: the same steps lowered on one micro-batch's graph, the policy
+   * run once (a pipeline runs each micro-batch as its own op). */
+  if (st == HAP_OK && m > 1)
+    st = hap_graph_split_batch(whole, m, &micro, err);
+  hap_plan *one = NULL; /* the same steps with the policy run once */
+  if (st == HAP_OK && (one = hap_plan_copy(*plan)) == NULL)
+    st = hap_err_set(err, HAP_ENOMEM, "pipeline: out of memory");
+  if (st == HAP_OK) {
+    one->policy.micro_batches = 1;
+    st = hap_lower(one, micro ? micro : whole, &lw, err);
+    if (st == HAP_OK)
+      st = hap_stage_times_run(lw, group, NULL, times, NULL, err);
+    hap_lowered_destroy(lw);
+  }
+  hap_plan_destroy(one);
+  *memory = 0;
+  for (int32_t d = 0; st == HAP_OK && d < (*plan)->n_devices && (*plan)->memory_recorded; d++) {
+    hap_memory_breakdown mb = hap_memory_in_flight(&(*plan)->device_memory[d], in_flight);
+    *memory = fmax(*memory, hap_memory_total(&mb));
+  }
+  *limit = o->memory_limit_bytes;
+  for (int32_t d = 0; st == HAP_OK && d < group->n_devices && !(o->memory_limit_bytes > 0); d++)
+    if (*limit == 0 || group->devices[d].memory_bytes < *limit)
+      *limit = group->devices[d].memory_bytes;
+  hap_graph_destroy(micro);
+  return st;
+}
+
 /* Stage k of e->pipeline: its program synthesised for its stage graph on its group (the policy's
  * micro-batches m: the program of one micro-batch), its simulated times per micro-batch and its
  * memory with the order's in-flight activations. */
@@ -126,60 +178,43 @@ static hap_status run_stage(const hap_graph *g, const hap_cluster *c, const hap_
   int32_t m = e->spec.micro_batches;
   hap_stage_graph *sg = NULL;
   hap_cluster *gc = NULL;
-  hap_graph *micro = NULL;
-  hap_lowered *lw = NULL;
   HAP_TRY(hap_pipeline_stage_context(e->pipeline, k, g, c, &sg, &gc, err));
   const hap_graph *whole = sg ? sg->graph : g;
   const hap_cluster *group = gc ? gc : c;
-  hap_synth_options so = *o;
-  so.policy.micro_batches = m;
-  so.activation_copies =
-      (double)s->in_flight / e->spec.chunks; /* the group's count is over chunks */
-  hap_synth_stats stats = {0};
-  hap_status st = hap_synthesize(whole, group, &so, &ks->plan, &stats, err);
-  if (st != HAP_OK && stats.no_fit) {
-    /* no program keeps this many micro-batches within the limit: the fastest that fits one,
-     * reported as not fitting */
-    if (err != NULL)
-      *err = (hap_err){0};
-    so.activation_copies = 1;
-    stats = (hap_synth_stats){0};
-    st = hap_synthesize(whole, group, &so, &ks->plan, &stats, err);
-  }
+  double in_flight = (double)s->in_flight / e->spec.chunks; /* the group's count is over chunks */
+  hap_status st = stage_program(whole, group, m, in_flight, o, &ks->plan, &s->times,
+                                &s->memory_bytes, &s->memory_limit, err);
   s->plan = ks->plan;
-  /* The times of one micro-batch: the same steps lowered on one micro-batch's graph, the policy
-   * run once (a pipeline runs each micro-batch as its own op). */
-  if (st == HAP_OK && m > 1)
-    st = hap_graph_split_batch(whole, m, &micro, err);
-  hap_plan *one = NULL; /* the same steps with the policy run once */
-  if (st == HAP_OK && (one = hap_plan_copy(ks->plan)) == NULL)
-    st = hap_err_set(err, HAP_ENOMEM, "pipeline: out of memory");
-  if (st == HAP_OK) {
-    one->policy.micro_batches = 1;
-    st = hap_lower(one, micro ? micro : whole, &lw, err);
-    if (st == HAP_OK)
-      st = hap_stage_times_run(lw, group, NULL, &s->times, NULL, err);
-    hap_lowered_destroy(lw);
-  }
-  hap_plan_destroy(one);
-  const hap_graph *run = micro ? micro : whole;
+  /* boundary bytes per micro-batch: the stage's outputs at 1/m of the batch */
   for (int32_t i = 0; st == HAP_OK && sg != NULL && i < sg->n_out; i++)
-    s->boundary_bytes += (double)hap_tensor_bytes(&run->tensors[sg->stage_of[sg->boundary_out[i]]]);
-  for (int32_t d = 0; st == HAP_OK && d < ks->plan->n_devices && ks->plan->memory_recorded; d++) {
-    hap_memory_breakdown mb =
-        hap_memory_in_flight(&ks->plan->device_memory[d], (double)s->in_flight / e->spec.chunks);
-    double total = hap_memory_total(&mb);
-    s->memory_bytes = total > s->memory_bytes ? total : s->memory_bytes;
-  }
-  s->memory_limit = o->memory_limit_bytes;
-  for (int32_t d = 0; st == HAP_OK && d < group->n_devices && !(o->memory_limit_bytes > 0); d++)
-    if (s->memory_limit == 0 || group->devices[d].memory_bytes < s->memory_limit)
-      s->memory_limit = group->devices[d].memory_bytes;
+    s->boundary_bytes +=
+        (double)hap_tensor_bytes(&whole->tensors[sg->stage_of[sg->boundary_out[i]]]) / m;
   s->fits = s->memory_bytes <= s->memory_limit;
-  hap_graph_destroy(micro);
   hap_cluster_destroy(gc);
   hap_stage_graph_destroy(sg);
   return st;
+}
+
+hap_status hap_pipe_stage_probe(const hap_graph *g, int32_t first, int32_t end,
+                                const hap_cluster *group, int32_t m, const hap_synth_options *o,
+                                hap_stage_times *times, double *memory, double *limit,
+                                hap_err *err) {
+  hap_stage_graph *sg = NULL;
+  if (first > 0 || end < g->n_nodes)
+    HAP_TRY(hap_stage_graph_build(g, first, end, &sg, err));
+  hap_plan *plan = NULL;
+  hap_status st =
+      stage_program(sg ? sg->graph : g, group, m, 1, o, &plan, times, memory, limit, err);
+  hap_plan_destroy(plan);
+  hap_stage_graph_destroy(sg);
+  return st;
+}
+
+int64_t hap_pipe_batch_of(const hap_graph *g) {
+  for (int32_t t = 0; t < g->n_tensors; t++)
+    if (g->tensors[t].kind == HAP_TENSOR_INPUT && g->tensors[t].shape.rank >= 1)
+      return g->tensors[t].shape.dims[0];
+  return 0;
 }
 
 /* What group a sends to group b at once: device i of a to device i of b, for as many i as the
@@ -292,6 +327,15 @@ static hap_status check_shape(const hap_graph *g, const hap_cluster *c, const ha
                        g->name, g->n_nodes);
   if (m < 1)
     return hap_err_set(err, HAP_EINVAL, "pipeline: micro_batches %d, expected >= 1", m);
+  if (s->n_cuts > 0 && s->n_cuts != n + 1)
+    return hap_err_set(err, HAP_EINVAL, "pipeline: %d cuts for %d virtual stages, expected %d",
+                       s->n_cuts, n, n + 1);
+  for (int32_t k = 0; k < s->n_cuts; k++)
+    if ((k == 0 && s->cuts[k] != 0) || (k == n && s->cuts[k] != g->n_nodes) ||
+        (k > 0 && s->cuts[k] <= s->cuts[k - 1]))
+      return hap_err_set(err, HAP_EINVAL,
+                         "pipeline: cuts[%d] = %d, expected increasing cuts from 0 to %d", k,
+                         s->cuts[k], g->n_nodes);
   return HAP_OK;
 }
 
@@ -334,6 +378,8 @@ hap_status hap_pipe_estimate_run(const hap_graph *g, const hap_cluster *c,
     st = rate != NULL ? hap_stage_cuts_rated(g, n, rate, e->link.bandwidth_Bps, cuts, err)
                       : hap_err_set(err, HAP_ENOMEM, "pipeline: out of memory");
     free(rate);
+    if (st == HAP_OK && s.n_cuts > 0)
+      memcpy(cuts, s.cuts, ((size_t)n + 1) * sizeof *cuts); /* the caller's slicing */
   }
   if (st == HAP_OK) {
     int32_t *sizes = malloc((size_t)s.stages * sizeof *sizes);

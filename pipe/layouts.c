@@ -44,13 +44,6 @@ bool hap_layouts_needed(const hap_graph *g, const hap_cluster *c, const hap_synt
   return param_elements(g) * hap_param_bytes_total(&b) > memory_limit(c, o);
 }
 
-/* Dim 0 of the graph's first input: the batch. */
-static int64_t batch_of(const hap_graph *g) {
-  for (int32_t t = 0; t < g->n_tensors; t++)
-    if (g->tensors[t].kind == HAP_TENSOR_INPUT && g->tensors[t].shape.rank >= 1)
-      return g->tensors[t].shape.dims[0];
-  return 0;
-}
 
 void hap_layout_row_describe(const hap_layout_row *r, char *buf, size_t len) {
   const hap_megatron_spec *m = &r->layout;
@@ -138,7 +131,7 @@ hap_status hap_layouts_search(const hap_graph *g, const hap_cluster *c, const ha
   for (int32_t h = 1; h < c->n_hosts; h++)
     if (c->hosts[h].n_devices != tp)
       return HAP_OK; /* unequal hosts: no Megatron layout */
-  int64_t batch = batch_of(g);
+  int64_t batch = hap_pipe_batch_of(g);
   double params = param_elements(g), limit = memory_limit(c, o);
   hap_status st = HAP_OK;
   for (int32_t pp = 1; pp <= c->n_hosts && pp <= 64 && st == HAP_OK; pp *= 2) {

@@ -75,13 +75,6 @@ hap_status hap_megatron_spec_parse(const char *text, hap_megatron_spec *out, hap
   return st;
 }
 
-/* Dim 0 of the graph's first input: the batch. */
-static int64_t batch_of(const hap_graph *g) {
-  for (int32_t t = 0; t < g->n_tensors; t++)
-    if (g->tensors[t].kind == HAP_TENSOR_INPUT && g->tensors[t].shape.rank >= 1)
-      return g->tensors[t].shape.dims[0];
-  return 0;
-}
 
 hap_status hap_megatron_layout(const hap_megatron_spec *m, const hap_graph *g, const hap_cluster *c,
                                const hap_synth_options *o, hap_megatron_spec *resolved,
@@ -103,7 +96,7 @@ hap_status hap_megatron_layout(const hap_megatron_spec *m, const hap_graph *g, c
     return hap_err_set(err, HAP_EINVAL,
                        "megatron: tp %d x pp %d x dp %d = %lld devices, the cluster has %d", tp,
                        m->pp, dp, (long long)tp * m->pp * dp, n);
-  int64_t batch = batch_of(g);
+  int64_t batch = hap_pipe_batch_of(g);
   if (batch <= 0 || batch % ((int64_t)m->mbs * dp) != 0)
     return hap_err_set(err, HAP_EINVAL,
                        "megatron: mbs %d x dp %d does not divide the batch of %lld samples", m->mbs,

@@ -25,7 +25,7 @@
 #include "synth_internal.h"
 
 /* Branch and cut's time limit, s: past it the best integer point found is used. */
-#define ALPA_MIP_SECONDS 120.0
+#define ALPA_MIP_SECONDS 10.0
 
 /* A producer of a tensor as the ILP sees it: a node's variants, or a source's choices. */
 typedef struct alpa_side {
@@ -37,8 +37,14 @@ typedef struct alpa_side {
 typedef struct alpa_build {
   syn_ctx *x;
   hap_lp *lp;
-  int *s;      /* [n_nodes][HAP_MAX_VARIANTS] variable of s[k][v], -1: not offered */
-  double *own; /* [n_nodes][HAP_MAX_VARIANTS] sources folded into the node's cost, s */
+  /* the memory rows: per device class, sum over chosen variables of mem * var <= the limit */
+  int *mem_vars;
+  double *mem_coef; /* [n_classes][cap_mem] */
+  int32_t n_mem, cap_mem;
+  double *scratch;  /* [n_classes] */
+  bool memory_rows; /* add them (off: the time-optimal program, whatever it holds) */
+  int *s;           /* [n_nodes][HAP_MAX_VARIANTS] variable of s[k][v], -1: not offered */
+  double *own;      /* [n_nodes][HAP_MAX_VARIANTS] sources folded into the node's cost, s */
   hap_err *err;
 } alpa_build;
 
@@ -62,6 +68,56 @@ static syn_prop prop_of(int32_t tensor, hap_layout l, int32_t segment, int64_t g
 
 static hap_status oom(alpa_build *b) {
   return hap_err_set(b->err, HAP_ENOMEM, "alpa: out of memory building the ILP");
+}
+
+/* Add the memory of property p under `storage` to b->scratch (per class, bytes); nothing for a
+ * tensor recomputation drops (priced as kept at the layer's input only). */
+static void add_memory(alpa_build *b, const syn_prop *p, hap_storage storage) {
+  syn_ctx *x = b->x;
+  if (x->rmap.dropped != NULL && x->rmap.dropped[p->tensor])
+    return;
+  syn_prop_memory(x, p, storage, NULL, b->scratch);
+}
+
+/* Variable `var` holds b->scratch's bytes on each class when 1 (then b->scratch is cleared). */
+static hap_status memory_term(alpa_build *b, int var) {
+  int32_t nc = b->x->n_classes;
+  if (b->n_mem == b->cap_mem) {
+    int32_t cap = b->cap_mem ? 2 * b->cap_mem : 256;
+    int *v = realloc(b->mem_vars, (size_t)cap * sizeof *v);
+    if (v != NULL)
+      b->mem_vars = v;
+    double *c = v ? realloc(b->mem_coef, (size_t)cap * (size_t)nc * sizeof *c) : NULL;
+    if (c == NULL)
+      return oom(b);
+    b->mem_coef = c;
+    b->cap_mem = cap;
+  }
+  b->mem_vars[b->n_mem] = var;
+  for (int32_t c = 0; c < nc; c++)
+    b->mem_coef[(size_t)b->n_mem * (size_t)nc + (size_t)c] = b->scratch[c];
+  b->n_mem++;
+  memset(b->scratch, 0, (size_t)nc * sizeof *b->scratch);
+  return HAP_OK;
+}
+
+/* sum of memory terms <= each class's limit (Alpa's intra-operator ILP has no memory term; here a
+ * program over the memory limit is useless, and the rows let the ILP trade time for memory). */
+static hap_status memory_rows(alpa_build *b) {
+  int32_t nc = b->x->n_classes;
+  double *col = malloc((size_t)(b->n_mem > 0 ? b->n_mem : 1) * sizeof *col);
+  if (col == NULL)
+    return oom(b);
+  hap_status st = HAP_OK;
+  for (int32_t c = 0; c < nc && st == HAP_OK; c++) {
+    if (!isfinite(b->x->mem_limit[c]))
+      continue;
+    for (int32_t i = 0; i < b->n_mem; i++)
+      col[i] = b->mem_coef[(size_t)i * (size_t)nc + (size_t)c];
+    st = hap_lp_add_row(b->lp, b->mem_vars, col, b->n_mem, -INFINITY, b->x->mem_limit[c], b->err);
+  }
+  free(col);
+  return st;
 }
 
 /* The property input i of node k needs under variant v. */
@@ -98,12 +154,25 @@ static hap_status node_vars(alpa_build *b) {
         double c = repeated ? 0 : syn_param_bound(x, &p);
         ok = isfinite(c);
         own += c;
+        hap_storage storage = HAP_STORE_INPUT;
+        if (ok && !repeated)
+          (void)syn_source_time(x, &p, &storage);
+        if (ok && !repeated)
+          add_memory(b, &p, storage);
       }
-      if (!ok)
+      for (int o = 0; o < node->n_outputs && ok; o++) {
+        const hap_variant *var = &sn->variants[v];
+        syn_prop p = prop_of(node->outputs[o], var->out[o], sn->segment, var->granule);
+        add_memory(b, &p, HAP_STORE_INPUT);
+      }
+      if (!ok) {
+        memset(b->scratch, 0, (size_t)x->n_classes * sizeof *b->scratch);
         continue;
+      }
       b->own[(size_t)k * HAP_MAX_VARIANTS + (size_t)v] = own;
       HAP_TRY(hap_lp_add_var(b->lp, 0, 1, sn->cost_s[v] + own, svar(b, k, v), b->err));
       HAP_TRY(hap_lp_set_integer(b->lp, *svar(b, k, v), b->err));
+      HAP_TRY(memory_term(b, *svar(b, k, v)));
       vars[n] = *svar(b, k, v);
       ones[n++] = 1;
     }
@@ -200,6 +269,8 @@ static hap_status shared_source(alpa_build *b, int32_t t, alpa_side *side) {
         if (isfinite(c)) {
           HAP_TRY(hap_lp_add_var(b->lp, 0, 1, c, &side->var[side->n], b->err));
           HAP_TRY(hap_lp_set_integer(b->lp, side->var[side->n], b->err));
+          add_memory(b, &p, st);
+          HAP_TRY(memory_term(b, side->var[side->n]));
           vars[m] = side->var[side->n];
           ones[m++] = 1;
         }
@@ -254,6 +325,8 @@ static hap_status build(alpa_build *b) {
         if (g->nodes[k].inputs[i] == t)
           st = edge(b, side, k, i);
   }
+  if (st == HAP_OK && b->memory_rows)
+    st = memory_rows(b);
   free(side);
   free(producer);
   free(output);
@@ -322,24 +395,45 @@ hap_status syn_alpa(const hap_graph *g, const hap_cluster *c, const hap_synth_op
   size_t ns = (size_t)(g->n_nodes ? g->n_nodes : 1) * HAP_MAX_VARIANTS;
   b.s = malloc(ns * sizeof *b.s);
   b.own = calloc(ns, sizeof *b.own);
+  b.scratch = calloc((size_t)x.n_classes, sizeof *b.scratch);
   double *sol = NULL;
   hap_status st = HAP_OK;
-  if (!ratios || !variants || !b.lp || !b.s || !b.own) {
+  if (!ratios || !variants || !b.lp || !b.s || !b.own || !b.scratch) {
     st = oom(&b);
     goto out;
   }
   even(&x, ratios);
-  if ((st = syn_set_ratios(&x, ratios, err)) != HAP_OK || (st = build(&b)) != HAP_OK)
+  if ((st = syn_set_ratios(&x, ratios, err)) != HAP_OK)
     goto out;
-  hap_lp_set_mip_time_limit(b.lp, ALPA_MIP_SECONDS);
-  sol = malloc((size_t)hap_lp_n_vars(b.lp) * sizeof *sol);
   bool stopped = false;
-  if (sol == NULL) {
-    st = oom(&b);
-    goto out;
+  /* with the memory rows; when no program fits them, without (check_memory then says what the
+   * fastest program needs) */
+  for (int pass = 0; pass < 2; pass++) {
+    b.memory_rows = pass == 0;
+    b.n_mem = 0;
+    hap_lp_destroy(b.lp);
+    b.lp = hap_lp_create("alpa intra-op");
+    if (b.lp == NULL) {
+      st = oom(&b);
+      goto out;
+    }
+    if ((st = build(&b)) != HAP_OK)
+      goto out;
+    hap_lp_set_mip_time_limit(b.lp, ALPA_MIP_SECONDS);
+    free(sol);
+    if ((sol = malloc((size_t)hap_lp_n_vars(b.lp) * sizeof *sol)) == NULL) {
+      st = oom(&b);
+      goto out;
+    }
+    hap_err attempt = {0};
+    st = hap_lp_solve_mip(b.lp, sol, NULL, &stopped, &attempt);
+    if (st == HAP_OK)
+      break;
+    if (st != HAP_ELP || pass == 1) {
+      hap_err_set(err, st, "%s", attempt.msg);
+      goto out;
+    }
   }
-  if ((st = hap_lp_solve_mip(b.lp, sol, NULL, &stopped, err)) != HAP_OK)
-    goto out;
   for (int32_t k = 0; k < g->n_nodes; k++) {
     int best = -1;
     for (int v = 0; v < x.nodes[k].n_variants; v++)
@@ -363,6 +457,9 @@ out:
   free(sol);
   free(b.s);
   free(b.own);
+  free(b.scratch);
+  free(b.mem_vars);
+  free(b.mem_coef);
   hap_lp_destroy(b.lp);
   free(variants);
   free(ratios);

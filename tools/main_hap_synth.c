@@ -424,6 +424,45 @@ static int report_layout(const opts *o, const hap_graph *g, const hap_cluster *c
   return 0;
 }
 
+/* alpa's inter-operator pass ran and lost to one stage: what it found, on stderr. */
+static void say_inter(const hap_alpa_inter *inter) {
+  for (int i = 0; i < inter->n_cand; i++) {
+    const hap_alpa_candidate *cd = &inter->cand[i];
+    char peak[32];
+    if (cd->iteration_s > 0)
+      fprintf(stderr,
+              "%s: alpa pipeline %d stages x %d devices, %d micro-batches: %.3f s, %s%s%s\n", prog,
+              (int)cd->stages, (int)cd->group_devices, (int)cd->micro_batches, cd->iteration_s,
+              cd->fits ? "slower than one stage" : "a stage needs ",
+              cd->fits ? "" : hap_fmt_bytes(cd->peak_bytes, peak, sizeof peak),
+              cd->fits ? "" : ", over its memory");
+    else
+      fprintf(stderr, "%s: alpa pipeline %d stages x %d devices: %s\n", prog, (int)cd->stages,
+              (int)cd->group_devices, cd->why);
+  }
+}
+
+/* The same for alpa's inter-operator pass. */
+static int report_alpa(const opts *o, const hap_graph *g, const hap_cluster *c,
+                       const hap_alpa_inter *inter, const hap_plan *one, const hap_synth_stats *st,
+                       hap_err *err) {
+  if (o->output != NULL &&
+      (hap_pipeline_set_specs(inter->estimate->pipeline, o->model, o->cluster) != HAP_OK ||
+       hap_pipeline_write_file(inter->estimate->pipeline, g, c, o->output, err) != HAP_OK))
+    return 1;
+  char line[256];
+  if (one != NULL)
+    snprintf(line, sizeof line, "%.3f s per iteration: slower (search %.3f s)",
+             one->predicted_iteration_s, st->seconds);
+  else
+    snprintf(line, sizeof line, "none: %.200s", err->msg);
+  hap_err_clear(err);
+  bool plan_on_stdout = o->output != NULL && strcmp(o->output, "-") == 0;
+  if (!o->quiet && !plan_on_stdout)
+    hap_alpa_report(inter, g, o->model, o->cluster, line, o->format);
+  return 0;
+}
+
 static int run(const opts *o) {
   hap_err err = {0};
   hap_graph *g = NULL;
@@ -433,6 +472,7 @@ static int run(const opts *o) {
   int n_refused = 0, rc = 1;
   refusal refused[HAP_STRATEGY_COUNT];
   hap_layout_search layouts = {.best = -1};
+  hap_alpa_inter inter = {.best = -1};
   if (hap_model_load(o->model, &g, &err) != HAP_OK ||
       hap_cluster_open(o->cluster, &c, &err) != HAP_OK)
     goto out;
@@ -459,6 +499,14 @@ static int run(const opts *o) {
     if (layouts.best >= 0)
       so.cost_bound_s = layouts.rows[layouts.best].iteration_s;
   }
+  /* alpa: its inter-operator pass for such a model (pipe/alpa_inter.h) */
+  if (o->strategy == HAP_STRATEGY_ALPA && !o->compare && !o->one_stage &&
+      hap_layouts_needed(g, c, &so)) {
+    if (tty)
+      fprintf(stderr, "\ralpa: slicing stages and sub-meshes ...");
+    if (hap_alpa_inter_search(g, c, &so, o->forced, &inter, &err) != HAP_OK)
+      goto out;
+  }
   hap_status s = hap_synthesize_steered(g, c, &so, o->forced, &plan, &st, &rep, &err);
   if (tty)
     fprintf(stderr, "\r%*s\r", 70, "");
@@ -467,8 +515,15 @@ static int run(const opts *o) {
     rc = report_layout(o, g, c, &layouts, s == HAP_OK ? plan : NULL, &st, &err);
     goto out;
   }
+  if (inter.best >= 0 &&
+      (s != HAP_OK || plan->predicted_iteration_s > inter.cand[inter.best].iteration_s)) {
+    rc = report_alpa(o, g, c, &inter, s == HAP_OK ? plan : NULL, &st, &err);
+    goto out;
+  }
   if (s != HAP_OK)
     goto out;
+  if (!o->quiet && inter.n_cand > 0)
+    say_inter(&inter);
   if (o->compare && o->strategy == HAP_STRATEGY_HAP) {
     if (!o->no_rescore)
       cmp.hap_sim_s = hap_plan_sim_rescore(NULL, plan, g, c);
@@ -529,6 +584,7 @@ out:
     hap_cli_error(prog, &err);
   hap_plan_destroy(plan);
   hap_layouts_free(&layouts);
+  hap_alpa_inter_free(&inter);
   for (int i = 0; i < cmp.n_base; i++)
     hap_plan_destroy(cmp.base[i]);
   hap_cluster_destroy(c);

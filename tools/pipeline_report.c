@@ -547,3 +547,97 @@ void hap_layout_report(const hap_layout_search *s, const hap_graph *g, const cha
     print_layout_explain(s, g, c);
   hap_cluster_destroy(c);
 }
+
+static void alpa_candidate_describe(const hap_alpa_candidate *cd, char *buf, size_t len) {
+  snprintf(buf, len, "%d stages x %d devices, %d micro-batches", (int)cd->stages,
+           (int)cd->group_devices, (int)cd->micro_batches);
+}
+
+void hap_alpa_report(const hap_alpa_inter *s, const hap_graph *g, const char *model,
+                     const char *cluster, const char *one_stage, hap_format format) {
+  hap_cluster *c = NULL;
+  hap_err quiet = {0};
+  (void)hap_cluster_open(cluster, &c, &quiet);
+  char d[160], pol[160];
+  hap_policy_brief(&s->policy, pol, sizeof pol);
+  if (format == HAP_FORMAT_JSON) {
+    hap_jw w;
+    hap_jw_init(&w, stdout, 2);
+    hap_jw_begin_object(&w);
+    hap_jw_key(&w, "model");
+    hap_jw_str(&w, model);
+    hap_jw_key(&w, "cluster");
+    hap_jw_str(&w, cluster);
+    hap_jw_key(&w, "strategy");
+    hap_jw_str(&w, "alpa");
+    hap_jw_key(&w, "policy");
+    hap_jw_str(&w, pol);
+    hap_jw_key(&w, "one_stage");
+    hap_jw_str(&w, one_stage);
+    hap_jw_key(&w, "layer_clusters");
+    hap_jw_int(&w, s->layer_clusters);
+    hap_jw_key(&w, "candidates");
+    hap_jw_begin_array(&w);
+    for (int i = 0; i < s->n_cand; i++) {
+      const hap_alpa_candidate *cd = &s->cand[i];
+      hap_jw_begin_object_inline(&w);
+      hap_jw_key(&w, "stages");
+      hap_jw_int(&w, cd->stages);
+      hap_jw_key(&w, "group_devices");
+      hap_jw_int(&w, cd->group_devices);
+      hap_jw_key(&w, "micro_batches");
+      hap_jw_int(&w, cd->micro_batches);
+      hap_jw_key(&w, "chosen");
+      hap_jw_bool(&w, i == s->best);
+      hap_jw_key(&w, "fits");
+      hap_jw_bool(&w, cd->fits);
+      hap_jw_key(&w, "dp_objective_s");
+      hap_jw_double(&w, isfinite(cd->dp_s) ? cd->dp_s : -1);
+      hap_jw_key(&w, "iteration_s");
+      hap_jw_double(&w, cd->iteration_s);
+      hap_jw_key(&w, "peak_bytes");
+      hap_jw_double(&w, cd->peak_bytes);
+      hap_jw_key(&w, "why");
+      hap_jw_str(&w, cd->why);
+      hap_jw_end_object(&w);
+    }
+    hap_jw_end_array(&w);
+    hap_jw_key(&w, "probes");
+    hap_jw_int(&w, s->probes);
+    hap_jw_key(&w, "search_seconds");
+    hap_jw_double(&w, s->seconds);
+    write_estimate(&w, g, s->estimate);
+    hap_jw_end_object(&w);
+    fputc('\n', stdout);
+    hap_cluster_destroy(c);
+    return;
+  }
+  alpa_candidate_describe(&s->cand[s->best], d, sizeof d);
+  printf("model       %s\n", g->source ? g->source : model);
+  if (c != NULL)
+    printf("cluster     %s (%d devices on %d hosts)\n", c->source ? c->source : c->name,
+           c->n_devices, c->n_hosts);
+  printf("strategy    alpa: inter-operator pass: %s (1F1B), %d layer clusters\n", d,
+         (int)s->layer_clusters);
+  printf("policy      %s\n", pol);
+  printf("\n%-44s %11s %13s %10s  %s\n", "sub-meshes tried", "DP obj. s", "iteration s", "peak GiB",
+         "");
+  for (int i = 0; i < s->n_cand; i++) {
+    const hap_alpa_candidate *cd = &s->cand[i];
+    alpa_candidate_describe(cd, d, sizeof d);
+    if (cd->iteration_s > 0)
+      printf("%-44s %11.3f %13.3f %10.3f  %s\n", d, cd->dp_s, cd->iteration_s,
+             cd->peak_bytes / 1073741824.0,
+             i == s->best ? "chosen: the fastest that fits"
+             : cd->fits   ? "fits, slower"
+                          : "a stage over its memory");
+    else
+      printf("%-44s %11s %13s %10s  %s\n", d, "-", "-", "-", cd->why);
+  }
+  printf("%-44s %s\n", "one stage (no pipeline)", one_stage);
+  printf("search      %.3f s, %lld stages priced by the intra-operator pass\n\n", s->seconds,
+         (long long)s->probes);
+  hap_pipeline_report_args a = {.model = model, .cluster = cluster, .strategy = HAP_STRATEGY_ALPA};
+  print_stages(&a, g, s->estimate, NULL);
+  hap_cluster_destroy(c);
+}

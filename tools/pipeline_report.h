@@ -7,6 +7,7 @@
 
 #include "harness/format.h"
 #include "model/policy.h"
+#include "pipe/alpa_inter.h"
 #include "pipe/layouts.h"
 #include "synth/synth.h"
 
@@ -35,6 +36,13 @@ typedef struct hap_pipeline_report_args {
  * program's tensor-parallel and sequence-parallel choices. JSON: one object. */
 void hap_layout_report(const hap_layout_search *s, const hap_graph *g, const char *model,
                        const char *cluster, const char *one_stage, bool explain, hap_format format);
+
+/* hap-synth's report when alpa's inter-operator pass chose a pipeline (pipe/alpa_inter.h): every
+ * sub-mesh size tried (stages, devices per stage, micro-batches, the dynamic program's objective,
+ * the simulated iteration, the fullest device, or why it has none), what the one-stage program
+ * gave (`one_stage`: a line), and the chosen pipeline's stages. JSON: one object. */
+void hap_alpa_report(const hap_alpa_inter *s, const hap_graph *g, const char *model,
+                     const char *cluster, const char *one_stage, hap_format format);
 
 /* Run and print; the exit status (0 ok, 1 failure: any estimate failed, 2 usage error in a
  * spec, before any runs). */

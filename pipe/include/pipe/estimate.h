@@ -38,6 +38,11 @@ typedef struct hap_pipe_spec {
    * may differ in size and type); n_groups 0: p equal groups. Given alone, it sets p. */
   int32_t n_groups;
   int32_t group_devices[HAP_PIPE_MAX_GROUPS];
+  /* The node order's cuts, stages * chunks + 1 of them from 0 to n_nodes, increasing (a planner's
+   * own slicing, e.g. alpa's inter-operator pass); n_cuts 0: the cuts weigh each group's compute
+   * against the boundary sends (hap_stage_cuts_rated). Not parsed from text. */
+  int32_t n_cuts;
+  int32_t cuts[HAP_PIPE_MAX_GROUPS + 1];
 } hap_pipe_spec;
 
 /* Parse `text` into *out (defaults first). HAP_EINVAL with one line naming the key and what was
@@ -84,5 +89,18 @@ hap_status hap_pipe_estimate_run(const hap_graph *g, const hap_cluster *c,
                                  const hap_pipe_spec *spec, const hap_synth_options *o,
                                  hap_pipe_estimate **out, hap_err *err);
 void hap_pipe_estimate_destroy(hap_pipe_estimate *e);
+
+/* One stage on its own, for a planner weighing slicings: nodes [first, end) of g as a stage graph,
+ * its program by o for m micro-batches on `group` (a cluster of the stage's devices), its times
+ * per micro-batch simulated, *memory its fullest device's bytes with one micro-batch's
+ * activations and *limit the group's memory limit, bytes. Errors as hap_stage_graph_build and
+ * hap_synthesize. */
+hap_status hap_pipe_stage_probe(const hap_graph *g, int32_t first, int32_t end,
+                                const hap_cluster *group, int32_t m, const hap_synth_options *o,
+                                hap_stage_times *times, double *memory, double *limit,
+                                hap_err *err);
+
+/* Dim 0 of the graph's first input (the batch), or 0 when there is none. */
+int64_t hap_pipe_batch_of(const hap_graph *g);
 
 #endif
