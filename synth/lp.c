@@ -440,7 +440,7 @@ static hap_status branch_and_cut(solve_ctx *s, glp_prob *P, hap_err *err) {
   glp_init_iocp(&parm);
   parm.msg_lev = GLP_MSG_OFF;
   parm.presolve = GLP_OFF; /* P holds an optimal basis of the relaxation already */
-  parm.mip_gap = 1e-6; /* relative: stop once the best bound is this close */
+  parm.mip_gap = 1e-6;     /* relative: stop once the best bound is this close */
   if (s->lp->mip_time_s > 0)
     parm.tm_lim = (int)fmin(s->lp->mip_time_s * 1e3, 2e9);
   int rc = glp_intopt(P, &parm);
