@@ -100,6 +100,27 @@ const char *rep_num(double v, char *buf, size_t len) {
   return buf;
 }
 
+const char *rep_si(double v, char *buf, size_t len) {
+  static const char *const big[] = {"", "k", "M", "G", "T", "P", "E"};
+  static const char *const small[] = {"", "m", "u", "n", "p"};
+  int i = 0;
+  double a = fabs(v);
+  if (a >= 1 || a == 0 || !isfinite(a)) {
+    while (i < 6 && a >= 1000) {
+      a /= 1000;
+      i++;
+    }
+    snprintf(buf, len, "%.3g%s", v < 0 ? -a : a, big[i]);
+  } else {
+    while (i < 4 && a < 1) {
+      a *= 1000;
+      i++;
+    }
+    snprintf(buf, len, "%.3g%s", v < 0 ? -a : a, small[i]);
+  }
+  return buf;
+}
+
 const char *rep_dur(double s, char *buf, size_t len) {
   const char *unit;
   double k = rep_time_unit(fabs(s), &unit);

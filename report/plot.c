@@ -137,7 +137,9 @@ static const char *tick_text(const rep_axis *a, double v, char *buf, size_t len)
     snprintf(buf, len, "%s", i >= 0 && i < a->n_cats ? a->cats[i] : "");
     return buf;
   }
-  return a->fmt != NULL ? a->fmt(v, buf, len) : rep_num(v, buf, len);
+  if (a->fmt != NULL)
+    return a->fmt(v, buf, len);
+  return a->scale == REP_LOG10 ? rep_si(v, buf, len) : rep_num(v, buf, len);
 }
 
 /* Do the x labels need turning (many or long categories)? */

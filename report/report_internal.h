@@ -47,6 +47,8 @@ const char *rep_color(int i);
 
 /* Numbers for people: "12.3", "0.000123" -> "1.23e-04"; 4 significant digits. */
 const char *rep_num(double v, char *buf, size_t len);
+/* With an SI prefix: 1.5e9 -> "1.5G", 2e-6 -> "2u". */
+const char *rep_si(double v, char *buf, size_t len);
 /* A duration in s as "812 us", "3.41 ms", "1.20 s". */
 const char *rep_dur(double s, char *buf, size_t len);
 /* Bytes as "512 B", "4 KiB", "1.5 GiB" (powers of 1024, at most 3 significant digits). */
