@@ -1,5 +1,7 @@
-# report_inputs.sh — sourced by the hap-report tests: report_inputs DIR makes one real input of
-# each report kind with the tools (the binaries in $sim $synth $run $profile $sample $mpirun):
+# shellcheck shell=bash
+# report_inputs.sh — sourced by the hap-report tests: report_inputs DIR SIM SYNTH RUN PROFILE
+# SAMPLE MPIRUN makes one real input of each report kind with those binaries (hap-sim, hap-synth,
+# hap-run, hap-profile, write_sample_profile, mpirun):
 #   DIR/sweep.json      hap-sim -f json, gpus_per_host=1,2,4 (a numeric axis)
 #   DIR/sweep-dev.json  hap-sim -f json, device[P100]=V100-16GB,A100-80GB (a category axis)
 #   DIR/plan.json       hap-synth -o, 16 devices, a policy (memory by component recorded)
@@ -7,7 +9,7 @@
 #   DIR/profile.json    hap-profile show -f json of write_sample_profile's profile
 # Returns non-zero (saying which) when a tool fails.
 report_inputs() {
-  local d=$1
+  local d=$1 sim=$2 synth=$3 run=$4 profile=$5 sample=$6 mpirun=$7
   "$sim" bert-base:layers=2 -c paper-hetero --sweep gpus_per_host=1,2,4 -f json -q \
     >"$d/sweep.json" 2>"$d/gen.err" || { echo "hap-sim sweep failed"; cat "$d/gen.err"; return 1; }
   "$sim" bert-base:layers=2 -c paper-hetero:gpus_per_host=1 -f json -q \

@@ -10,7 +10,7 @@ set -u
 report=$1 sim=$2 synth=$3 run=$4 profile=$5 sample=$6 mpirun=$7
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 check_py="$here/report_check.py"
-# shellcheck source=report_inputs.sh
+# shellcheck source=tests/cli/report_inputs.sh
 . "$here/report_inputs.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -45,7 +45,7 @@ wellformed() { # the page parses as XML: xmllint when installed (CI's test setup
   python3 "$check_py" wellformed "$1"
 }
 
-report_inputs "$tmp" || { echo "FAIL: making the inputs"; exit 1; }
+report_inputs "$tmp" "$sim" "$synth" "$run" "$profile" "$sample" "$mpirun" || { echo "FAIL: making the inputs"; exit 1; }
 command -v xmllint >/dev/null 2>&1 || echo "note: xmllint not installed; Python's XML parser only"
 
 # ---- one page of each kind ----------------------------------------------------------------------

@@ -15,11 +15,11 @@ if [ -z "$browser" ]; then
   echo "no chromium installed (scripts/setup-debian.sh --test installs it): skipped"
   exit 77
 fi
-# shellcheck source=report_inputs.sh
+# shellcheck source=tests/cli/report_inputs.sh
 . "$here/report_inputs.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-report_inputs "$tmp" || { echo "FAIL: making the inputs"; exit 1; }
+report_inputs "$tmp" "$sim" "$synth" "$run" "$profile" "$sample" "$mpirun" || { echo "FAIL: making the inputs"; exit 1; }
 fail=0
 for kind in sweep plan run profile; do
   case $kind in
