@@ -182,7 +182,7 @@ static hap_status read_header(const hap_jr *r, const json_t *root, plan *p) {
   p->n_devices = (int)json_array_size(names);
   if (p->n_devices == 0)
     return hap_jr_fail(r, HAP_EPARSE, "cluster.devices", "is empty, expected device names");
-  if (p->n_devices % p->replicas != 0)
+  if (p->replicas < 1 || p->n_devices % p->replicas != 0)
     return hap_jr_fail(r, HAP_EPARSE, "replicas", "is %lld, expected a divisor of the %d devices",
                        (long long)p->replicas, p->n_devices);
   p->names = calloc((size_t)p->n_devices, sizeof *p->names);
@@ -202,10 +202,10 @@ static hap_status read_segments(const hap_jr *r, const json_t *root, plan *p) {
   HAP_TRY(
       rep_get_array(r, root, "", "segments", true, "an array of segments", REP_MAX_ITEMS, &segs));
   p->n_segments = (int)json_array_size(segs);
-  p->n_ratios = p->n_devices / (int)p->replicas;
+  p->n_ratios = p->replicas > 0 ? p->n_devices / (int)p->replicas : p->n_devices;
   if (p->n_segments == 0)
     return hap_jr_fail(r, HAP_EPARSE, "segments", "is empty, expected one segment or more");
-  p->ratios = calloc((size_t)p->n_segments * (size_t)p->n_ratios, sizeof *p->ratios);
+  p->ratios = calloc((size_t)p->n_segments * (size_t)p->n_ratios + 1, sizeof *p->ratios);
   if (p->ratios == NULL)
     return hap_jr_oom(r);
   for (int s = 0; s < p->n_segments; s++) {

@@ -10,11 +10,17 @@ static const char *const kind_names[HAP_REPORT_KIND_COUNT] = {"auto", "sweep", "
                                                               "profile"};
 
 /* What each kind reads, for messages. */
-static const char *const kind_inputs[HAP_REPORT_KIND_COUNT] = {
-    "a hap-sim sweep (hap-sim -f json), a hap-plan, a hap-trace (hap-run --trace) or a profile "
-    "(hap-profile show -f json PROFILE.h5)",
-    "a hap-sim sweep (hap-sim -f json)", "a hap-plan file (hap-synth -o)",
-    "a hap-trace file (hap-run --trace)", "a profile (hap-profile show -f json PROFILE.h5)"};
+static const char *kind_input(hap_report_kind k) {
+  switch (k) {
+  case HAP_REPORT_SWEEP: return "a hap-sim sweep (hap-sim -f json)";
+  case HAP_REPORT_PLAN: return "a hap-plan file (hap-synth -o)";
+  case HAP_REPORT_RUN: return "a hap-trace file (hap-run --trace)";
+  case HAP_REPORT_PROFILE: return "a profile (hap-profile show -f json PROFILE.h5)";
+  default:
+    return "a hap-sim sweep (hap-sim -f json), a hap-plan, a hap-trace (hap-run --trace) or a "
+           "profile (hap-profile show -f json PROFILE.h5)";
+  }
+}
 
 const char *hap_report_kind_name(hap_report_kind k) {
   return k >= 0 && k < HAP_REPORT_KIND_COUNT ? kind_names[k] : "?";
@@ -120,17 +126,17 @@ static hap_status load(const hap_jr *r, const char *json, size_t len, hap_report
     skip++;
   if (skip == len)
     return hap_err_set(r->err, HAP_EPARSE, "%s: the file is empty, expected %s", r->label,
-                       kind_inputs[want]);
+                       kind_input(want));
   json_error_t je;
   *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
   if (*root == NULL) {
     hap_err_set(r->err, HAP_EPARSE, "%s: line %d, column %d: %s (expected %s)", r->label, je.line,
-                je.column, je.text, kind_inputs[want]);
+                je.column, je.text, kind_input(want));
     hap_jr_one_line(r->err);
     return HAP_EPARSE;
   }
   if (!json_is_object(*root)) {
-    hap_jr_fail(r, HAP_EPARSE, "root", "expected %s: a JSON object, got %s", kind_inputs[want],
+    hap_jr_fail(r, HAP_EPARSE, "root", "expected %s: a JSON object, got %s", kind_input(want),
                 hap_json_kind(*root));
     json_decref(*root);
     *root = NULL;
@@ -168,17 +174,17 @@ static hap_status choose(const hap_jr *r, const json_t *root, hap_report_kind wa
   if (want == HAP_REPORT_AUTO && seen == HAP_REPORT_AUTO) {
     if (format != NULL)
       return hap_jr_fail(r, HAP_EPARSE, "format", "is \"%s\", expected %s",
-                         hap_json_quote(format, q), kind_inputs[HAP_REPORT_AUTO]);
+                         hap_json_quote(format, q), kind_input(HAP_REPORT_AUTO));
     return hap_jr_fail(r, HAP_EPARSE, "root",
                        "has none of the keys rows, format, traceEvents, sweeps, expected %s",
-                       kind_inputs[HAP_REPORT_AUTO]);
+                       kind_input(HAP_REPORT_AUTO));
   }
   if (want != HAP_REPORT_AUTO && seen != want && (seen != HAP_REPORT_AUTO || format != NULL)) {
     if (format != NULL)
       return hap_jr_fail(r, HAP_EPARSE, "format", "is \"%s\", expected %s",
-                         hap_json_quote(format, q), kind_inputs[want]);
-    return hap_jr_fail(r, HAP_EPARSE, "root", "looks like %s, expected %s", kind_inputs[seen],
-                       kind_inputs[want]);
+                         hap_json_quote(format, q), kind_input(want));
+    return hap_jr_fail(r, HAP_EPARSE, "root", "looks like %s, expected %s", kind_input(seen),
+                       kind_input(want));
   }
   *kind = want != HAP_REPORT_AUTO ? want : seen;
   return HAP_OK;

@@ -40,6 +40,9 @@ equals() { # equals NAME GOT WANT
 }
 count() { python3 "$check_py" count "$@"; }
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+edit() { # edit IN OUT PYTHON: d is the parsed IN; OUT is the JSON after PYTHON ran on it
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); $3; json.dump(d, open(sys.argv[2], 'w'))" "$1" "$2"
+}
 wellformed() { # the page parses as XML: xmllint when installed (CI's test setup), and Python
   if command -v xmllint >/dev/null 2>&1; then xmllint --noout "$1" || return 1; fi
   python3 "$check_py" wellformed "$1"
@@ -100,6 +103,13 @@ equals profile-lines "$(count "$tmp/profile.html" polyline series)" "$lines"
 equals profile-charts "$(count "$tmp/profile.html" svg chart)" 3
 equals profile-fit-tables "$(count "$tmp/profile.html" table fits)" 2
 
+# text from the input is escaped: markup characters and non-characters stay text
+edit "$tmp/sweep.json" "$tmp/markup.json" 'd["model"] = "<b>&\"x\"</b> \u00e9\uffff"'
+expect markup 0 "$report" "$tmp/markup.json" -o "$tmp/markup.html"
+check markup-wellformed wellformed "$tmp/markup.html"
+check markup-text python3 "$check_py" text "$tmp/markup.html" \
+  "hap-sim sweep: <b>&\"x\"</b> $(printf '\303\251\357\277\275') on paper-hetero"
+
 # ---- --report on hap-sim and hap-run ------------------------------------------------------------
 # hap-sim's page is hap-report's of the same JSON, but for the line naming the source
 expect sim-report 0 "$sim" bert-base:layers=2 -c paper-hetero --sweep gpus_per_host=1,2,4 -q \
@@ -133,9 +143,6 @@ bad() { # bad NAME FILE TEXT [KIND]: refused naming FILE and TEXT; out.html keep
   check "$name-says" grep -qF -- "$text" "$tmp/err"
   equals "$name-untouched" "$(cat "$tmp/bad/out.html")" "old page"
   equals "$name-no-temp" "$(find "$tmp/bad" -type f | wc -l)" 1
-}
-edit() { # edit IN OUT PYTHON: d is the parsed IN; OUT is the JSON after PYTHON ran on it
-  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); $3; json.dump(d, open(sys.argv[2], 'w'))" "$1" "$2"
 }
 mkdir -p "$tmp/bad"
 head -c 300 "$tmp/sweep.json" >"$tmp/truncated.json"
