@@ -131,10 +131,21 @@ double rep_plot_py(const rep_plot *p, double y) {
   return p->y1 - f * (p->y1 - p->y0);
 }
 
+enum { MAX_LABEL = 40 }; /* bytes of a category label drawn; longer ones are cut */
+
 static const char *tick_text(const rep_axis *a, double v, char *buf, size_t len) {
   if (a->scale == REP_CATEGORY) {
     int i = (int)lround(v);
-    snprintf(buf, len, "%s", i >= 0 && i < a->n_cats ? a->cats[i] : "");
+    const char *c = i >= 0 && i < a->n_cats ? a->cats[i] : "";
+    size_t n = strlen(c);
+    if (n <= MAX_LABEL) {
+      snprintf(buf, len, "%s", c);
+    } else { /* cut at a UTF-8 character boundary */
+      n = MAX_LABEL - 3;
+      while (n > 0 && ((unsigned char)c[n] & 0xC0) == 0x80)
+        n--;
+      snprintf(buf, len, "%.*s...", (int)n, c);
+    }
     return buf;
   }
   if (a->fmt != NULL)
@@ -142,14 +153,15 @@ static const char *tick_text(const rep_axis *a, double v, char *buf, size_t len)
   return a->scale == REP_LOG10 ? rep_si(v, buf, len) : rep_num(v, buf, len);
 }
 
-/* Do the x labels need turning (many or long categories)? */
-static bool x_turned(const rep_axis *a) {
-  if (a->scale != REP_CATEGORY)
-    return false;
+/* The room turned x labels need below the plot, px; 0 when they fit level. */
+static double x_turned(const rep_axis *a, double width) {
+  if (a->scale != REP_CATEGORY || a->n_cats == 0)
+    return 0;
   size_t longest = 0;
   for (int i = 0; i < a->n_cats; i++)
     longest = strlen(a->cats[i]) > longest ? strlen(a->cats[i]) : longest;
-  return a->n_cats * (longest * 6 + 8) > 640;
+  longest = longest < MAX_LABEL ? longest : MAX_LABEL;
+  return (double)a->n_cats * ((double)longest * 6.5 + 8) > width ? (double)longest * 6.2 + 12 : 0;
 }
 
 static void text(FILE *f, double x, double y, const char *anchor, const char *extra,
@@ -164,14 +176,15 @@ void rep_plot_begin(rep_plot *p, FILE *f, const char *cls, const char *title, do
   ticks tx, ty;
   finish_axis(&p->x, &tx);
   finish_axis(&p->y, &ty);
-  bool turned = x_turned(&p->x);
+  p->x0 = left > 0 ? left : 70;
+  p->x1 = w - 16 - legend_w;
+  double turned = x_turned(&p->x, p->x1 - p->x0);
+  h += turned; /* the plot area keeps its height */
   p->f = f;
   p->w = w;
   p->h = h;
-  p->x0 = left > 0 ? left : 70;
-  p->x1 = w - 16 - legend_w;
   p->y0 = 30;
-  p->y1 = h - (turned ? 100 : 44);
+  p->y1 = h - 44 - turned;
   p->legend = 0;
   fprintf(f,
           "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"%s\" width=\"%.0f\" height=\"%.0f\" "
@@ -185,10 +198,10 @@ void rep_plot_begin(rep_plot *p, FILE *f, const char *cls, const char *title, do
     double x = rep_plot_px(p, tx.v[i]);
     fprintf(f, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", x, p->y0,
             x, p->y1);
-    if (turned) {
+    if (turned > 0) {
       char tr[96];
-      snprintf(tr, sizeof tr, " transform=\"rotate(-35 %.1f %.1f)\"", x, p->y1 + 14);
-      text(f, x, p->y1 + 14, "end", tr, tick_text(&p->x, tx.v[i], b, sizeof b));
+      snprintf(tr, sizeof tr, " transform=\"rotate(-90 %.1f %.1f)\"", x + 4, p->y1 + 8);
+      text(f, x + 4, p->y1 + 8, "end", tr, tick_text(&p->x, tx.v[i], b, sizeof b));
     } else {
       text(f, x, p->y1 + 15, "middle", "", tick_text(&p->x, tx.v[i], b, sizeof b));
     }
@@ -245,8 +258,12 @@ void rep_plot_line(rep_plot *p, const double *x, const double *y, int n, int col
       from = i + 1;
     }
   }
-  if (!markers)
-    return;
+  if (markers)
+    rep_plot_points(p, x, y, n, color, name);
+}
+
+void rep_plot_points(rep_plot *p, const double *x, const double *y, int n, int color,
+                     const char *name) {
   for (int i = 0; i < n; i++) {
     if (!drawable(p, x[i], y[i]))
       continue;

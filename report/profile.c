@@ -247,8 +247,8 @@ static void gemm_chart(FILE *f, const profile *p) {
       break;
     for (int j = 0; j < c->n; j++)
       y[j] = c->y[j] / k;
-    rep_plot_line(&pl, c->x, y, c->n, i, false, true, c->name);
-    rep_plot_legend(&pl, c->name, i, true, false);
+    rep_plot_points(&pl, c->x, y, c->n, i, c->name);
+    rep_plot_legend(&pl, c->name, i, false, false);
     free(y);
   }
   rep_plot_end(&pl);
@@ -357,7 +357,8 @@ static void profile_render(FILE *f, const void *data) {
            p->created[0] ? p->created : "?", p->n_gemm, p->n_p2p, p->n_coll);
   rep_para(f, "note", note);
   rep_section(f, "gemm", "GEMM throughput",
-              "Each device's GEMM sweep: FLOP per call against FLOP/s (the median time).");
+              "Each device's GEMM sweep, one point per shape: FLOP per call against FLOP/s (at the "
+              "median time).");
   if (p->n_gemm > 0)
     gemm_chart(f, p);
   else

@@ -107,6 +107,9 @@ double rep_plot_py(const rep_plot *p, double y);
  * when `markers`; dashed when `dashed`. `name` goes to the tooltip (<title>). */
 void rep_plot_line(rep_plot *p, const double *x, const double *y, int n, int color, bool dashed,
                    bool markers, const char *name);
+/* Circle markers alone (a scatter), with the same tooltips. */
+void rep_plot_points(rep_plot *p, const double *x, const double *y, int n, int color,
+                     const char *name);
 /* A rectangle between data coordinates (x0, y0) and (x1, y1), with a tooltip (NULL: none). */
 void rep_plot_rect(rep_plot *p, double xa, double xb, double ya, double yb, int color,
                    const char *cls, const char *tip);

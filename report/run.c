@@ -271,8 +271,14 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static void histogram(FILE *f, const run *t, const double *errs, int n) {
-  double lo = errs[0], hi = errs[n - 1];
+/* The histogram of the sorted errors (%): bins over [min, a fence past the upper quartile], the
+ * tasks beyond the fence counted in the last bin (so one outlier does not squash the rest). */
+static void histogram(FILE *f, const double *errs, int n) {
+  double q1 = errs[n / 4], q3 = errs[(3 * n) / 4];
+  double lo = errs[0], hi = fmin(errs[n - 1], q3 + 3 * fmax(q3 - q1, 1));
+  int beyond = 0;
+  for (int i = 0; i < n; i++)
+    beyond += errs[i] > hi;
   double step = hi > lo ? rep_nice_step(hi - lo, 24) : 1;
   double first = floor(lo / step) * step;
   int bins = (int)fmin(MAX_BINS, floor((hi - first) / step) + 1);
@@ -301,7 +307,11 @@ static void histogram(FILE *f, const run *t, const double *errs, int n) {
     rep_plot_rect(&p, first + b * step, first + (b + 1) * step, 0, count[b], 0, "bin", tip);
   }
   rep_plot_end(&p);
-  (void)t;
+  if (beyond > 0)
+    fprintf(f,
+            "<p class=\"note\">(%d tasks with errors above %.4g%%, up to %.4g%%, are counted in "
+            "the last bin)</p>\n",
+            beyond, hi, errs[n - 1]);
 }
 
 /* Indices of measured events by |measured - simulated| duration, largest first. */
@@ -364,7 +374,7 @@ static void errors(FILE *f, const run *t) {
              "%d measured tasks; median error %+.1f%%, middle half %+.1f%% .. %+.1f%%.", n_err,
              errs[n_err / 2], errs[n_err / 4], errs[(3 * n_err) / 4]);
     rep_section(f, "errors", "Task errors", note);
-    histogram(f, t, errs, n_err);
+    histogram(f, errs, n_err);
   }
   if (n_idx > 0) {
     rep_section(f, "largest", "The largest differences",

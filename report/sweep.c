@@ -78,21 +78,29 @@ static hap_status read_row(const hap_jr *r, const json_t *o, const char *path, s
                         "a memory size in bytes", &w->peak);
 }
 
-/* "KEY=NUMBER": the key into key (at most cap bytes) and the number; false otherwise. */
+/* The label's first "KEY=NUMBER" (labels are "k1=v1 k2=v2 ..."): the key into key (at most cap
+ * bytes) and the number; false otherwise. */
 static bool key_number(const char *point, char *key, size_t cap, double *v) {
   const char *eq = strchr(point, '=');
-  if (eq == NULL || eq == point || (size_t)(eq - point) >= cap || strchr(eq + 1, '=') != NULL)
+  size_t end = strcspn(point, " ");
+  if (eq == NULL || eq == point || (size_t)(eq - point) >= cap || (size_t)(eq - point) > end)
     return false;
-  char *end;
-  *v = strtod(eq + 1, &end);
-  if (end == eq + 1 || *end != '\0' || !isfinite(*v))
+  char num[64], *stop;
+  size_t n = end - (size_t)(eq + 1 - point);
+  if (n == 0 || n >= sizeof num)
+    return false;
+  memcpy(num, eq + 1, n);
+  num[n] = '\0';
+  *v = strtod(num, &stop);
+  if (*stop != '\0' || !isfinite(*v))
     return false;
   memcpy(key, point, (size_t)(eq - point));
   key[eq - point] = '\0';
   return true;
 }
 
-/* The x axis: numeric when every point is KEY=NUMBER of one key. */
+/* The x axis: numeric when every point starts with KEY=NUMBER of one key, the numbers distinct
+ * (the other keys of a label, such as batch=N of --batch-per-device, follow the first). */
 static void choose_axis(sweep *s) {
   s->xscale = REP_CATEGORY;
   s->key[0] = '\0';
@@ -107,6 +115,11 @@ static void choose_axis(sweep *s) {
       s->key[0] = '\0';
       return;
     }
+    for (int j = 0; j < i; j++)
+      if (s->px[j] == s->px[i]) {
+        s->key[0] = '\0';
+        return;
+      }
     memcpy(s->key, key, sizeof key);
     lo = fmin(lo, s->px[i]);
     hi = fmax(hi, s->px[i]);

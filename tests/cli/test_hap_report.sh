@@ -94,12 +94,14 @@ done
 check run-histogram [ "$(count "$tmp/run.html" rect bin)" -ge 1 ]
 equals run-diffs "$(count "$tmp/run.html" table diffs)" 1
 
-# profile: a GEMM line per device; per p2p and collective sweep a measured line and a fitted one
-# per piece (the sample's fits have one piece each)
+# profile: a GEMM point per sample; per p2p and collective sweep a measured line (a point per
+# size) and a fitted one per piece (the sample's fits have one piece each)
 expect profile 0 "$report" profile "$tmp/profile.json" -o "$tmp/profile.html"
 check profile-wellformed wellformed "$tmp/profile.html"
-lines=$(json "$tmp/profile.json" 'len(d["sweeps"]["gemm"]) + sum(1 + len(s["pieces"]) for k in ("p2p", "collectives") for s in d["sweeps"][k])')
+lines=$(json "$tmp/profile.json" 'sum(1 + len(s["pieces"]) for k in ("p2p", "collectives") for s in d["sweeps"][k])')
+points=$(json "$tmp/profile.json" 'sum(len(g["samples"]) for g in d["sweeps"]["gemm"]) + sum(len(s["sizes_bytes"]) for k in ("p2p", "collectives") for s in d["sweeps"][k])')
 equals profile-lines "$(count "$tmp/profile.html" polyline series)" "$lines"
+equals profile-points "$(count "$tmp/profile.html" circle point)" "$points"
 equals profile-charts "$(count "$tmp/profile.html" svg chart)" 3
 equals profile-fit-tables "$(count "$tmp/profile.html" table fits)" 2
 
