@@ -42,7 +42,7 @@ static const char style[] =
     "svg text{font-family:sans-serif;font-size:11px;fill:#222}"
     "svg text.title{font-size:13px;font-weight:bold}"
     "svg .grid{stroke:#e4e4e4;stroke-width:1}svg .frame{fill:none;stroke:#888}"
-    "svg .tick{stroke:#888}svg rect.task{stroke:#fff;stroke-width:0.5}";
+    "svg .tick{stroke:#888}svg rect.task{stroke:#fff;stroke-width:0.5}svg rect.thin{stroke:none}";
 
 void rep_page_begin(FILE *f, const char *title, const char *kind, const char *source) {
   fputs("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n"

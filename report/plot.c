@@ -286,9 +286,11 @@ void rep_plot_rect(rep_plot *p, double xa, double xb, double ya, double yb, int 
   double y0 = rep_plot_py(p, ya), y1 = rep_plot_py(p, yb);
   if (isnan(x0) || isnan(x1) || isnan(y0) || isnan(y1))
     return;
-  fprintf(
-      p->f, "<rect class=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\">",
-      cls, fmin(x0, x1), fmin(y0, y1), fmax(fabs(x1 - x0), 0.3), fabs(y1 - y0), rep_color(color));
+  fprintf(p->f,
+          "<rect class=\"%s%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
+          "fill=\"%s\">",
+          cls, fabs(x1 - x0) < 2 ? " thin" : "", fmin(x0, x1), fmin(y0, y1),
+          fmax(fabs(x1 - x0), 0.3), fabs(y1 - y0), rep_color(color));
   tooltip(p->f, tip);
   fputs("</rect>\n", p->f);
 }

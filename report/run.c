@@ -227,26 +227,34 @@ static void gantt(FILE *f, const run *t) {
 
 /* ---- per-rank spans ------------------------------------------------------------------------ */
 
+enum { MAX_SPAN_RANKS = 4096 }; /* ranks listed in the per-rank table */
+
 static void spans(FILE *f, const run *t) {
   int64_t ranks = rank_of(t->max_pid) + 1;
+  ranks = ranks < MAX_SPAN_RANKS ? ranks : MAX_SPAN_RANKS;
+  double *sim = calloc((size_t)ranks, sizeof *sim), *meas = calloc((size_t)ranks, sizeof *meas);
+  int *n = calloc((size_t)ranks, sizeof *n);
+  if (sim == NULL || meas == NULL || n == NULL) {
+    free(sim);
+    free(meas);
+    free(n);
+    return;
+  }
+  for (int i = 0; i < t->n_ev; i++) { /* one pass: each rank's last end on each timeline */
+    int64_t rk = rank_of(t->ev[i].pid);
+    if (rk >= ranks)
+      continue;
+    double e = t->ev[i].ts + t->ev[i].dur;
+    double *span = measured(t->ev[i].pid) ? &meas[rk] : &sim[rk];
+    *span = fmax(*span, e);
+    n[rk]++;
+  }
   fputs("<table class=\"spans\">\n<tr><th class=\"l\">rank</th><th class=\"l\">device</th>"
         "<th>tasks</th><th>simulated span</th><th>measured span</th><th>measured / "
         "simulated</th></tr>\n",
         f);
-  for (int64_t rk = 0; rk < ranks && rk < 4096; rk++) {
-    double sim = 0, meas = 0;
-    int n = 0;
-    for (int i = 0; i < t->n_ev; i++) {
-      if (rank_of(t->ev[i].pid) != rk)
-        continue;
-      double e = t->ev[i].ts + t->ev[i].dur;
-      if (measured(t->ev[i].pid))
-        meas = fmax(meas, e);
-      else
-        sim = fmax(sim, e);
-      n++;
-    }
-    if (n == 0)
+  for (int64_t rk = 0; rk < ranks; rk++) {
+    if (n[rk] == 0)
       continue;
     const char *name = t->pnames[2 * rk + 1] ? t->pnames[2 * rk + 1] : "";
     const char *bar = strrchr(name, '|'); /* "sim | rank 0 | <device>" */
@@ -254,14 +262,21 @@ static void spans(FILE *f, const run *t) {
     char b1[32], b2[32];
     fprintf(f, "<tr><td class=\"l\">%lld</td><td class=\"l\">", (long long)rk);
     rep_esc(f, name);
-    fprintf(f, "</td><td>%d</td><td>%s</td><td>%s</td>", n, rep_dur(sim * 1e-6, b1, sizeof b1),
-            meas > 0 ? rep_dur(meas * 1e-6, b2, sizeof b2) : "-");
-    if (sim > 0 && meas > 0)
-      fprintf(f, "<td>%.3f</td></tr>\n", meas / sim);
+    fprintf(f, "</td><td>%d</td><td>%s</td><td>%s</td>", n[rk],
+            sim[rk] > 0 ? rep_dur(sim[rk] * 1e-6, b1, sizeof b1) : "-",
+            meas[rk] > 0 ? rep_dur(meas[rk] * 1e-6, b2, sizeof b2) : "-");
+    if (sim[rk] > 0 && meas[rk] > 0)
+      fprintf(f, "<td>%.3f</td></tr>\n", meas[rk] / sim[rk]);
     else
       fputs("<td>-</td></tr>\n", f);
   }
   fputs("</table>\n", f);
+  if (rank_of(t->max_pid) + 1 > ranks)
+    fprintf(f, "<p class=\"note\">(the first %lld of %lld ranks)</p>\n", (long long)ranks,
+            (long long)(rank_of(t->max_pid) + 1));
+  free(sim);
+  free(meas);
+  free(n);
 }
 
 /* ---- errors -------------------------------------------------------------------------------- */
