@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "hap_config.h"
 #include "report_internal.h"
 
@@ -14,15 +15,17 @@ void rep_esc(FILE *f, const char *s) {
     case '>': fputs("&gt;", f); break;
     case '"': fputs("&quot;", f); break;
     case '\'': fputs("&#39;", f); break;
-    default:
-      if ((*p < 0x20 && *p != '\t' && *p != '\n') || *p == 0x7F) {
-        fputs("&#xFFFD;", f);
-      } else if (p[0] == 0xEF && p[1] == 0xBF && (p[2] == 0xBE || p[2] == 0xBF)) {
-        fputs("&#xFFFD;", f); /* U+FFFE, U+FFFF: not XML characters */
-        p += 2;
+    default: {
+      size_t n = *p < 0x80 ? 1 : hap_utf8_seq(p);
+      if (n == 0 || (*p < 0x20 && *p != '\t' && *p != '\n') || *p == 0x7F ||
+          (n == 3 && p[0] == 0xEF && p[1] == 0xBF && (p[2] == 0xBE || p[2] == 0xBF))) {
+        fputs("&#xFFFD;", f); /* not UTF-8 (a path's bytes), or not an XML character */
+        p += n > 0 ? n - 1 : 0;
       } else {
-        fputc(*p, f);
+        fwrite(p, 1, n, f);
+        p += n - 1;
       }
+    }
     }
   }
 }
