@@ -271,9 +271,10 @@ static void spans(FILE *f, const run *t) {
       fputs("<td>-</td></tr>\n", f);
   }
   fputs("</table>\n", f);
-  if (rank_of(t->max_pid) + 1 > ranks)
+  int64_t all = rank_of(t->max_pid) + 1;
+  if (all > ranks)
     fprintf(f, "<p class=\"note\">(the first %lld of %lld ranks)</p>\n", (long long)ranks,
-            (long long)(rank_of(t->max_pid) + 1));
+            (long long)all);
   free(sim);
   free(meas);
   free(n);
