@@ -1,6 +1,7 @@
-/* plan.c — the report of a hap-plan (1.x): each device's share of the batch per segment, its
- * predicted memory by component and busy time, and the program step by step with each step's
- * predicted time. Pipelined plans (2.x) are refused with the reason. */
+/* plan.c — the report of a hap-plan: each device's share of the batch per segment, its predicted
+ * memory by component and busy time, and the program step by step with each step's predicted
+ * time. A pipelined plan (2.x) gets its stages in a table, then those sections per stage (each
+ * stage's plan is a whole 1.x plan object; its messages say "stages[k].plan"). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,15 @@ typedef struct pdev {
   bool has_mem;
 } pdev;
 
-typedef struct plan {
+typedef struct plan plan;
+
+/* A stage of a pipelined plan. */
+typedef struct pstage {
+  int64_t first, end, group; /* the graph's nodes [first, end), its device group */
+  plan *plan;
+} pstage;
+
+struct plan {
   const char *strategy, *graph, *graph_spec, *cluster, *cluster_spec;
   char policy[256];
   int64_t replicas;
@@ -35,12 +44,20 @@ typedef struct plan {
   pstep *steps;
   pdev *devs;
   double iteration_s;
-} plan;
+  /* pipelined plans (2.x): the stages (n_stages > 0; then no steps of its own) */
+  const char *schedule;
+  int64_t chunks;
+  int n_stages, n_groups;
+  pstage *stages;
+};
 
 static void plan_free(void *data) {
   plan *p = data;
   if (p == NULL)
     return;
+  for (int k = 0; k < p->n_stages; k++)
+    plan_free(p->stages[k].plan);
+  free(p->stages);
   free(p->names);
   free(p->ratios);
   free(p->steps);
@@ -147,7 +164,8 @@ static void policy_text(const json_t *pol, char *buf, size_t cap) {
   }
 }
 
-static hap_status read_header(const hap_jr *r, const json_t *root, plan *p) {
+/* "format" and "version": *pipelined for 2.x; 1.x and 2.x are read, other versions refused. */
+static hap_status read_version(const hap_jr *r, const json_t *root, bool *pipelined) {
   const char *format, *version;
   hap_jquote q;
   HAP_TRY(rep_get_text(r, root, "", "format", true, &format));
@@ -155,11 +173,15 @@ static hap_status read_header(const hap_jr *r, const json_t *root, plan *p) {
     return hap_jr_fail(r, HAP_EPARSE, "format", "is \"%s\", expected \"hap-plan\"",
                        hap_json_quote(format, q));
   HAP_TRY(rep_get_text(r, root, "", "version", true, &version));
-  if (strncmp(version, "1.", 2) != 0)
-    return hap_jr_fail(r, HAP_EUNSUPPORTED, "version",
-                       "is \"%s\", expected 1.x (hap-report draws flat plans; a 2.x plan is "
-                       "pipelined)",
+  *pipelined = strncmp(version, "2.", 2) == 0;
+  if (strncmp(version, "1.", 2) != 0 && !*pipelined)
+    return hap_jr_fail(r, HAP_EVERSION, "version",
+                       "is \"%s\", expected 1.x (a plan) or 2.x (a pipelined plan)",
                        hap_json_quote(version, q));
+  return HAP_OK;
+}
+
+static hap_status read_header(const hap_jr *r, const json_t *root, plan *p) {
   const json_t *g, *c, *pol;
   HAP_TRY(rep_get_text(r, root, "", "strategy", true, &p->strategy));
   HAP_TRY(rep_get_object(r, root, "", "graph", true, "an object {\"name\", \"digest\"}", &g));
@@ -263,15 +285,89 @@ static hap_status read_rest(const hap_jr *r, const json_t *root, plan *p) {
   return HAP_OK;
 }
 
+/* A one-stage plan (1.x, or a stage's plan object). */
+static hap_status read_flat(const hap_jr *r, const json_t *root, plan *p) {
+  HAP_TRY(read_header(r, root, p));
+  HAP_TRY(read_segments(r, root, p));
+  return read_rest(r, root, p);
+}
+
+/* One stage of a pipelined plan: its range, group and plan (read with the label
+ * "<file>: stages[k].plan", so its messages name the stage). */
+static hap_status read_stage(const hap_jr *r, const json_t *o, const char *path, int n_groups,
+                             pstage *s) {
+  const json_t *nodes, *sub;
+  hap_jpath np;
+  HAP_TRY(hap_jr_want_type(r, o, JSON_OBJECT, path, "a stage {\"nodes\", \"group\", \"plan\"}"));
+  HAP_TRY(rep_get_array(r, o, path, "nodes", true, "[first, end) of the graph's nodes", 2, &nodes));
+  hap_jpath_key(np, path, "nodes");
+  if (json_array_size(nodes) != 2)
+    return hap_jr_fail(r, HAP_EPARSE, np, "has %zu entries, expected [first, end)",
+                       json_array_size(nodes));
+  hap_jpath ip;
+  HAP_TRY(hap_jr_want_int(r, json_array_get(nodes, 0), hap_jpath_index(ip, np, 0), 0, INT32_MAX,
+                          "a node index >= 0", &s->first));
+  HAP_TRY(hap_jr_want_int(r, json_array_get(nodes, 1), hap_jpath_index(ip, np, 1), s->first + 1,
+                          INT32_MAX, "a node index after the first", &s->end));
+  HAP_TRY(rep_get_int(r, o, path, "group", true, 0, n_groups - 1, "a device group of the pipeline",
+                      &s->group));
+  HAP_TRY(rep_get_object(r, o, path, "plan", true, "a hap-plan 1.x object", &sub));
+  char label[512];
+  snprintf(label, sizeof label, "%s: %s.plan", r->label, path);
+  hap_jr sr = {.label = label, .err = r->err, .strict = false};
+  bool pipelined = false;
+  HAP_TRY(read_version(&sr, sub, &pipelined));
+  if (pipelined)
+    return hap_jr_fail(&sr, HAP_EPARSE, "version", "is 2.x, expected a one-stage plan (1.x)");
+  s->plan = calloc(1, sizeof *s->plan);
+  if (s->plan == NULL)
+    return hap_jr_oom(r);
+  return read_flat(&sr, sub, s->plan);
+}
+
+static hap_status read_pipelined(const hap_jr *r, const json_t *root, plan *p) {
+  const json_t *g, *c, *pipe, *groups, *stages, *pred;
+  HAP_TRY(rep_get_text(r, root, "", "strategy", true, &p->strategy));
+  HAP_TRY(rep_get_object(r, root, "", "graph", true, "an object {\"name\", \"digest\"}", &g));
+  HAP_TRY(rep_get_text(r, g, "graph", "name", true, &p->graph));
+  HAP_TRY(rep_get_text(r, g, "graph", "spec", false, &p->graph_spec));
+  HAP_TRY(rep_get_object(r, root, "", "cluster", true, "an object {\"name\", \"devices\"}", &c));
+  HAP_TRY(rep_get_text(r, c, "cluster", "name", true, &p->cluster));
+  HAP_TRY(rep_get_text(r, c, "cluster", "spec", false, &p->cluster_spec));
+  HAP_TRY(rep_get_object(r, root, "", "pipeline", true,
+                         "an object {\"schedule\", \"chunks\", \"groups\"}", &pipe));
+  HAP_TRY(rep_get_text(r, pipe, "pipeline", "schedule", true, &p->schedule));
+  HAP_TRY(rep_get_int(r, pipe, "pipeline", "chunks", true, 1, 1 << 16,
+                      "a count of virtual stages per group >= 1", &p->chunks));
+  HAP_TRY(rep_get_array(r, pipe, "pipeline", "groups", true, "an array of device groups", 1 << 16,
+                        &groups));
+  p->n_groups = (int)json_array_size(groups);
+  if (p->n_groups == 0)
+    return hap_jr_fail(r, HAP_EPARSE, "pipeline.groups", "is empty, expected device groups");
+  HAP_TRY(rep_get_array(r, root, "", "stages", true, "an array of stages", 1 << 16, &stages));
+  p->n_stages = (int)json_array_size(stages);
+  if (p->n_stages == 0)
+    return hap_jr_fail(r, HAP_EPARSE, "stages", "is empty, expected one stage or more");
+  p->stages = calloc((size_t)p->n_stages, sizeof *p->stages);
+  if (p->stages == NULL)
+    return hap_jr_oom(r);
+  for (int k = 0; k < p->n_stages; k++) {
+    hap_jpath path;
+    HAP_TRY(read_stage(r, json_array_get(stages, (size_t)k),
+                       hap_jpath_index(path, "stages", (size_t)k), p->n_groups, &p->stages[k]));
+  }
+  HAP_TRY(rep_get_object(r, root, "", "predicted", true, "an object {\"iteration_s\"}", &pred));
+  return rep_get_amount(r, pred, "predicted", "iteration_s", true, HAP_JR_NON_NEGATIVE,
+                        "an iteration time in s", &p->iteration_s);
+}
+
 static hap_status plan_read(const hap_jr *r, const json_t *root, void **data) {
+  bool pipelined = false;
+  HAP_TRY(read_version(r, root, &pipelined));
   plan *p = calloc(1, sizeof *p);
   if (p == NULL)
     return hap_jr_oom(r);
-  hap_status st = read_header(r, root, p);
-  if (st == HAP_OK)
-    st = read_segments(r, root, p);
-  if (st == HAP_OK)
-    st = read_rest(r, root, p);
+  hap_status st = pipelined ? read_pipelined(r, root, p) : read_flat(r, root, p);
   if (st != HAP_OK) {
     plan_free(p);
     return st;
@@ -282,7 +378,7 @@ static hap_status plan_read(const hap_jr *r, const json_t *root, void **data) {
 
 static void plan_title(const void *data, char *buf, size_t len) {
   const plan *p = data;
-  snprintf(buf, len, "hap plan: %s, %s on %s", p->strategy,
+  snprintf(buf, len, "hap %splan: %s, %s on %s", p->n_stages > 0 ? "pipelined " : "", p->strategy,
            p->graph_spec ? p->graph_spec : p->graph,
            p->cluster_spec ? p->cluster_spec : p->cluster);
 }
@@ -412,28 +508,82 @@ static void steps_table(FILE *f, const plan *p) {
     fprintf(f, "<p class=\"note\">(the first %d of %d steps)</p>\n", MAX_TABLE_STEPS, p->n_steps);
 }
 
-static void plan_render(FILE *f, const void *data) {
-  const plan *p = data;
-  char note[600], b[32];
+/* The sections of one flat plan; `id` prefixes the section ids, `what` the headings. */
+static void flat_sections(FILE *f, const plan *p, const char *id, const char *what) {
+  char note[600], b[32], sid[64], head[128];
   snprintf(note, sizeof note,
            "%d devices%s, %d segment%s, %d steps; predicted iteration %s; policy %s.", p->n_devices,
            p->replicas > 1 ? " in replicas" : "", p->n_segments, p->n_segments > 1 ? "s" : "",
            p->n_steps, rep_dur(p->iteration_s, b, sizeof b), p->policy);
-  rep_section(f, "ratios", "Sharding ratios",
+  snprintf(sid, sizeof sid, "%sratios", id);
+  snprintf(head, sizeof head, "%sSharding ratios", what);
+  rep_section(f, sid, head,
               "Each device's share of every sharded dimension (per segment; with replicas, of "
               "one replica's devices).");
   rep_para(f, "note", note);
   ratio_chart(f, p);
-  rep_section(f, "memory", "Memory",
+  snprintf(sid, sizeof sid, "%smemory", id);
+  snprintf(head, sizeof head, "%sMemory", what);
+  rep_section(f, sid, head,
               "Predicted peak memory per device; by component when the plan records it "
               "(docs/memory.md).");
   memory_chart(f, p);
-  rep_section(f, "busy", "Busy time", "Predicted compute and communication busy per iteration.");
+  snprintf(sid, sizeof sid, "%sbusy", id);
+  snprintf(head, sizeof head, "%sBusy time", what);
+  rep_section(f, sid, head, "Predicted compute and communication busy per iteration.");
   busy_chart(f, p);
-  rep_section(f, "program", "The program",
+  snprintf(sid, sizeof sid, "%sprogram", id);
+  snprintf(head, sizeof head, "%sThe program", what);
+  rep_section(f, sid, head,
               "Every step in forward order; predicted: forward + backward + gradient "
               "synchronisation of the step.");
   steps_table(f, p);
+}
+
+static void stages_table(FILE *f, const plan *p) {
+  fputs("<table class=\"stages\">\n<tr><th>stage</th><th>group</th><th class=\"l\">devices</th>"
+        "<th>nodes</th><th>steps</th><th>predicted (one micro-batch)</th><th>peak memory</th>"
+        "</tr>\n",
+        f);
+  for (int k = 0; k < p->n_stages; k++) {
+    const pstage *s = &p->stages[k];
+    const plan *q = s->plan;
+    double mem = 0;
+    for (int i = 0; i < q->n_devices; i++)
+      mem = fmax(mem, q->devs[i].memory_b);
+    fprintf(f, "<tr><td>%d</td><td>%lld</td><td class=\"l\">", k, (long long)s->group);
+    for (int i = 0; i < q->n_devices && i < 8; i++) {
+      rep_esc(f, q->names[i]);
+      fputs(i + 1 < q->n_devices ? ", " : "", f);
+    }
+    char b1[32], b2[32];
+    fprintf(f, "%s</td><td>%lld..%lld</td><td>%d</td><td>%s</td><td>%s</td></tr>\n",
+            q->n_devices > 8 ? "..." : "", (long long)s->first, (long long)s->end - 1, q->n_steps,
+            rep_dur(q->iteration_s, b1, sizeof b1), rep_bytes(mem, b2, sizeof b2));
+  }
+  fputs("</table>\n", f);
+}
+
+static void plan_render(FILE *f, const void *data) {
+  const plan *p = data;
+  if (p->n_stages == 0) {
+    flat_sections(f, p, "", "");
+    return;
+  }
+  char note[400], b[32];
+  snprintf(note, sizeof note,
+           "%d stages on %d device groups, schedule %s, %lld virtual stage%s per group; "
+           "predicted iteration %s (the schedule simulated over the stages).",
+           p->n_stages, p->n_groups, p->schedule, (long long)p->chunks, p->chunks > 1 ? "s" : "",
+           rep_dur(p->iteration_s, b, sizeof b));
+  rep_section(f, "pipeline", "Pipeline", note);
+  stages_table(f, p);
+  for (int k = 0; k < p->n_stages; k++) {
+    char id[32], what[64];
+    snprintf(id, sizeof id, "stage%d-", k);
+    snprintf(what, sizeof what, "Stage %d (group %lld): ", k, (long long)p->stages[k].group);
+    flat_sections(f, p->stages[k].plan, id, what);
+  }
 }
 
 const rep_kind rep_plan_kind = {

@@ -5,6 +5,7 @@
 #   DIR/sweep.json      hap-sim -f json, gpus_per_host=1,2,4 (a numeric axis)
 #   DIR/sweep-dev.json  hap-sim -f json, device[P100]=V100-16GB,A100-80GB (a category axis)
 #   DIR/plan.json       hap-synth -o, 16 devices, a policy (memory by component recorded)
+#   DIR/pipe.json       hap-synth --pipeline stages=2 -o: a pipelined plan (hap-plan 2.0)
 #   DIR/cpu2.json       a plan for cpu-2, run by hap-run under mpirun -np 2 into DIR/trace.json
 #   DIR/profile.json    hap-profile show -f json of write_sample_profile's profile
 # Returns non-zero (saying which) when a tool fails.
@@ -17,6 +18,8 @@ report_inputs() {
     { echo "hap-sim device sweep failed"; cat "$d/gen.err"; return 1; }
   "$synth" 'mlp:layers=4' -c paper-hetero:gpus_per_host=2 --policy precision=bf16,optimizer=adam \
     -o "$d/plan.json" >/dev/null 2>"$d/gen.err" || { echo "hap-synth failed"; cat "$d/gen.err"; return 1; }
+  "$synth" 'mlp:layers=4' -c paper-hetero:gpus_per_host=1 --pipeline stages=2 -o "$d/pipe.json" \
+    >/dev/null 2>"$d/gen.err" || { echo "hap-synth --pipeline failed"; cat "$d/gen.err"; return 1; }
   "$synth" 'mlp:layers=2,batch=24,seq=8,hidden=32' -c cpu-2 -o "$d/cpu2.json" >/dev/null \
     2>"$d/gen.err" || { echo "hap-synth cpu-2 failed"; cat "$d/gen.err"; return 1; }
   "$mpirun" --oversubscribe -np 2 "$run" "$d/cpu2.json" -n 3 -w 1 -q -t "$d/trace.json" \

@@ -81,6 +81,13 @@ equals plan-memory-bars "$(count "$tmp/plan.html" rect memory)" "$parts"
 steps=$(json "$tmp/plan.json" 'len(d["steps"])')
 equals plan-steps "$(count "$tmp/plan.html" tr)" $((steps + 1))
 check plan-legend python3 "$check_py" text "$tmp/plan.html" optimizer
+# a pipelined plan: the stages' table, then each stage's bars (every device in one stage)
+expect pipe 0 "$report" plan "$tmp/pipe.json" -o "$tmp/pipe.html"
+check pipe-wellformed wellformed "$tmp/pipe.html"
+pipe_devices=$(json "$tmp/pipe.json" 'len(d["cluster"]["devices"])')
+equals pipe-stages-table "$(count "$tmp/pipe.html" table stages)" 1
+equals pipe-ratio-bars "$(count "$tmp/pipe.html" rect ratio)" "$pipe_devices"
+equals pipe-programs "$(count "$tmp/pipe.html" table steps)" "$(json "$tmp/pipe.json" 'len(d["stages"])')"
 
 # run: a Gantt rect per task of both timelines, a lane per rank and timeline, the histogram
 expect run 0 "$report" "$tmp/trace.json" -o "$tmp/run.html"
@@ -163,8 +170,10 @@ edit "$tmp/sweep.json" "$tmp/no-iter.json" 'del d["rows"][1]["iteration_s"]'
 bad missing-field "$tmp/no-iter.json" "rows[1].iteration_s: missing, expected"
 edit "$tmp/plan.json" "$tmp/bad-type.json" 'd["predicted"]["devices"][2]["memory_bytes"] = "big"'
 bad wrong-type "$tmp/bad-type.json" "predicted.devices[2].memory_bytes: expected"
-edit "$tmp/plan.json" "$tmp/v2.json" 'd["version"] = "2.0"'
-bad plan-2 "$tmp/v2.json" "version: is \"2.0\", expected 1.x"
+edit "$tmp/plan.json" "$tmp/v3.json" 'd["version"] = "3.0"'
+bad plan-3 "$tmp/v3.json" "version: is \"3.0\", expected 1.x (a plan) or 2.x (a pipelined plan)"
+edit "$tmp/pipe.json" "$tmp/pipe-bad.json" 'd["stages"][1]["plan"]["steps"][2]["kind"] = "bogus"'
+bad pipe-stage "$tmp/pipe-bad.json" "stages[1].plan: steps[2].kind: is \"bogus\", expected source"
 edit "$tmp/plan.json" "$tmp/ratios.json" 'd["segments"][0]["ratios"].pop()'
 bad plan-ratios "$tmp/ratios.json" "segments[0].ratios: has"
 edit "$tmp/trace.json" "$tmp/neg.json" 'x = [e for e in d["traceEvents"] if e["ph"] == "X"][3]; x["dur"] = -1'

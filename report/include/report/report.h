@@ -2,8 +2,8 @@
  * fetched) for each thing a user looks at, drawn from the tools' JSON outputs:
  *   sweep    hap-sim -f json: iteration time against the swept parameter, one line per strategy,
  *            the speedups over the baselines
- *   plan     a hap-plan file (1.x): per-device ratios, memory by component, predicted busy time,
- *            the program step by step
+ *   plan     a hap-plan file: per-device ratios, memory by component, predicted busy time, the
+ *            program step by step (a pipelined plan, 2.x: its stages, then each stage so)
  *   run      a hap-trace file (hap-run --trace): simulated and measured Gantt lanes per rank, the
  *            task-error histogram, the largest differences
  *   profile  hap-profile show -f json of a .h5 profile: GEMM throughput against size, p2p and
