@@ -140,6 +140,11 @@ static void print_fits(FILE *f, const hap_cluster *c) {
 /* ---- JSON --------------------------------------------------------------------------- */
 
 bool hap_cluster_show_json(FILE *f, const hap_cluster *c) {
+  return hap_cluster_show_json_more(f, c, NULL, NULL);
+}
+
+bool hap_cluster_show_json_more(FILE *f, const hap_cluster *c,
+                                void (*more)(hap_jw *w, const void *arg), const void *arg) {
   hap_jw w;
   hap_jw_init(&w, f, 2);
   hap_jw_begin_object(&w);
@@ -229,6 +234,8 @@ bool hap_cluster_show_json(FILE *f, const hap_cluster *c) {
     hap_jw_end_object(&w);
   }
   hap_jw_end_array(&w);
+  if (more != NULL)
+    more(&w, arg);
   hap_jw_end_object(&w);
   return hap_jw_finish(&w);
 }

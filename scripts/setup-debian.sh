@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
 # Install everything hap needs to build, test and lint on Debian 12 (bookworm).
+#   scripts/setup-debian.sh          the main job's packages (build, run, lint)
+#   scripts/setup-debian.sh --test   those and the test setup's extras: chromium (hap-report's
+#                                    pages rendered headless, tests/cli/test_report_browser.sh)
+#                                    and libxml2-utils (xmllint), kept out of the main job
 # Non-interactive; uses sudo only when not run as root. The CUDA toolkit is optional and not
 # installed here: when /usr/local/cuda (or nvcc on PATH) exists, the build uses it.
 set -euo pipefail
+
+test_setup=0
+case "${1:-}" in
+--test) test_setup=1 ;;
+"") ;;
+*) echo "setup-debian.sh: unknown argument '$1' (expected --test or nothing)" >&2; exit 2 ;;
+esac
 
 packages=(
   build-essential cmake pkg-config
@@ -20,6 +31,14 @@ packages=(
   clang-format clang-tidy
   clang libclang-rt-14-dev # libFuzzer and the sanitizer runtimes: scripts/fuzz.sh
 )
+# The test setup's extras (--test): what only the tests use.
+test_packages=(
+  chromium      # hap-report's pages rendered to PNG headless (cli_report_browser)
+  libxml2-utils # xmllint --noout: the pages are well-formed (cli_report)
+)
+if [ "$test_setup" -eq 1 ]; then
+  packages+=("${test_packages[@]}")
+fi
 
 if [ "$(id -u)" -eq 0 ]; then
   as_root=()
@@ -36,7 +55,9 @@ export DEBIAN_FRONTEND=noninteractive
   "${packages[@]}" </dev/null
 
 echo "setup-debian.sh: installed ${#packages[@]} packages"
-for tool in cmake gcc clang clang-format clang-tidy mpiexec h5dump; do
+tools=(cmake gcc clang clang-format clang-tidy mpiexec h5dump)
+[ "$test_setup" -eq 0 ] || tools+=(chromium xmllint)
+for tool in "${tools[@]}"; do
   printf '  %-13s %s\n' "$tool" "$(command -v "$tool" || echo MISSING)"
 done
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then

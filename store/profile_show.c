@@ -102,3 +102,123 @@ void hap_profile_show_sweeps(FILE *f, const hap_profile *p) {
     }
   }
 }
+
+/* ---- JSON ---------------------------------------------------------------------------------- */
+
+static void json_pieces(hap_jw *w, const hap_ab_fit *f) {
+  hap_jw_key(w, "pieces");
+  hap_jw_begin_array_inline(w);
+  for (int32_t k = 0; k < f->n_pieces; k++) {
+    hap_jw_begin_object_inline(w);
+    if (k + 1 < f->n_pieces) {
+      hap_jw_key(w, "below_bytes");
+      hap_jw_double(w, f->upper_bytes[k]);
+    }
+    hap_jw_key(w, "alpha_s");
+    hap_jw_double(w, f->alpha_s[k]);
+    hap_jw_key(w, "beta_Bps");
+    hap_jw_double(w, f->beta_Bps[k]);
+    hap_jw_end_object(w);
+  }
+  hap_jw_end_array(w);
+}
+
+/* "sizes_bytes" and "p50_s" of a sweep of n sizes. */
+static void json_sizes(hap_jw *w, const int64_t *sizes, const double *p50, int32_t n) {
+  hap_jw_key(w, "sizes_bytes");
+  hap_jw_begin_array_inline(w);
+  for (int32_t i = 0; i < n; i++)
+    hap_jw_int(w, sizes[i]);
+  hap_jw_end_array(w);
+  hap_jw_key(w, "p50_s");
+  hap_jw_begin_array_inline(w);
+  for (int32_t i = 0; i < n; i++)
+    hap_jw_double(w, p50[i]);
+  hap_jw_end_array(w);
+}
+
+static void json_gemm(hap_jw *w, const hap_profile *p) {
+  hap_jw_key(w, "gemm");
+  hap_jw_begin_array(w);
+  for (int32_t d = 0; d < p->n_devices; d++) {
+    const hap_profile_device *dev = &p->devices[d];
+    if (dev->n_gemm == 0)
+      continue;
+    hap_jw_begin_object_inline(w);
+    hap_jw_key(w, "device");
+    hap_jw_str(w, dev->name);
+    hap_jw_key(w, "model");
+    hap_jw_str(w, dev->model);
+    hap_jw_key(w, "samples");
+    hap_jw_begin_array_inline(w);
+    for (int32_t i = 0; i < dev->n_gemm; i++) {
+      const hap_profile_gemm *g = &dev->gemm[i];
+      hap_jw_begin_object_inline(w);
+      hap_jw_key(w, "m");
+      hap_jw_int(w, g->m);
+      hap_jw_key(w, "n");
+      hap_jw_int(w, g->n);
+      hap_jw_key(w, "k");
+      hap_jw_int(w, g->k);
+      hap_jw_key(w, "dtype");
+      hap_jw_str(w, hap_dtype_name(g->dtype));
+      hap_jw_key(w, "seconds");
+      hap_jw_double(w, g->seconds);
+      hap_jw_key(w, "flops_per_s");
+      hap_jw_double(w, g->flops_per_s);
+      hap_jw_end_object(w);
+    }
+    hap_jw_end_array(w);
+    hap_jw_end_object(w);
+  }
+  hap_jw_end_array(w);
+}
+
+void hap_profile_sweeps_json(hap_jw *w, const void *arg) {
+  const hap_profile *p = arg;
+  hap_jw_key(w, "sweeps");
+  hap_jw_begin_object(w);
+  hap_jw_key(w, "tool");
+  hap_jw_str(w, p->tool ? p->tool : "");
+  hap_jw_key(w, "backend");
+  hap_jw_str(w, p->backend ? p->backend : "");
+  hap_jw_key(w, "created");
+  hap_jw_str(w, p->created ? p->created : "");
+  json_gemm(w, p);
+  hap_jw_key(w, "p2p");
+  hap_jw_begin_array(w);
+  for (int32_t i = 0; i < p->n_p2p; i++) {
+    const hap_profile_p2p *s = &p->p2p[i];
+    hap_jw_begin_object_inline(w);
+    hap_jw_key(w, "src");
+    hap_jw_str(w, p->devices[s->src].name);
+    hap_jw_key(w, "dst");
+    hap_jw_str(w, p->devices[s->dst].name);
+    json_sizes(w, s->sizes_bytes, s->p50_s, s->n_sizes);
+    json_pieces(w, &s->pieces);
+    hap_jw_end_object(w);
+  }
+  hap_jw_end_array(w);
+  hap_jw_key(w, "collectives");
+  hap_jw_begin_array(w);
+  for (int32_t i = 0; i < p->n_colls; i++) {
+    const hap_profile_coll *s = &p->colls[i];
+    hap_jw_begin_object_inline(w);
+    hap_jw_key(w, "kind");
+    hap_jw_str(w, hap_coll_kind_name(s->kind));
+    hap_jw_key(w, "group");
+    hap_jw_str(w, s->group);
+    hap_jw_key(w, "ranks");
+    hap_jw_int(w, s->n_ranks);
+    json_sizes(w, s->sizes_bytes, s->p50_s, s->n_sizes);
+    hap_jw_key(w, "busbw_Bps");
+    hap_jw_begin_array_inline(w);
+    for (int32_t k = 0; k < s->n_sizes; k++)
+      hap_jw_double(w, s->busbw_Bps[k]);
+    hap_jw_end_array(w);
+    json_pieces(w, &s->fit);
+    hap_jw_end_object(w);
+  }
+  hap_jw_end_array(w);
+  hap_jw_end_object(w);
+}

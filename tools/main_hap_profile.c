@@ -150,7 +150,10 @@ static int cmd_show(const char *what, hap_format format) {
   }
   int rc = 0;
   if (format == HAP_FORMAT_JSON) {
-    rc = hap_cluster_show_json(stdout, c) ? 0 : 1;
+    rc = (p != NULL ? hap_cluster_show_json_more(stdout, c, hap_profile_sweeps_json, p)
+                    : hap_cluster_show_json(stdout, c))
+             ? 0
+             : 1;
   } else {
     hap_cluster_show_table(stdout, c, what);
     if (p != NULL)

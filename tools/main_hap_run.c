@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/cli.h"
 #include "base/fileio.h"
@@ -27,6 +28,7 @@
 #include "plan/pipeline_io.h"
 #include "plan/pipeline_lower.h"
 #include "plan/plan_io.h"
+#include "report/report.h"
 #include "run/check.h"
 #include "run/pipeline_run.h"
 #include "run/run.h"
@@ -66,6 +68,8 @@ static void usage(FILE *f) {
           "  -n, --iters N          timed iterations (default 10)\n"
           "  -w, --warmup W         untimed iterations first (default 2)\n"
           "  -t, --trace FILE       Chrome trace: simulated and measured rows per rank\n"
+          "      --report FILE      also write that trace as an HTML page (hap-report run:\n"
+          "                         Gantt lanes per rank, task errors), when the run succeeds\n"
           "      --check            after each of the first 2 iterations compare the loss,\n"
           "                         every rank's copy of every parameter gradient and every\n"
           "                         updated parameter with a single-device run trained the same\n"
@@ -87,6 +91,7 @@ static void usage(FILE *f) {
 
 typedef struct opts {
   const char *plan, *model, *cluster, *sim_cluster, *trace;
+  const char *report; /* --report FILE: the trace as hap-report's run page */
   int iters, warmup, threads;
   bool check, quiet, cuda;
   uint64_t seed;
@@ -982,6 +987,8 @@ static int start(opts *o, hap_comm *comm) {
   /* an unwritable --trace is refused now, not after the whole run (rank 0 writes it) */
   if (st == HAP_OK && o->trace != NULL && comm->rank == 0)
     st = hap_atomic_probe(o->trace, &err);
+  if (st == HAP_OK && o->report != NULL && comm->rank == 0)
+    st = hap_atomic_probe(o->report, &err);
   if (st == HAP_OK && (st = hap_model_load(o->model, &g, &err)) == HAP_OK &&
       (st = hap_cluster_open(o->cluster, &c, &err)) == HAP_OK)
     st = hap_pipeline_read_file(o->plan, g, c, &pl, &err);
@@ -1004,6 +1011,36 @@ static int start(opts *o, hap_comm *comm) {
   return rc;
 }
 
+/* start(), then for --report rank 0 renders the trace the run wrote: --trace's, or a temporary
+ * one next to the page, removed after. The page is written when the run succeeded. */
+static int start_and_report(opts *o, hap_comm *comm) {
+  char tmp[4200];
+  bool temp = o->report != NULL && o->trace == NULL;
+  if (temp) {
+    snprintf(tmp, sizeof tmp, "%s.trace.%ld.json", o->report, (long)getpid());
+    o->trace = tmp;
+  }
+  int rc = start(o, comm);
+  if (o->report != NULL && comm->rank == 0 && rc == 0) {
+    hap_err err = {0};
+    char *json = NULL;
+    size_t len = 0;
+    if (hap_read_file(o->trace, &json, &len, &err) != HAP_OK ||
+        hap_report_write_json(json, len, temp ? prog : o->trace, HAP_REPORT_RUN, o->report, &err) !=
+            HAP_OK) {
+      hap_report(prog, comm->rank, "--report: %s", err.msg);
+      rc = 1;
+    }
+    free(json);
+  }
+  if (temp) {
+    if (comm->rank == 0)
+      unlink(tmp);
+    o->trace = NULL;
+  }
+  return rc;
+}
+
 /* 0 ok, 2 usage error (printed by rank 0), -1 help/version printed. */
 static int parse_args(int argc, char **argv, int rank, opts *o) {
   enum {
@@ -1013,7 +1050,8 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
     OPT_EMULATE,
     OPT_TIMEOUT,
     OPT_SIM_CLUSTER,
-    OPT_THREADS
+    OPT_THREADS,
+    OPT_REPORT
   };
   static const struct option long_opts[] = {
       {"model", required_argument, NULL, 'm'},
@@ -1024,6 +1062,7 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
       {"iters", required_argument, NULL, 'n'},
       {"warmup", required_argument, NULL, 'w'},
       {"trace", required_argument, NULL, 't'},
+      {"report", required_argument, NULL, OPT_REPORT},
       {"check", no_argument, NULL, OPT_CHECK},
       {"seed", required_argument, NULL, OPT_SEED},
       {"lr", required_argument, NULL, OPT_LR},
@@ -1061,6 +1100,7 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
       o->warmup = (int)v;
       break;
     case 't': o->trace = optarg; break;
+    case OPT_REPORT: o->report = optarg; break;
     case OPT_CHECK: o->check = true; break;
     case OPT_THREADS:
       if (hap_cli_parse_int("--threads", optarg, 1, 1024, &v, &err) != HAP_OK)
@@ -1132,7 +1172,7 @@ int main(int argc, char **argv) {
     if (hap_watchdog_install(prog, comm->rank, o.timeout_s, &watchdog_text, &err) != HAP_OK)
       hap_report_err(prog, comm->rank, &err);
     else
-      rc = start(&o, comm);
+      rc = start_and_report(&o, comm);
   } else if (rc < 0) {
     rc = 0;
   }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/cli.h"
+#include "base/fileio.h"
 #include "base/json_write.h"
 #include "chakra_report.h"
 #include "hap_config.h"
@@ -19,6 +20,7 @@
 #include "plan/pipeline_io.h"
 #include "plan/pipeline_lower.h"
 #include "plan/plan_io.h"
+#include "report/report.h"
 #include "simulate/pipeline_plan_sim.h"
 #include "simulate/plan_sim.h"
 #include "simulate/sweep.h"
@@ -72,6 +74,8 @@ static void usage(FILE *f) {
       "                        before its extension\n"
       "      --trace-devices N devices written to a trace (default 64; 0 = all)\n"
       "  -f, --format FMT      table (default), csv or json\n"
+      "      --report FILE     also write the rows as an HTML page (hap-report sweep: the\n"
+      "                        iteration time against the swept parameter per strategy)\n"
       "  -m, --memory-limit B  per-device memory for synthesis, e.g. 12G; a plan that does\n"
       "                        not fit steers the policy fields --policy does not force\n"
       "                        (ZeRO stage, then recomputation, then micro-batches)\n"
@@ -114,6 +118,7 @@ static void usage(FILE *f) {
 
 typedef struct opts {
   const char *model, *cluster, *plan, *trace;
+  const char *report;                 /* --report FILE: the rows as hap-report's sweep page */
   const char *chakra, *chakra_prefix; /* --chakra DIR, --chakra-prefix */
   int strategies;                     /* bit per hap_strategy */
   hap_sweep sweep;                    /* the grid of points (simulate/sweep.h) */
@@ -597,9 +602,9 @@ static void print_csv(const row *rows, int n) {
   }
 }
 
-static void print_json(const opts *o, const row *rows, int n) {
+static void print_json(const opts *o, const row *rows, int n, FILE *f) {
   hap_jw w;
-  hap_jw_init(&w, stdout, 2);
+  hap_jw_init(&w, f, 2);
   hap_jw_begin_object(&w);
   hap_jw_key(&w, "model");
   hap_jw_str(&w, o->model);
@@ -686,6 +691,26 @@ static void print_json(const opts *o, const row *rows, int n) {
   hap_jw_finish(&w);
 }
 
+/* --report: the JSON rows, rendered by report/ as hap-report's sweep page. */
+static hap_status write_report(const opts *o, const row *rows, int n) {
+  char *json = NULL;
+  size_t len = 0;
+  hap_err err = {0};
+  FILE *ms = open_memstream(&json, &len);
+  if (ms == NULL) {
+    fprintf(stderr, "%s: --report: out of memory\n", prog);
+    return HAP_ENOMEM;
+  }
+  print_json(o, rows, n, ms);
+  hap_status st = fclose(ms) == 0 ? HAP_OK : HAP_ENOMEM;
+  if (st == HAP_OK)
+    st = hap_report_write_json(json, len, prog, HAP_REPORT_SWEEP, o->report, &err);
+  if (st != HAP_OK)
+    hap_report(prog, -1, "--report: %s", err.msg[0] ? err.msg : hap_status_str(st));
+  free(json);
+  return st;
+}
+
 /* ---- the grid -------------------------------------------------------------------------- */
 
 static int run(const opts *o) {
@@ -745,7 +770,7 @@ static int run(const opts *o) {
     fprintf(stderr, "\r%*s\r", 100, "");
   if (rc == 0) {
     if (o->format == HAP_FORMAT_JSON)
-      print_json(o, rows, n_rows);
+      print_json(o, rows, n_rows, stdout);
     else if (o->format == HAP_FORMAT_CSV)
       print_csv(rows, n_rows);
     else
@@ -758,6 +783,8 @@ static int run(const opts *o) {
     for (int i = 0; i < n_rows; i++)
       if (!rows[i].ok)
         rc = 1;
+    if (o->report != NULL && write_report(o, rows, n_rows) != HAP_OK && rc == 0)
+      rc = 1;
   }
   for (int i = 0; i < n_rows; i++)
     free(rows[i].details);
@@ -802,7 +829,8 @@ int main(int argc, char **argv) {
     OPT_PIPELINE,
     OPT_CHAKRA,
     OPT_CHAKRA_IN,
-    OPT_CHAKRA_PREFIX
+    OPT_CHAKRA_PREFIX,
+    OPT_REPORT
   };
   static const struct option long_opts[] = {
       {"cluster", required_argument, NULL, 'c'},
@@ -820,6 +848,7 @@ int main(int argc, char **argv) {
       {"chakra", required_argument, NULL, OPT_CHAKRA},
       {"chakra-in", required_argument, NULL, OPT_CHAKRA_IN},
       {"chakra-prefix", required_argument, NULL, OPT_CHAKRA_PREFIX},
+      {"report", required_argument, NULL, OPT_REPORT},
       {"batch-per-device", required_argument, NULL, 'b'},
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
@@ -885,6 +914,7 @@ int main(int argc, char **argv) {
     case OPT_TASKS: o.tasks = true; break;
     case OPT_CHAKRA: o.chakra = optarg; break;
     case OPT_CHAKRA_IN: chakra_in = optarg; break;
+    case OPT_REPORT: o.report = optarg; break;
     case OPT_CHAKRA_PREFIX:
       if (optarg[0] == '\0' || strchr(optarg, '/') != NULL)
         return hap_report_usage(prog, -1, "--chakra-prefix wants a file name prefix, got '%s'",
@@ -904,6 +934,11 @@ int main(int argc, char **argv) {
   }
   if (optind < argc - 1)
     return hap_report_usage(prog, -1, "more than one MODEL given");
+  if (o.report != NULL && (chakra_in != NULL || n_pipelines > 0 ||
+                           (strategy != NULL && hap_megatron_spec_is(strategy))))
+    return hap_report_usage(prog, -1,
+                            "--report draws the rows of a simulation or sweep: not with "
+                            "--chakra-in, --pipeline or --strategy megatron");
   if (chakra_in != NULL) {
     if (optind < argc || strategy || o.plan || n_sweeps || n_pipelines || o.trace || o.chakra ||
         o.tasks || o.policy_given || batch_per_device || o.memory_limit > 0)
@@ -980,6 +1015,11 @@ int main(int argc, char **argv) {
             "%s: the bundled study: %s on %s, hap vs dp-ev vs dp-cp vs megatron-tp, --sweep %s "
             "--batch-per-device %d (see --help)\n",
             prog, o.model, o.cluster, DEFAULT_SWEEP, DEFAULT_BATCH_PER_DEVICE);
+  if (o.report != NULL && hap_atomic_probe(o.report, &err) != HAP_OK) {
+    hap_plan_specs_free(&specs);
+    hap_cli_error(prog, &err);
+    return 1;
+  }
   int rc = run(&o);
   hap_plan_specs_free(&specs); /* o.model and o.cluster may point into it */
   return rc;

@@ -9,12 +9,17 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "base/json_write.h"
 #include "cluster/cluster.h"
 
 /* "cluster NAME (SOURCE): ..." and the tables; `what` names the source when c has none. */
 void hap_cluster_show_table(FILE *f, const hap_cluster *c, const char *what);
 /* The JSON view; false when writing failed. */
 bool hap_cluster_show_json(FILE *f, const hap_cluster *c);
+/* The same, with `more` (when not NULL) writing further keys of the root object before it closes
+ * (hap-profile show: a profile's sweeps). */
+bool hap_cluster_show_json_more(FILE *f, const hap_cluster *c,
+                                void (*more)(hap_jw *w, const void *arg), const void *arg);
 /* Piece k of a piecewise fit as a size range: "< 4 KiB", "4 KiB..64 KiB", ">= 64 KiB" or "all". */
 void hap_fit_piece_range(const hap_ab_fit *f, int32_t k, char *buf, size_t len);
 

@@ -8,8 +8,17 @@
 
 #include <stdio.h>
 
+#include "base/json_write.h"
 #include "store/profile_store.h"
 
 void hap_profile_show_sweeps(FILE *f, const hap_profile *p);
+
+/* The sweeps as the key "sweeps" of a JSON object being written (hap-profile show -f json; read
+ * by hap-report): {"tool", "backend", "created", "gemm": [{"device", "model", "samples": [{"m",
+ * "n", "k", "dtype", "seconds", "flops_per_s"}]}], "p2p": [{"src", "dst", "sizes_bytes", "p50_s",
+ * "pieces"}], "collectives": [{"kind", "group", "ranks", "sizes_bytes", "p50_s", "busbw_Bps",
+ * "pieces"}]}; pieces as hap-cluster JSON's ({"below_bytes"} but on the last, "alpha_s",
+ * "beta_Bps"). Units: bytes, s, FLOP/s, bytes/s. `arg` is the hap_profile. */
+void hap_profile_sweeps_json(hap_jw *w, const void *arg);
 
 #endif
