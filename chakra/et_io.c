@@ -312,7 +312,7 @@ static hap_status bad_attr(const where *w, const char *expected, hap_err *err) {
 /* A number >= lo that is a whole number when `whole`. */
 static hap_status get_number(const attr_pb *a, const where *w, double lo, bool whole, double *out,
                              hap_err *err) {
-  double v;
+  double v = 0;
   if (!attr_number(a, &v) || v < lo || (whole && v != floor(v)) || v > 9.0e18)
     return bad_attr(w,
                     whole ? "a whole number attribute (int64_val, uint64_val, ...) >= 0"
@@ -322,7 +322,7 @@ static hap_status get_number(const attr_pb *a, const where *w, double lo, bool w
   return HAP_OK;
 }
 static hap_status get_int(const attr_pb *a, const where *w, int64_t *out, hap_err *err) {
-  double v;
+  double v = 0;
   HAP_TRY(get_number(a, w, 0, true, &v, err));
   *out = (int64_t)v;
   return HAP_OK;

@@ -347,6 +347,11 @@ hap_status hap_alpa_inter_search(const hap_graph *g, const hap_cluster *c,
   s.stage.rescore = NULL;
   s.stage.progress = NULL;
   s.stage.cost_bound_s = 0;
+  /* Alpa's sharding specs shard weights and optimizer state along the data-parallel axis too (as
+   * ZeRO does): ZeRO-3 storage unless the policy says otherwise, so that most stages' fastest
+   * programs fit without the ILP's memory rows (slow to branch on) */
+  if (!(forced & HAP_POLICY_ZERO))
+    s.stage.policy.zero = 3;
   /* the pass runs for models whose training state does not fit one device: with rematerialisation
    * (full recomputation) on unless the policy says otherwise, as Alpa trains such models */
   if (!(forced & HAP_POLICY_RECOMPUTE))

@@ -367,6 +367,31 @@ static hap_status check_memory(const syn_ctx *x, const hap_plan *p, hap_synth_st
                      hap_policy_brief(&x->pol, pol, sizeof pol));
 }
 
+/* Each node's variant in the solution. */
+static void pick_variants(alpa_build *b, const double *sol, int8_t *variants) {
+  const syn_ctx *x = b->x;
+  for (int32_t k = 0; k < x->g->n_nodes; k++) {
+    int best = -1;
+    for (int v = 0; v < x->nodes[k].n_variants; v++)
+      if (*svar(b, k, v) >= 0 && (best < 0 || sol[*svar(b, k, v)] > sol[*svar(b, k, best)]))
+        best = v;
+    variants[k] = (int8_t)best;
+  }
+}
+
+/* Whether the solution's memory terms stay within every class's limit. */
+static bool memory_fits(const alpa_build *b, const double *sol) {
+  int32_t nc = b->x->n_classes;
+  for (int32_t c = 0; c < nc; c++) {
+    double sum = 0;
+    for (int32_t i = 0; i < b->n_mem; i++)
+      sum += b->mem_coef[(size_t)i * (size_t)nc + (size_t)c] * sol[b->mem_vars[i]];
+    if (sum > b->x->mem_limit[c] * (1 + 1e-9))
+      return false;
+  }
+  return true;
+}
+
 /* Even ratios for every segment. */
 static void even(const syn_ctx *x, double *ratios) {
   for (int32_t i = 0; i < x->n_segments * x->n; i++)
@@ -406,10 +431,11 @@ hap_status syn_alpa(const hap_graph *g, const hap_cluster *c, const hap_synth_op
   if ((st = syn_set_ratios(&x, ratios, err)) != HAP_OK)
     goto out;
   bool stopped = false;
-  /* with the memory rows; when no program fits them, without (check_memory then says what the
-   * fastest program needs) */
+  /* the time-optimal program first; only when it does not fit, again with the memory rows (a
+   * knapsack row makes branch and cut slower); when nothing fits them, the time-optimal program
+   * stays, and check_memory refuses it */
   for (int pass = 0; pass < 2; pass++) {
-    b.memory_rows = pass == 0;
+    b.memory_rows = pass == 1;
     b.n_mem = 0;
     hap_lp_destroy(b.lp);
     b.lp = hap_lp_create("alpa intra-op");
@@ -427,19 +453,17 @@ hap_status syn_alpa(const hap_graph *g, const hap_cluster *c, const hap_synth_op
     }
     hap_err attempt = {0};
     st = hap_lp_solve_mip(b.lp, sol, NULL, &stopped, &attempt);
-    if (st == HAP_OK)
+    if (st == HAP_ELP && pass == 1) {
+      st = HAP_OK;
       break;
-    if (st != HAP_ELP || pass == 1) {
+    }
+    if (st != HAP_OK) {
       hap_err_set(err, st, "%s", attempt.msg);
       goto out;
     }
-  }
-  for (int32_t k = 0; k < g->n_nodes; k++) {
-    int best = -1;
-    for (int v = 0; v < x.nodes[k].n_variants; v++)
-      if (*svar(&b, k, v) >= 0 && (best < 0 || sol[*svar(&b, k, v)] > sol[*svar(&b, k, best)]))
-        best = v;
-    variants[k] = (int8_t)best;
+    pick_variants(&b, sol, variants);
+    if (memory_fits(&b, sol))
+      break;
   }
   if (stats != NULL) {
     memset(stats, 0, sizeof *stats);

@@ -51,9 +51,10 @@ typedef struct hap_alpa_inter {
 } hap_alpa_inter;
 
 /* Run the pass for g on c with o's policy and memory limit (o->strategy is ignored: the stages
- * use alpa). Recomputation, unless `forced` (HAP_POLICY_* bits) holds it, is full (Alpa's
- * rematerialisation, as it trains a model this large). HAP_OK even when nothing fits (out->best
- * -1, each candidate's why); HAP_ENOMEM, or an error of the layer clustering. */
+ * use alpa). The fields `forced` (HAP_POLICY_* bits) leaves free are set as Alpa trains a model
+ * this large: ZeRO-3 storage (its sharding specs shard weights and optimizer state along the
+ * data-parallel axis) and full recomputation (its rematerialisation). HAP_OK even when nothing fits
+ * (out->best -1, each candidate's why); HAP_ENOMEM, or an error of the layer clustering. */
 hap_status hap_alpa_inter_search(const hap_graph *g, const hap_cluster *c,
                                  const hap_synth_options *o, uint32_t forced, hap_alpa_inter *out,
                                  hap_err *err);
