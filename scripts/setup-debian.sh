@@ -2,6 +2,11 @@
 # Install everything hap needs to build, test and lint on Debian 12 (bookworm).
 # Non-interactive; uses sudo only when not run as root. The CUDA toolkit is optional and not
 # installed here: when /usr/local/cuda (or nvcc on PATH) exists, the build uses it.
+#   --import  also the Python stack of hap-import (PyTorch models into hap, docs/import.md):
+#             python3-torch, python3-torchvision, python3-onnx for Debian's /usr/bin/python3
+#             (about 600 MB, so not part of the main job's setup)
+#   --test    everything the whole test suite runs: the above and the --import stack (the README's
+#             test command; the import tests report skipped without it)
 set -euo pipefail
 
 packages=(
@@ -20,6 +25,17 @@ packages=(
   clang-format clang-tidy
   clang libclang-rt-14-dev # libFuzzer and the sanitizer runtimes: scripts/fuzz.sh
 )
+
+# hap-import's stack (python3-h5py is above: the profile tests use it too)
+import_packages=(python3-torch python3-torchvision python3-onnx)
+for arg in "$@"; do
+  case "$arg" in
+  --import | --test) packages+=("${import_packages[@]}") ;;
+  -h | --help) sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "setup-debian.sh: unknown argument '$arg' (expected --import or --test)" >&2; exit 2 ;;
+  esac
+done
+mapfile -t packages < <(printf '%s\n' "${packages[@]}" | awk '!seen[$0]++')
 
 if [ "$(id -u)" -eq 0 ]; then
   as_root=()

@@ -1,0 +1,116 @@
+"""Small PyTorch models for the import tests: the zoo's MLP, a Transformer encoder and a VGG-style
+CNN in plain torch.nn, each a factory hap-import calls (tests/import/test_import_torch.sh)."""
+
+import torch
+from torch import nn
+
+
+class MLP(nn.Module):
+    """Linear layers with sigmoid and ReLU, logits for --loss cross_entropy."""
+
+    def __init__(self, width=16, hidden=32, layers=2, classes=5):
+        super().__init__()
+        dims = [width] + [hidden] * layers
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims, dims[1:]))
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = torch.sigmoid(layer(x)) if i % 2 == 0 else torch.relu(layer(x))
+        return self.head(x)
+
+
+class Encoder(nn.Module):
+    """Token embedding, a position buffer, nn.TransformerEncoder, a vocabulary head; returns the
+    logits as [N, vocab, S] for cross-entropy against the tokens' targets."""
+
+    def __init__(self, vocab=32, width=16, heads=2, layers=2, seq=6, batch_first=True,
+                 norm_first=False):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.register_buffer("pos", torch.randn(1, seq, width) * 0.1)
+        layer = nn.TransformerEncoderLayer(width, heads, dim_feedforward=2 * width, dropout=0.0,
+                                           batch_first=batch_first, norm_first=norm_first)
+        self.encoder = nn.TransformerEncoder(layer, layers)
+        self.batch_first = batch_first
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, tokens):
+        x = self.embed(tokens) * 2.0 + self.pos
+        if not self.batch_first:
+            x = x.transpose(0, 1)
+        x = self.encoder(x)
+        if not self.batch_first:
+            x = x.transpose(0, 1)
+        return self.head(x).transpose(1, 2)
+
+
+class VGG(nn.Module):
+    """VGG19's layer pattern at a small width: 3x3 convolutions, ReLU, 2x2 max pooling,
+    adaptive average pooling and a classifier (torchvision's layout)."""
+
+    def __init__(self, width=4, classes=10, cfg=(1, 1, "M", 2, "M", 4, 4, "M")):
+        super().__init__()
+        layers, c = [], 3
+        for v in cfg:
+            if v == "M":
+                layers.append(nn.MaxPool2d(2, 2))
+            else:
+                layers += [nn.Conv2d(c, v * width, 3, padding=1), nn.ReLU(inplace=True)]
+                c = v * width
+        self.features = nn.Sequential(*layers)
+        self.avgpool = nn.AdaptiveAvgPool2d((2, 2))
+        self.classifier = nn.Sequential(nn.Linear(c * 4, 32), nn.ReLU(True), nn.Dropout(0.0),
+                                        nn.Linear(32, classes))
+
+    def forward(self, x):
+        x = self.avgpool(self.features(x))
+        return self.classifier(torch.flatten(x, 1))
+
+
+class WithLoss(nn.Module):
+    """A module whose forward returns its own loss (the default --loss output)."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = MLP()
+
+    def forward(self, x, y):
+        return nn.functional.cross_entropy(self.net(x), y)
+
+
+class Unsupported(nn.Module):
+    """Three ops hap lacks (batch norm, SiLU, cumsum) around supported ones: the exporter must
+    name them all."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.act = nn.SiLU()
+        self.fc = nn.Linear(4 * 8 * 8, 3)
+
+    def forward(self, x):
+        x = self.act(self.bn(self.conv(x)))
+        x = torch.cumsum(x, dim=1)
+        return self.fc(torch.flatten(x, 1))
+
+
+def mlp(**kw):
+    return MLP(**kw)
+
+
+def encoder(**kw):
+    return Encoder(**kw)
+
+
+def vgg(**kw):
+    return VGG(**kw)
+
+
+def with_loss():
+    return WithLoss()
+
+
+def unsupported():
+    return Unsupported()

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# hap-import torch (issue 17, docs/import.md), on the models of tests/import/models.py.
+#   numerics: each model exported with its PyTorch weights, a sample batch and PyTorch's loss and
+#     gradients (--weights, --reference); hap-model check passes; hap-run on one rank from those
+#     weights (--weights, --dump-grads) gives the loss and every parameter gradient within 1e-4 of
+#     PyTorch's (compare_grads.py: max |hap - torch| over max |torch|, per tensor); a 2-rank hap
+#     plan of the imported graph passes hap-run --check from the same weights.
+#   errors: a model with three ops hap lacks lists all three, each with its fx target and source
+#     line, exits 1 and writes nothing; usage errors are one line, exit 1, no file.
+# Exit 77 (skipped) when /usr/bin/python3 has no torch (scripts/setup-debian.sh --test).
+# Usage: test_import_torch.sh numerics|errors HAP_IMPORT HAP_MODEL HAP_SYNTH HAP_RUN MPIRUN
+set -u
+mode=$1 import=$2 model=$3 synth=$4 run=$5 mpirun=$6
+here=$(cd "$(dirname "$0")" && pwd)
+models="$here/models.py"
+if ! /usr/bin/python3 -c 'import torch, h5py' 2>/dev/null; then
+  echo "test_import_torch: SKIPPED: /usr/bin/python3 has no torch or h5py (setup-debian.sh --test)"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+fail=0
+bad() {
+  echo "FAILED: $*"
+  fail=1
+}
+
+# case NAME FACTORY ARGS...: export, check, compare on one rank, --check on two.
+numerics_case() {
+  local name=$1 factory=$2
+  shift 2
+  local g="$tmp/$name.json" w="$tmp/$name.h5" ref="$tmp/$name.ref.h5" got="$tmp/$name.hap.h5"
+  if ! "$import" torch "$models:$factory" "$@" -o "$g" --weights "$w" --reference "$ref"; then
+    bad "$name: hap-import"
+    return
+  fi
+  "$model" check "$g" || { bad "$name: hap-model check"; return; }
+  "$synth" "$g" -c cpu-2:gpus_per_host=1 -o "$tmp/$name.p1.json" -q ||
+    { bad "$name: hap-synth, one device"; return; }
+  "$run" "$tmp/$name.p1.json" --weights "$w" --dump-grads "$got" -n 1 -w 0 -q >"$tmp/out" ||
+    { cat "$tmp/out"; bad "$name: hap-run --dump-grads"; return; }
+  /usr/bin/python3 "$here/compare_grads.py" "$got" "$ref" 1e-4 "$name" || bad "$name: gradients"
+  "$synth" "$g" -c cpu-2 -o "$tmp/$name.p2.json" -q || { bad "$name: hap-synth, 2 ranks"; return; }
+  "$mpirun" --oversubscribe -np 2 "$run" "$tmp/$name.p2.json" --weights "$w" --check -n 2 -w 0 \
+    -q >"$tmp/out" 2>&1
+  if grep -q '^check: passed' "$tmp/out"; then
+    echo "$name: 2-rank hap plan: $(grep -o 'gradient error [^ ]*' "$tmp/out")"
+  else
+    cat "$tmp/out"
+    bad "$name: 2-rank --check"
+  fi
+}
+
+numerics() {
+  numerics_case mlp mlp -i 'x:float32[8,16]' --loss cross_entropy
+  numerics_case mlp-own-loss with_loss -i 'x:float32[8,16]' -i 'y:int64[8]'
+  numerics_case encoder encoder -i 'tokens:int64[4,6]' --loss cross_entropy
+  numerics_case encoder-seq-first encoder -a batch_first=False -a norm_first=True \
+    -i 'tokens:int64[4,6]' --loss cross_entropy
+  numerics_case vgg vgg -i 'x:float32[4,3,16,16]' --loss cross_entropy
+}
+
+# expect_fail NAME PATTERN... -- ARGS: exit 1, every PATTERN on stderr, no graph file.
+expect_fail() {
+  local name=$1
+  shift
+  local patterns=()
+  while [ "$1" != "--" ]; do
+    patterns+=("$1")
+    shift
+  done
+  shift
+  local rc=0
+  "$import" "$@" -o "$tmp/out.json" 2>"$tmp/err" >/dev/null || rc=$?
+  [ "$rc" -eq 1 ] || bad "$name: exit $rc, expected 1"
+  [ -e "$tmp/out.json" ] && bad "$name: wrote a graph"
+  for p in "${patterns[@]}"; do
+    grep -qE -- "$p" "$tmp/err" || bad "$name: stderr lacks /$p/: $(cat "$tmp/err")"
+  done
+  compgen -G "$tmp/*.tmp.*" >/dev/null && bad "$name: left a temporary file"
+  echo "$name: $(tail -n 1 "$tmp/err")"
+}
+
+errors() {
+  expect_fail unsupported \
+    "models.py:[0-9]+: unsupported op 'BatchNorm2d' \(call_module bn\)" \
+    "models.py:[0-9]+: unsupported op 'SiLU' \(call_module act\)" \
+    "models.py:[0-9]+: unsupported op 'cumsum' \(call_function torch.cumsum\)" \
+    "3 unsupported ops, nothing written: BatchNorm2d, SiLU, cumsum" \
+    -- torch "$models:unsupported" -i 'x:float32[2,3,8,8]' --weights "$tmp/out.h5"
+  [ -e "$tmp/out.h5" ] && bad "unsupported: wrote weights"
+  [ "$(wc -l <"$tmp/err")" -eq 4 ] || bad "unsupported: expected 4 stderr lines"
+  expect_fail bad-input "--input 'x:float32\[8,x\]': expected NAME:DTYPE" \
+    -- torch "$models:mlp" -i 'x:float32[8,x]' --loss mean
+  expect_fail missing-input "forward takes \(x, y\); --input lacks y" \
+    -- torch "$models:with_loss" -i 'x:float32[8,16]'
+  expect_fail not-a-loss "output has shape \[8, 5\], not a scalar loss" \
+    -- torch "$models:mlp" -i 'x:float32[8,16]'
+  expect_fail no-file "nope.py: cannot open: no such file" -- torch nope.py:mlp -i 'x:float32[1]'
+  expect_fail no-factory "has no 'nothing'" -- torch "$models:nothing" -i 'x:float32[1]'
+}
+
+case "$mode" in
+numerics) numerics ;;
+errors) errors ;;
+*) echo "test_import_torch.sh: unknown mode '$mode'" >&2; exit 2 ;;
+esac
+[ "$fail" -eq 0 ] && echo "test_import_torch $mode: passed"
+exit "$fail"
