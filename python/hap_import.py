@@ -700,6 +700,8 @@ def export(args):
     if args.reference:
         ref = reference(torch, model, ex, placeholders, batch, args.loss, target)
         write_atomic(args.reference, lambda path: write_reference(ref, path))
+    if args.onnx:
+        write_atomic(args.onnx, lambda path: write_onnx(torch, model, placeholders, example, path))
     if not args.quiet:
         n_params = sum(int(torch.tensor(t["shape"]).prod()) for t in ex.g.tensors
                        if t["kind"] == "parameter")
@@ -773,6 +775,17 @@ def write_atomic(path, write):
         raise
 
 
+def write_onnx(torch, model, placeholders, example, path):
+    """The module as ONNX (torch.onnx.export, fixed shapes, opset 13, the forward arguments'
+    names as the graph inputs, parameters as initializers under their names), for hap-model
+    import. Training mode is kept (dropout and its ratio stay in the file)."""
+    mode = torch.onnx.TrainingMode.TRAINING if model.training else torch.onnx.TrainingMode.EVAL
+    with open(path, "wb") as f:
+        torch.onnx.export(model, tuple(example), f, input_names=list(placeholders),
+                          output_names=["output"], opset_version=13, training=mode,
+                          do_constant_folding=not model.training)
+
+
 def write_graph(doc, path):
     lines = ["{"]
     for key in ("format", "version", "name", "source"):
@@ -838,6 +851,8 @@ def main(argv):
                    "hap-run --weights")
     t.add_argument("--reference", help="also write PyTorch's loss and parameter gradients at "
                    "those weights (HDF5, as hap-run --dump-grads writes them)")
+    t.add_argument("--onnx", help="also export the module as ONNX (torch.onnx.export) for "
+                   "hap-model import")
     t.add_argument("-q", "--quiet", action="store_true")
     args = p.parse_args(argv)
     try:

@@ -19,6 +19,7 @@ packages=(
   # Chakra traces (chakra/): protoc-c generates the .et codec at build time, libprotobuf-c runs
   # it, protoc --decode checks the files in tests/cli/test_chakra.sh
   protobuf-c-compiler libprotobuf-c-dev protobuf-compiler
+  libonnx-dev # onnx.proto, from which import/ generates its ONNX reader (hap-model import)
   python3 python3-h5py
   time # GNU time: peak memory in reports/bench-synth.sh
   procps # pgrep: tests/profile/test_kill.sh finds an MPI rank to kill

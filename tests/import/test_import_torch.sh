@@ -4,7 +4,8 @@
 #     gradients (--weights, --reference); hap-model check passes; hap-run on one rank from those
 #     weights (--weights, --dump-grads) gives the loss and every parameter gradient within 1e-4 of
 #     PyTorch's (compare_grads.py: max |hap - torch| over max |torch|, per tensor); a 2-rank hap
-#     plan of the imported graph passes hap-run --check from the same weights.
+#     plan of the imported graph passes hap-run --check from the same weights. The MLPs and the
+#     CNN also go through ONNX (hap-import --onnx, hap-model import) and pass the same checks.
 #   errors: a model with three ops hap lacks lists all three, each with its fx target and source
 #     line, exits 1 and writes nothing; usage errors are one line, exit 1, no file.
 # Exit 77 (skipped) when /usr/bin/python3 has no torch (scripts/setup-debian.sh --test).
@@ -26,39 +27,54 @@ bad() {
   fail=1
 }
 
-# case NAME FACTORY ARGS...: export, check, compare on one rank, --check on two.
-numerics_case() {
-  local name=$1 factory=$2
-  shift 2
-  local g="$tmp/$name.json" w="$tmp/$name.h5" ref="$tmp/$name.ref.h5" got="$tmp/$name.hap.h5"
-  if ! "$import" torch "$models:$factory" "$@" -o "$g" --weights "$w" --reference "$ref"; then
-    bad "$name: hap-import"
-    return
-  fi
-  "$model" check "$g" || { bad "$name: hap-model check"; return; }
-  "$synth" "$g" -c cpu-2:gpus_per_host=1 -o "$tmp/$name.p1.json" -q ||
-    { bad "$name: hap-synth, one device"; return; }
-  "$run" "$tmp/$name.p1.json" --weights "$w" --dump-grads "$got" -n 1 -w 0 -q >"$tmp/out" ||
-    { cat "$tmp/out"; bad "$name: hap-run --dump-grads"; return; }
-  /usr/bin/python3 "$here/compare_grads.py" "$got" "$ref" 1e-4 "$name" || bad "$name: gradients"
-  "$synth" "$g" -c cpu-2 -o "$tmp/$name.p2.json" -q || { bad "$name: hap-synth, 2 ranks"; return; }
-  "$mpirun" --oversubscribe -np 2 "$run" "$tmp/$name.p2.json" --weights "$w" --check -n 2 -w 0 \
+# check_graph LABEL GRAPH WEIGHTS REFERENCE: hap-model check; one rank from the weights equals
+# PyTorch's loss and gradients; a 2-rank hap plan passes --check.
+check_graph() {
+  local label=$1 g=$2 w=$3 ref=$4 got="$tmp/$1.hap.h5"
+  "$model" check "$g" || { bad "$label: hap-model check"; return; }
+  "$synth" "$g" -c cpu-2:gpus_per_host=1 -o "$tmp/$label.p1.json" -q ||
+    { bad "$label: hap-synth, one device"; return; }
+  "$run" "$tmp/$label.p1.json" --weights "$w" --dump-grads "$got" -n 1 -w 0 -q >"$tmp/out" ||
+    { cat "$tmp/out"; bad "$label: hap-run --dump-grads"; return; }
+  /usr/bin/python3 "$here/compare_grads.py" "$got" "$ref" 1e-4 "$label" || bad "$label: gradients"
+  "$synth" "$g" -c cpu-2 -o "$tmp/$label.p2.json" -q || { bad "$label: hap-synth, 2 ranks"; return; }
+  "$mpirun" --oversubscribe -np 2 "$run" "$tmp/$label.p2.json" --weights "$w" --check -n 2 -w 0 \
     -q >"$tmp/out" 2>&1
   if grep -q '^check: passed' "$tmp/out"; then
-    echo "$name: 2-rank hap plan: $(grep -o 'gradient error [^ ]*' "$tmp/out")"
+    echo "$label: 2-rank hap plan: $(grep -o 'gradient error [^ ]*' "$tmp/out")"
   else
     cat "$tmp/out"
-    bad "$name: 2-rank --check"
+    bad "$label: 2-rank --check"
   fi
 }
 
+# numerics_case NAME FACTORY ONNX_LOSS ARGS...: the fx path, and unless ONNX_LOSS is '-' the ONNX
+# path (hap-import --onnx, then hap-model import --loss ONNX_LOSS) against the same weights.
+numerics_case() {
+  local name=$1 factory=$2 onnx_loss=$3
+  shift 3
+  local g="$tmp/$name.json" w="$tmp/$name.h5" ref="$tmp/$name.ref.h5" onnx=()
+  [ "$onnx_loss" != "-" ] && onnx=(--onnx "$tmp/$name.onnx")
+  if ! "$import" torch "$models:$factory" "$@" -o "$g" --weights "$w" --reference "$ref" \
+    "${onnx[@]}" 2>"$tmp/import.err"; then
+    cat "$tmp/import.err"
+    bad "$name: hap-import"
+    return
+  fi
+  check_graph "$name" "$g" "$w" "$ref"
+  [ "$onnx_loss" = "-" ] && return
+  "$model" import "$tmp/$name.onnx" --loss "$onnx_loss" -o "$tmp/$name.onnx.json" ||
+    { bad "$name: hap-model import"; return; }
+  check_graph "$name-onnx" "$tmp/$name.onnx.json" "$w" "$ref"
+}
+
 numerics() {
-  numerics_case mlp mlp -i 'x:float32[8,16]' --loss cross_entropy
-  numerics_case mlp-own-loss with_loss -i 'x:float32[8,16]' -i 'y:int64[8]'
-  numerics_case encoder encoder -i 'tokens:int64[4,6]' --loss cross_entropy
-  numerics_case encoder-seq-first encoder -a batch_first=False -a norm_first=True \
+  numerics_case mlp mlp cross_entropy -i 'x:float32[8,16]' --loss cross_entropy
+  numerics_case mlp-own-loss with_loss output -i 'x:float32[8,16]' -i 'y:int64[8]'
+  numerics_case encoder encoder - -i 'tokens:int64[4,6]' --loss cross_entropy
+  numerics_case encoder-seq-first encoder - -a batch_first=False -a norm_first=True \
     -i 'tokens:int64[4,6]' --loss cross_entropy
-  numerics_case vgg vgg -i 'x:float32[4,3,16,16]' --loss cross_entropy
+  numerics_case vgg vgg cross_entropy -i 'x:float32[4,3,16,16]' --loss cross_entropy
 }
 
 # expect_fail NAME PATTERN... -- ARGS: exit 1, every PATTERN on stderr, no graph file.
