@@ -537,6 +537,43 @@ def op_tables(torch, ex):
         return (ex.emit(n, "transpose", [out], {"dim0": 0, "dim1": 1}, name=n.target + ".out_t",
                         shape=shape), None)
 
+    def batch_norm_mod(n, m):
+        """Batch norm as hap ops over the batch and spatial dims: training (or no running
+        statistics) normalises by the batch's mean and biased variance, eval by the running
+        buffers; then the affine weight and bias, reshaped [C, 1, ...] to broadcast."""
+        x, shape = a(n, 0), n.meta["shape"]
+        rank, c = len(shape), shape[1]
+        if rank < 2:
+            raise Unmapped("an input without a channel dim")
+        dims = [0] + list(range(2, rank))
+        stat = [1, c] + [1] * (rank - 2)
+        col = [c] + [1] * (rank - 2)
+        t = n.target
+
+        def op(suffix, name, ins, attrs=None, shp=shape):
+            return ex.emit(n, name, ins, attrs, name=f"{t}.{suffix}", shape=shp)
+
+        if m.training or m.running_mean is None:
+            red = {"dims": dims, "keepdim": True}
+            d = op("centered", "sub", [x, op("mean", "mean", [x], red, stat)])
+            var = op("var", "mean", [op("square", "pow", [d], {"exponent": 2.0})], red, stat)
+        else:
+            rm = ex.emit(n, "reshape", [ex.state(t + ".running_mean")], {"shape": col},
+                         name=f"{t}.running_mean.col", shape=col)
+            d = op("centered", "sub", [x, rm])
+            var = ex.emit(n, "reshape", [ex.state(t + ".running_var")], {"shape": col},
+                          name=f"{t}.running_var.col", shape=col)
+        inv = op("rstd", "rsqrt", [op("var_eps", "add", [var], {"scalar": float(m.eps)},
+                                      ex.g.shape_of(var))], shp=ex.g.shape_of(var))
+        y = op("normed" if m.affine else "out", "mul", [d, inv])
+        if not m.affine:
+            return y
+        w = ex.emit(n, "reshape", [ex.state(t + ".weight")], {"shape": col},
+                    name=f"{t}.weight.col", shape=col)
+        b = ex.emit(n, "reshape", [ex.state(t + ".bias")], {"shape": col}, name=f"{t}.bias.col",
+                    shape=col)
+        return ex.emit(n, "add", [op("scaled", "mul", [y, w]), b], name=t)
+
     def alias(n, m=None):
         return a(n, 0, "input")
 
@@ -544,6 +581,7 @@ def op_tables(torch, ex):
         nn.Linear: linear_mod, nn.Conv2d: conv_mod, nn.MaxPool2d: maxpool_mod,
         nn.AdaptiveAvgPool2d: adaptive_mod, nn.LayerNorm: layer_norm_mod,
         nn.Embedding: embedding_mod, nn.MultiheadAttention: mha_mod,
+        nn.BatchNorm1d: batch_norm_mod, nn.BatchNorm2d: batch_norm_mod,
         nn.ReLU: unary_mod("relu"), nn.GELU: gelu_mod, nn.Sigmoid: unary_mod("sigmoid"),
         nn.Tanh: unary_mod("tanh"), nn.Dropout: dropout_mod, nn.Identity: alias,
         nn.Flatten: lambda n, m: flatten(n, m.start_dim, m.end_dim),
@@ -599,7 +637,7 @@ def source_line(n):
     user = [f for f in found if "/torch/" not in f[0] and os.path.abspath(f[0]) != here]
     if not user:
         return "(no source line)"
-    path, line = user[-1]
+    path, line = user[0]  # fx lists the innermost frame first
     rel = os.path.relpath(path)
     return f"{path if rel.startswith('..') else rel}:{line}"
 

@@ -80,18 +80,18 @@ class WithLoss(nn.Module):
 
 
 class Unsupported(nn.Module):
-    """Three ops hap lacks (batch norm, SiLU, cumsum) around supported ones: the exporter must
+    """Three ops hap lacks (group norm, SiLU, cumsum) around supported ones: the exporter must
     name them all."""
 
     def __init__(self):
         super().__init__()
         self.conv = nn.Conv2d(3, 4, 3, padding=1)
-        self.bn = nn.BatchNorm2d(4)
+        self.norm = nn.GroupNorm(2, 4)
         self.act = nn.SiLU()
         self.fc = nn.Linear(4 * 8 * 8, 3)
 
     def forward(self, x):
-        x = self.act(self.bn(self.conv(x)))
+        x = self.act(self.norm(self.conv(x)))
         x = torch.cumsum(x, dim=1)
         return self.fc(torch.flatten(x, 1))
 

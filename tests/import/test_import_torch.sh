@@ -5,7 +5,8 @@
 #     weights (--weights, --dump-grads) gives the loss and every parameter gradient within 1e-4 of
 #     PyTorch's (compare_grads.py: max |hap - torch| over max |torch|, per tensor); a 2-rank hap
 #     plan of the imported graph passes hap-run --check from the same weights. The MLPs and the
-#     CNN also go through ONNX (hap-import --onnx, hap-model import) and pass the same checks.
+#     CNN also go through ONNX (hap-import --onnx, hap-model import) and pass the same checks;
+#     torchvision's resnet18 goes through fx.
 #   errors: a model with three ops hap lacks lists all three, each with its fx target and source
 #     line, exits 1 and writes nothing; usage errors are one line, exit 1, no file.
 # Exit 77 (skipped) when /usr/bin/python3 has no torch (scripts/setup-debian.sh --test).
@@ -48,14 +49,17 @@ check_graph() {
   fi
 }
 
-# numerics_case NAME FACTORY ONNX_LOSS ARGS...: the fx path, and unless ONNX_LOSS is '-' the ONNX
-# path (hap-import --onnx, then hap-model import --loss ONNX_LOSS) against the same weights.
+# numerics_case NAME FACTORY ONNX_LOSS ARGS...: FACTORY of models.py (-: torchvision.models:NAME)
+# through the fx path, and unless ONNX_LOSS is '-' the ONNX path (hap-import --onnx, then
+# hap-model import --loss ONNX_LOSS) against the same weights.
 numerics_case() {
   local name=$1 factory=$2 onnx_loss=$3
   shift 3
   local g="$tmp/$name.json" w="$tmp/$name.h5" ref="$tmp/$name.ref.h5" onnx=()
   [ "$onnx_loss" != "-" ] && onnx=(--onnx "$tmp/$name.onnx")
-  if ! "$import" torch "$models:$factory" "$@" -o "$g" --weights "$w" --reference "$ref" \
+  local where="$models:$factory"
+  [ "$factory" = "-" ] && where="torchvision.models:$name"
+  if ! "$import" torch "$where" "$@" -o "$g" --weights "$w" --reference "$ref" \
     "${onnx[@]}" 2>"$tmp/import.err"; then
     cat "$tmp/import.err"
     bad "$name: hap-import"
@@ -75,6 +79,8 @@ numerics() {
   numerics_case encoder-seq-first encoder - -a batch_first=False -a norm_first=True \
     -i 'tokens:int64[4,6]' --loss cross_entropy
   numerics_case vgg vgg cross_entropy -i 'x:float32[4,3,16,16]' --loss cross_entropy
+  # torchvision's resnet18 (batch norm over the batch, residual adds, adaptive pooling)
+  numerics_case resnet18 - - -i 'x:float32[2,3,64,64]' --loss cross_entropy -a num_classes=10
 }
 
 # expect_fail NAME PATTERN... -- ARGS: exit 1, every PATTERN on stderr, no graph file.
@@ -100,10 +106,10 @@ expect_fail() {
 
 errors() {
   expect_fail unsupported \
-    "models.py:[0-9]+: unsupported op 'BatchNorm2d' \(call_module bn\)" \
+    "models.py:[0-9]+: unsupported op 'GroupNorm' \(call_module norm\)" \
     "models.py:[0-9]+: unsupported op 'SiLU' \(call_module act\)" \
     "models.py:[0-9]+: unsupported op 'cumsum' \(call_function torch.cumsum\)" \
-    "3 unsupported ops, nothing written: BatchNorm2d, SiLU, cumsum" \
+    "3 unsupported ops, nothing written: GroupNorm, SiLU, cumsum" \
     -- torch "$models:unsupported" -i 'x:float32[2,3,8,8]' --weights "$tmp/out.h5"
   [ -e "$tmp/out.h5" ] && bad "unsupported: wrote weights"
   [ "$(wc -l <"$tmp/err")" -eq 4 ] || bad "unsupported: expected 4 stderr lines"
