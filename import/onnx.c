@@ -461,6 +461,99 @@ static bool map_layer_norm(ctx *c, const Onnx__NodeProto *n, int32_t *in) {
   return emit(c, n, HAP_OP_LAYER_NORM, in, (int32_t)n->n_input, &a);
 }
 
+/* An intermediate node of a decomposition: node and output named `base` + `suffix`. */
+static bool part(ctx *c, const char *base, const char *suffix, hap_op op, const int32_t *ins,
+                 int32_t n_in, const hap_attrs *a, int32_t *id) {
+  char name[800];
+  snprintf(name, sizeof name, "%.440s%.300s", base, suffix);
+  const char *out = name;
+  hap_err e = {0};
+  if (hap_graph_add_node(c->g, name, op, ins, n_in, a, &out, id, &e) != HAP_OK)
+    return fail(c, "%s", e.msg);
+  return true;
+}
+
+/* Parameter or buffer `name` ([C]) reshaped to [C, 1, ...] for `rank`-dim inputs. */
+static bool column(ctx *c, const char *base, const char *name, int32_t rank, int32_t *id) {
+  int32_t t;
+  if (!tensor(c, name, &t))
+    return false;
+  const hap_shape *s = shape_of(c, t);
+  if (s->rank != 1)
+    return fail(c, "'%s' must be a vector [C]", name);
+  int64_t dims[HAP_MAX_DIMS] = {s->dims[0]};
+  for (int k = 1; k < rank - 1; k++)
+    dims[k] = 1;
+  hap_attrs a;
+  hap_attrs_init(&a, HAP_OP_RESHAPE);
+  SET(hap_attrs_set_ints(&a, HAP_OP_RESHAPE, "shape", dims, rank - 1, ERR));
+  char suffix[300];
+  snprintf(suffix, sizeof suffix, ".%.280s.col", name);
+  return part(c, base, suffix, HAP_OP_RESHAPE, &t, 1, &a, id);
+}
+
+/* BatchNormalization as hap ops (docs/import.md): in training (training_mode = 1, or the
+ * statistics outputs of opsets before 14) by the batch's mean and biased variance over every dim
+ * but the channels, else by the running statistics; then scale and bias as [C, 1, ...]. */
+static bool map_batch_norm(ctx *c, const Onnx__NodeProto *n, int32_t *in) {
+  const char *o = n->output[0];
+  const hap_shape *x = shape_of(c, in[0]);
+  int32_t rank = x->rank;
+  if (rank < 2 || n->n_input != 5)
+    return fail(c, "expected X [N, C, ...], scale, B, mean and var");
+  bool training = attr_i(n, "training_mode", 0) != 0;
+  for (size_t j = 1; j < n->n_output; j++)
+    training = training || n->output[j][0] != '\0';
+  double eps = attr_f(n, "epsilon", 1e-5);
+  int32_t d = -1, var = -1, t = -1, w = -1, b = -1;
+  int32_t m = -1, ins[2];
+  if (training) {
+    int64_t dims[HAP_MAX_DIMS] = {0};
+    for (int k = 2; k < rank; k++)
+      dims[k - 1] = k;
+    hap_attrs red;
+    hap_attrs_init(&red, HAP_OP_MEAN);
+    SET(hap_attrs_set_ints(&red, HAP_OP_MEAN, "dims", dims, rank - 1, ERR));
+    SET(hap_attrs_set_int(&red, HAP_OP_MEAN, "keepdim", 1, ERR));
+    hap_attrs sq;
+    hap_attrs_init(&sq, HAP_OP_POW);
+    SET(hap_attrs_set_float(&sq, HAP_OP_POW, "exponent", 2.0, ERR));
+    if (!part(c, o, ".mean", HAP_OP_MEAN, in, 1, &red, &m))
+      return false;
+    ins[0] = in[0];
+    ins[1] = m;
+    if (!part(c, o, ".centered", HAP_OP_SUB, ins, 2, NULL, &d) ||
+        !part(c, o, ".square", HAP_OP_POW, &d, 1, &sq, &t) ||
+        !part(c, o, ".var", HAP_OP_MEAN, &t, 1, &red, &var))
+      return false;
+  } else {
+    if (!column(c, o, n->input[3], rank, &m))
+      return false;
+    ins[0] = in[0];
+    ins[1] = m;
+    if (!part(c, o, ".centered", HAP_OP_SUB, ins, 2, NULL, &d) ||
+        !column(c, o, n->input[4], rank, &var))
+      return false;
+  }
+  hap_attrs add_eps;
+  hap_attrs_init(&add_eps, HAP_OP_ADD);
+  SET(hap_attrs_set_float(&add_eps, HAP_OP_ADD, "scalar", eps, ERR));
+  if (!part(c, o, ".var_eps", HAP_OP_ADD, &var, 1, &add_eps, &t) ||
+      !part(c, o, ".rstd", HAP_OP_RSQRT, &t, 1, NULL, &t))
+    return false;
+  ins[0] = d;
+  ins[1] = t;
+  if (!part(c, o, ".normed", HAP_OP_MUL, ins, 2, NULL, &t) || !column(c, o, n->input[1], rank, &w))
+    return false;
+  ins[0] = t;
+  ins[1] = w;
+  if (!part(c, o, ".scaled", HAP_OP_MUL, ins, 2, NULL, &t) || !column(c, o, n->input[2], rank, &b))
+    return false;
+  ins[0] = t;
+  ins[1] = b;
+  return emit(c, n, HAP_OP_ADD, ins, 2, NULL);
+}
+
 /* Whether any node or graph output reads value `name` (an optional output left unused). */
 static bool used(const ctx *c, const char *name) {
   for (size_t i = 0; i < c->gp->n_node; i++)
@@ -546,7 +639,8 @@ static const known_op known[] = {{"Gemm", -1, 2},
                                  {"Identity", 1, 1},
                                  {"Dropout", 1, 1},
                                  {"Constant", 0, 0},
-                                 {"SoftmaxCrossEntropyLoss", 2, 2}};
+                                 {"SoftmaxCrossEntropyLoss", 2, 2},
+                                 {"BatchNormalization", 1, 5}};
 
 static const known_op *find_known(const char *type) {
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
@@ -620,6 +714,8 @@ static bool map_node(ctx *c, const Onnx__NodeProto *n, const known_op *k) {
     return alias(c, n, in[0]);
   if (strcmp(t, "SoftmaxCrossEntropyLoss") == 0)
     return map_cross_entropy(c, n, in);
+  if (strcmp(t, "BatchNormalization") == 0)
+    return map_batch_norm(c, n, in);
   return fail(c, "no hap mapping for this op");
 }
 

@@ -14,6 +14,7 @@ then 1 and nothing is written. Runs on Debian's /usr/bin/python3 (python3-torch,
 
 import argparse
 import ast
+import copy
 import importlib
 import importlib.util
 import json
@@ -21,6 +22,7 @@ import operator
 import os
 import re
 import sys
+import warnings
 
 PROG = "hap-import"
 DTYPES = {"float32", "float64", "int64", "int32"}
@@ -122,9 +124,11 @@ def make_tracer(torch):
     return Tracer
 
 
-def propagate(torch, gm, inputs):
-    """Run the traced module once: tensor nodes get meta 'shape' and 'dtype', other nodes their
-    value in meta 'value' (sizes and the like, which only shape arguments use)."""
+def propagate(torch, model, graph, inputs):
+    """Run the traced graph once: tensor nodes get meta 'shape' and 'dtype', other nodes their
+    value in meta 'value' (sizes and the like, which only shape arguments use). It runs on a copy
+    of the module on the meta device, which computes shapes only (resnet50 at batch 256 in well
+    under a second); where an op has no meta kernel, on the module itself."""
 
     class Prop(torch.fx.Interpreter):
         def run_node(self, n):
@@ -141,7 +145,11 @@ def propagate(torch, gm, inputs):
             return result
 
     with torch.no_grad():
-        Prop(gm).run(*inputs)
+        try:
+            shadow = torch.fx.GraphModule(copy.deepcopy(model).to("meta"), graph)
+            Prop(shadow).run(*[x.to("meta") for x in inputs])
+        except (RuntimeError, NotImplementedError, TypeError, ValueError):
+            Prop(torch.fx.GraphModule(model, graph)).run(*inputs)
 
 
 # ---- the graph being built ----------------------------------------------------------------------
@@ -183,8 +191,8 @@ class Graph:
 class Exporter:
     """Maps an fx graph onto hap ops; every node it cannot map is collected, not raised."""
 
-    def __init__(self, torch, gm, root):
-        self.torch, self.gm, self.root = torch, gm, root
+    def __init__(self, torch, graph, root):
+        self.torch, self.graph, self.root = torch, graph, root
         self.g = Graph()
         self.env = {}  # fx node -> hap tensor name, a tuple of them, or a Python value
         self.params = dict(root.named_parameters())
@@ -236,7 +244,7 @@ class Exporter:
     # -- nodes --
 
     def run(self, inputs):
-        for n in self.gm.graph.nodes:
+        for n in self.graph.nodes:
             try:
                 self.env[n] = self.map_node(n, inputs)
             except Unmapped as e:
@@ -702,7 +710,6 @@ def export(args):
     model.train(not args.eval)
     tracer = make_tracer(torch)()
     graph = tracer.trace(model)
-    gm = torch.fx.GraphModule(model, graph)
     placeholders = [n.target for n in graph.nodes if n.op == "placeholder"]
     missing = [p for p in placeholders if p not in inputs]
     extra = [i for i in inputs if i not in placeholders]
@@ -711,8 +718,8 @@ def export(args):
                    f"{'lacks ' + ', '.join(missing) if missing else 'names ' + ', '.join(extra)}")
     example = [torch.zeros(inputs[p][2], dtype=getattr(torch, inputs[p][1]))
                for p in placeholders]
-    propagate(torch, gm, example)
-    ex = Exporter(torch, gm, model)
+    propagate(torch, model, graph, example)
+    ex = Exporter(torch, graph, model)
     ex.run(inputs)
     if ex.unmapped:
         for n, why in ex.unmapped:
@@ -818,7 +825,8 @@ def write_onnx(torch, model, placeholders, example, path):
     names as the graph inputs, parameters as initializers under their names), for hap-model
     import. Training mode is kept (dropout and its ratio stay in the file)."""
     mode = torch.onnx.TrainingMode.TRAINING if model.training else torch.onnx.TrainingMode.EVAL
-    with open(path, "wb") as f:
+    with open(path, "wb") as f, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the exporter's notes on in-place ops and training mode
         torch.onnx.export(model, tuple(example), f, input_names=list(placeholders),
                           output_names=["output"], opset_version=13, training=mode,
                           do_constant_folding=not model.training)

@@ -5,8 +5,8 @@
 #     weights (--weights, --dump-grads) gives the loss and every parameter gradient within 1e-4 of
 #     PyTorch's (compare_grads.py: max |hap - torch| over max |torch|, per tensor); a 2-rank hap
 #     plan of the imported graph passes hap-run --check from the same weights. The MLPs and the
-#     CNN also go through ONNX (hap-import --onnx, hap-model import) and pass the same checks;
-#     torchvision's resnet18 goes through fx.
+#     CNN and torchvision's resnet18 also go through ONNX (hap-import --onnx, hap-model import)
+#     and pass the same checks.
 #   errors: a model with three ops hap lacks lists all three, each with its fx target and source
 #     line, exits 1 and writes nothing; usage errors are one line, exit 1, no file.
 # Exit 77 (skipped) when /usr/bin/python3 has no torch (scripts/setup-debian.sh --test).
@@ -80,7 +80,8 @@ numerics() {
     -i 'tokens:int64[4,6]' --loss cross_entropy
   numerics_case vgg vgg cross_entropy -i 'x:float32[4,3,16,16]' --loss cross_entropy
   # torchvision's resnet18 (batch norm over the batch, residual adds, adaptive pooling)
-  numerics_case resnet18 - - -i 'x:float32[2,3,64,64]' --loss cross_entropy -a num_classes=10
+  numerics_case resnet18 - cross_entropy -i 'x:float32[2,3,64,64]' --loss cross_entropy \
+    -a num_classes=10
 }
 
 # expect_fail NAME PATTERN... -- ARGS: exit 1, every PATTERN on stderr, no graph file.
