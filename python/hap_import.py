@@ -89,13 +89,30 @@ def load_factory(spec):
 def make_tracer(torch):
     nn = torch.nn
 
-    class Tracer(torch.fx.Tracer):
+    from torch.fx.experimental.meta_tracer import MetaTracer
+
+    class Tracer(MetaTracer):
         """Keeps attention whole (hap's multi_head_attention) and takes the encoder's slow path
         (the fused fast path branches on tensor properties fx cannot trace)."""
 
         def __init__(self):
             super().__init__()
             self.record_stack_traces = True
+
+        def trace(self, root, meta_args=None, concrete_args=None):
+            """MetaTracer's trace: every proxy carries a meta tensor, so sizes are concrete
+            (b, t, c = x.size()) and tensor factories (torch.arange) given them are nodes."""
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # results it cannot describe (tuples)
+                return super().trace(root, meta_args or {}, concrete_args)
+
+        def iter(self, obj):
+            """q, k, v = x.split(...): fx's own unpacking reads bytecode offsets that Python
+            3.11 changed; the length of the meta result serves instead."""
+            meta = obj.__dict__.get("_tensor_meta")
+            if isinstance(meta, (tuple, list)):
+                return iter([obj[i] for i in range(len(meta))])
+            return super().iter(obj)
 
         def is_leaf_module(self, m, name):
             return isinstance(m, nn.MultiheadAttention) or super().is_leaf_module(m, name)
@@ -188,6 +205,18 @@ class Graph:
         return next(t["dtype"] for t in self.tensors if t["name"] == name)
 
 
+class Const:
+    """A tensor computed from buffers and constants alone (a causal mask, position ids), folded
+    at export time; where an op reads it as a tensor it becomes a buffer of the graph, with its
+    values in --weights."""
+
+    def __init__(self, value, name):
+        self.value, self.name, self.tensor = value, name, None
+
+
+FACTORIES = ("arange", "ones", "zeros", "full", "tril", "triu", "eye", "tensor")
+
+
 class Exporter:
     """Maps an fx graph onto hap ops; every node it cannot map is collected, not raised."""
 
@@ -225,10 +254,58 @@ class Exporter:
         self.held[qualname] = name
         return name
 
+    def materialize(self, c):
+        """Folded constant c as a buffer tensor (created once)."""
+        if c.tensor is None:
+            dtype = str(c.value.dtype).replace("torch.", "")
+            if dtype not in DTYPES:
+                raise Unmapped(f"a folded constant '{c.name}' of dtype {dtype} read as a tensor")
+            c.tensor = self.g.tensor(c.name, "buffer", dtype, c.value.shape)
+            self.g.values[c.tensor] = c.value
+        return c.tensor
+
+    def const_of(self, a):
+        """The Const behind fx argument a, or None."""
+        v = self.env.get(a) if isinstance(a, self.torch.fx.Node) else None
+        return v if isinstance(v, Const) else None
+
+    def fold(self, n):
+        """Node n evaluated now when every input is a constant (buffers, folded tensors, Python
+        values) and it makes a tensor; else None."""
+        ins = [self.env.get(x) for x in n.all_input_nodes]
+        if any(isinstance(v, (str, tuple)) or v is None for v in ins):
+            return None
+        name = getattr(n.target, "__name__", str(n.target))
+        if not any(isinstance(v, Const) for v in ins) and name not in FACTORIES:
+            return None
+        torch = self.torch
+
+        def real(v):
+            if isinstance(v, self.torch.fx.Node):
+                v = self.env[v]
+            if isinstance(v, Const):
+                return v.value
+            if isinstance(v, torch.device):
+                return torch.device("cpu")  # shapes ran on the meta device
+            if isinstance(v, (list, tuple)):
+                return type(v)(real(x) for x in v)
+            return v
+
+        args = [real(x) for x in n.args]
+        kwargs = {k: real(v) for k, v in n.kwargs.items()}
+        with torch.no_grad():
+            if n.op == "call_method":
+                out = getattr(args[0], n.target)(*args[1:], **kwargs)
+            else:
+                out = n.target(*args, **kwargs)
+        return Const(out, n.name) if isinstance(out, torch.Tensor) else out
+
     def arg(self, a):
-        """An fx argument: hap tensor names for tensor nodes, Python values otherwise."""
+        """An fx argument: hap tensor names for tensor nodes (folded constants made buffers),
+        Python values otherwise."""
         if isinstance(a, self.torch.fx.Node):
-            return self.env[a]
+            v = self.env[a]
+            return self.materialize(v) if isinstance(v, Const) else v
         if isinstance(a, (list, tuple)):
             return type(a)(self.arg(x) for x in a)
         return a
@@ -275,7 +352,21 @@ class Exporter:
         if "value" in n.meta and n.op != "get_attr":
             return n.meta["value"]  # sizes, shapes: consumed as arguments
         if n.op == "get_attr":
-            return self.state(n.target)
+            p = self.params.get(n.target)
+            if p is not None and p.requires_grad:
+                return self.state(n.target)
+            value = self.buffers.get(n.target, p)
+            if value is None:  # a tensor the trace computed from constants (_tensor_constant0)
+                value = self.root
+                for atom in n.target.split("."):
+                    value = getattr(value, atom, None)
+            if not isinstance(value, self.torch.Tensor):
+                raise Unmapped(f"'{n.target}' is not a tensor of the module")
+            return Const(value.detach(), n.target)
+        if n.op in ("call_function", "call_method"):
+            folded = self.fold(n)
+            if folded is not None:
+                return folded
         if n.op == "call_module":
             mod = self.root.get_submodule(n.target)
             fn = self.module_ops.get(type(mod))
@@ -395,17 +486,60 @@ def op_tables(torch, ex):
     def embedding_mod(n, m):
         if m.max_norm is not None:
             raise Unmapped("max_norm")
-        return ex.emit(n, "embedding", [a(n, 0), ex.state(n.target + ".weight")], name=n.target)
+        ids = ex.const_of(n.args[0])
+        if ids is None:
+            return ex.emit(n, "embedding", [a(n, 0), ex.state(n.target + ".weight")],
+                           name=n.target)
+        # constant ids (positions: torch.arange) that are a range: rows of the table
+        flat = ids.value.reshape(-1)
+        start, k = int(flat[0]), flat.numel()
+        if not torch.equal(flat, torch.arange(start, start + k, dtype=flat.dtype)):
+            raise Unmapped("constant indices that are not a range")
+        rows = ex.emit(n, "narrow", [ex.state(n.target + ".weight")],
+                       {"dim": 0, "start": start, "length": k}, name=n.target + ".rows",
+                       shape=[k, m.embedding_dim])
+        if n.meta["shape"] == [k, m.embedding_dim]:
+            return rows
+        return ex.emit(n, "reshape", [rows], {"shape": n.meta["shape"]}, name=n.target)
+
+    def gelu_tanh(n, x, base):
+        """GELU's tanh form, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), as hap ops."""
+        def op(suffix, name, ins, attrs):
+            return ex.emit(n, name, ins, attrs, name=f"{base}.{suffix}")
+        cube = op("cube", "pow", [x], {"exponent": 3.0})
+        inner = op("inner", "add", [x, op("cube_s", "mul", [cube], {"scalar": 0.044715})], {})
+        t = op("tanh", "tanh", [op("inner_s", "mul", [inner], {"scalar": 0.7978845608028654})],
+               {})
+        half = op("half", "mul", [op("one_plus", "add", [t], {"scalar": 1.0})], {"scalar": 0.5})
+        return ex.emit(n, "mul", [x, half], name=base)
 
     def gelu_mod(n, m):
-        if m.approximate != "none":
-            raise Unmapped(f"approximate='{m.approximate}' (hap's gelu is the erf form)")
+        if m.approximate == "tanh":
+            return gelu_tanh(n, a(n, 0), n.target)
         return ex.emit(n, "gelu", [a(n, 0)], name=n.target)
 
     def gelu_fn(n):
-        if n.kwargs.get("approximate", "none") != "none":
-            raise Unmapped("approximate='tanh' (hap's gelu is the erf form)")
+        if n.kwargs.get("approximate", "none") == "tanh":
+            return gelu_tanh(n, a(n, 0, "input"), n.name)
         return ex.emit(n, "gelu", [a(n, 0, "input")])
+
+    def masked_fill(n):
+        """x.masked_fill(mask, v) with a constant mask: x + where(mask, -inf, 0) for v = -inf
+        (a buffer named *.mask: hap-run's rule for masks makes the causal one), else
+        x * ~mask + where(mask, v, 0)."""
+        x, mask, v = a(n, 0, "input"), ex.const_of(n.args[1]), float(a(n, 2, "value"))
+        if mask is None:
+            raise Unmapped("a mask computed from the inputs (hap folds only constant masks)")
+        m = mask.value.bool()
+        dt = getattr(torch, n.meta.get("dtype", "float32"))
+        zero = torch.zeros((), dtype=dt)
+        fill = ex.materialize(Const(torch.where(m, torch.tensor(v, dtype=dt), zero),
+                                    f"{n.name}.mask"))
+        if v == float("-inf"):
+            return ex.emit(n, "add", [x, fill])
+        keep = ex.materialize(Const((~m).to(dt), f"{n.name}.keep"))
+        kept = ex.emit(n, "mul", [x, keep], name=f"{n.name}.kept")
+        return ex.emit(n, "add", [kept, fill])
 
     def flatten(n, start, end):
         return ex.emit(n, "flatten", [a(n, 0, "input")], {"start_dim": int(start),
@@ -618,6 +752,7 @@ def op_tables(torch, ex):
         F.cross_entropy: loss("cross_entropy"), F.nll_loss: loss("nll_loss"),
         operator.getitem: getitem,
         torch.split: lambda n: split(n), torch.chunk: lambda n: split(n),
+        torch.masked_fill: masked_fill,
     }
     methods = {
         "view": reshape, "reshape": reshape, "squeeze": reshape, "unsqueeze": reshape,
@@ -630,6 +765,7 @@ def op_tables(torch, ex):
         "add": binary("add"), "sub": binary("sub"), "mul": binary("mul"), "div": binary("div"),
         "matmul": matmul, "split": lambda n: split(n), "chunk": lambda n: split(n),
         "t": lambda n: ex.emit(n, "transpose", [a(n, 0)], {"dim0": 0, "dim1": 1}),
+        "masked_fill": masked_fill,
     }
     return modules, functions, methods
 
@@ -709,7 +845,9 @@ def export(args):
         raise Fail(f"{args.model}: returned {type(model).__name__}, expected an nn.Module")
     model.train(not args.eval)
     tracer = make_tracer(torch)()
-    graph = tracer.trace(model)
+    meta = {name: torch.empty(shape, dtype=getattr(torch, dtype), device="meta")
+            for name, dtype, shape in inputs.values()}
+    graph = tracer.trace(model, meta)
     placeholders = [n.target for n in graph.nodes if n.op == "placeholder"]
     missing = [p for p in placeholders if p not in inputs]
     extra = [i for i in inputs if i not in placeholders]

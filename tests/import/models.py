@@ -1,5 +1,8 @@
-"""Small PyTorch models for the import tests: the zoo's MLP, a Transformer encoder and a VGG-style
-CNN in plain torch.nn, each a factory hap-import calls (tests/import/test_import_torch.sh)."""
+"""Small PyTorch models for the import tests: the zoo's MLP, a Transformer encoder, a VGG-style
+CNN and a GPT-2 style decoder in plain torch.nn, each a factory hap-import calls
+(tests/import/test_import_torch.sh)."""
+
+import math
 
 import torch
 from torch import nn
@@ -68,6 +71,66 @@ class VGG(nn.Module):
         return self.classifier(torch.flatten(x, 1))
 
 
+class CausalSelfAttention(nn.Module):
+    """GPT-2's attention in plain PyTorch: one packed q/k/v projection split three ways, heads by
+    view and transpose, a causal mask buffer applied with masked_fill."""
+
+    def __init__(self, width, heads, seq):
+        super().__init__()
+        self.c_attn = nn.Linear(width, 3 * width)
+        self.c_proj = nn.Linear(width, width)
+        self.heads, self.width = heads, width
+        self.register_buffer("bias", torch.tril(torch.ones(seq, seq)).view(1, 1, seq, seq))
+
+    def forward(self, x):
+        b, t, c = x.size()
+        q, k, v = self.c_attn(x).split(self.width, dim=2)
+        k = k.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        q = q.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        v = v.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
+        att = nn.functional.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+        return self.c_proj(y)
+
+
+class Block(nn.Module):
+    """A GPT-2 decoder block: pre-norm attention and MLP (tanh GELU), each added back."""
+
+    def __init__(self, width, heads, seq):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(width)
+        self.attn = CausalSelfAttention(width, heads, seq)
+        self.ln_2 = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(approximate="tanh"),
+                                 nn.Linear(4 * width, width))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    """Token and learned position embeddings (positions by torch.arange), GPT-2 blocks, a final
+    layer norm and a vocabulary head; logits as [N, vocab, S] for cross-entropy."""
+
+    def __init__(self, vocab=32, width=16, heads=2, layers=2, seq=8):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, width)
+        self.wpe = nn.Embedding(seq, width)
+        self.h = nn.ModuleList(Block(width, heads, seq) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(width)
+        self.lm_head = nn.Linear(width, vocab, bias=False)
+
+    def forward(self, idx):
+        pos = torch.arange(0, idx.size(1), dtype=torch.long, device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x)).transpose(1, 2)
+
+
 class WithLoss(nn.Module):
     """A module whose forward returns its own loss (the default --loss output)."""
 
@@ -106,6 +169,10 @@ def encoder(**kw):
 
 def vgg(**kw):
     return VGG(**kw)
+
+
+def gpt(**kw):
+    return GPT(**kw)
 
 
 def with_loss():

@@ -79,6 +79,9 @@ numerics() {
   numerics_case encoder-seq-first encoder - -a batch_first=False -a norm_first=True \
     -i 'tokens:int64[4,6]' --loss cross_entropy
   numerics_case vgg vgg cross_entropy -i 'x:float32[4,3,16,16]' --loss cross_entropy
+  # GPT-2 blocks in plain PyTorch: x.size() unpacked, split q/k/v, masked_fill with a causal
+  # buffer, positions from torch.arange, tanh GELU
+  numerics_case gpt gpt - -i 'idx:int64[4,8]' --loss cross_entropy
   # torchvision's resnet18 (batch norm over the batch, residual adds, adaptive pooling)
   numerics_case resnet18 - cross_entropy -i 'x:float32[2,3,64,64]' --loss cross_entropy \
     -a num_classes=10
