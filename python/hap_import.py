@@ -89,7 +89,16 @@ def load_factory(spec):
 def make_tracer(torch):
     nn = torch.nn
 
-    from torch.fx.experimental.meta_tracer import MetaTracer
+    from torch.fx.experimental.meta_tracer import MetaProxy, MetaTracer
+
+    class Proxy(MetaProxy):
+        """MetaProxy with size(0) answered (MetaProxy's takes dim 0 for no dim)."""
+
+        def size(self, dim=None):
+            meta = self.__dict__.get("_tensor_meta")
+            if meta is not None and not isinstance(meta, (tuple, list)):
+                return meta.size() if dim is None else meta.size(dim)
+            return super().size(dim)
 
     class Tracer(MetaTracer):
         """Keeps attention whole (hap's multi_head_attention) and takes the encoder's slow path
@@ -105,6 +114,9 @@ def make_tracer(torch):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # results it cannot describe (tuples)
                 return super().trace(root, meta_args or {}, concrete_args)
+
+        def proxy(self, node):
+            return Proxy(node, self)
 
         def iter(self, obj):
             """q, k, v = x.split(...): fx's own unpacking reads bytecode offsets that Python
@@ -716,6 +728,23 @@ def op_tables(torch, ex):
                     shape=col)
         return ex.emit(n, "add", [op("scaled", "mul", [y, w]), b], name=t)
 
+    def expand(n):
+        """A class token [1, 1, H] expanded over the batch: only torch.cat takes it."""
+        x = a(n, 0)
+        if not ex.is_tensor(x) or len(ex.g.shape_of(x)) != 3 or ex.g.shape_of(x)[:2] != [1, 1]:
+            raise Unmapped("expand other than a [1, 1, H] class token's (hap broadcasts in its "
+                           "elementwise ops)")
+        return ("expanded", x)
+
+    def cat(n):
+        """torch.cat([x, token.expand(N, -1, -1)], dim=1): hap's cls_append (the token last)."""
+        parts, dim = a(n, 0, "tensors"), a(n, 1, "dim", 0)
+        if (len(parts) == 2 and ex.is_tensor(parts[0]) and isinstance(parts[1], tuple)
+                and parts[1][0] == "expanded" and dim % len(n.meta["shape"]) == 1):
+            return ex.emit(n, "cls_append", [parts[0], parts[1][1]])
+        raise Unmapped("hap has no concatenation; a class token appended last "
+                       "(torch.cat([x, cls.expand(N, -1, -1)], dim=1)) is cls_append")
+
     def alias(n, m=None):
         return a(n, 0, "input")
 
@@ -752,7 +781,7 @@ def op_tables(torch, ex):
         F.cross_entropy: loss("cross_entropy"), F.nll_loss: loss("nll_loss"),
         operator.getitem: getitem,
         torch.split: lambda n: split(n), torch.chunk: lambda n: split(n),
-        torch.masked_fill: masked_fill,
+        torch.masked_fill: masked_fill, torch.cat: cat,
     }
     methods = {
         "view": reshape, "reshape": reshape, "squeeze": reshape, "unsqueeze": reshape,
@@ -765,7 +794,7 @@ def op_tables(torch, ex):
         "add": binary("add"), "sub": binary("sub"), "mul": binary("mul"), "div": binary("div"),
         "matmul": matmul, "split": lambda n: split(n), "chunk": lambda n: split(n),
         "t": lambda n: ex.emit(n, "transpose", [a(n, 0)], {"dim0": 0, "dim1": 1}),
-        "masked_fill": masked_fill,
+        "masked_fill": masked_fill, "expand": expand,
     }
     return modules, functions, methods
 

@@ -1,5 +1,5 @@
-"""Small PyTorch models for the import tests: the zoo's MLP, a Transformer encoder, a VGG-style
-CNN and a GPT-2 style decoder in plain torch.nn, each a factory hap-import calls
+"""Small PyTorch models for the import tests: the zoo's MLP, a Transformer encoder, a ViT, a
+VGG-style CNN and a GPT-2 style decoder in plain torch.nn, each a factory hap-import calls
 (tests/import/test_import_torch.sh)."""
 
 import math
@@ -131,6 +131,30 @@ class GPT(nn.Module):
         return self.lm_head(self.ln_f(x)).transpose(1, 2)
 
 
+class ViT(nn.Module):
+    """The zoo's ViT in plain PyTorch: patches by a strided convolution, a learned class token
+    appended last (torch.cat), learned positions, pre-norm encoder layers with GELU, the head on
+    the class token."""
+
+    def __init__(self, image=16, patch=8, width=16, heads=2, layers=2, classes=10):
+        super().__init__()
+        self.patches = nn.Conv2d(3, width, patch, stride=patch)
+        n = (image // patch) ** 2
+        self.cls = nn.Parameter(torch.randn(1, 1, width) * 0.02)
+        self.pos = nn.Parameter(torch.randn(1, n + 1, width) * 0.02)
+        layer = nn.TransformerEncoderLayer(width, heads, 2 * width, dropout=0.0,
+                                           activation="gelu", batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers)
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, x):
+        x = self.patches(x).flatten(2).transpose(1, 2)
+        x = torch.cat([x, self.cls.expand(x.size(0), -1, -1)], dim=1) + self.pos
+        x = self.norm(self.encoder(x))
+        return self.head(x[:, -1])
+
+
 class WithLoss(nn.Module):
     """A module whose forward returns its own loss (the default --loss output)."""
 
@@ -173,6 +197,10 @@ def vgg(**kw):
 
 def gpt(**kw):
     return GPT(**kw)
+
+
+def vit(**kw):
+    return ViT(**kw)
 
 
 def with_loss():

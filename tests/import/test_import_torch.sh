@@ -78,6 +78,7 @@ numerics() {
   numerics_case encoder encoder - -i 'tokens:int64[4,6]' --loss cross_entropy
   numerics_case encoder-seq-first encoder - -a batch_first=False -a norm_first=True \
     -i 'tokens:int64[4,6]' --loss cross_entropy
+  numerics_case vit vit - -i 'x:float32[4,3,16,16]' --loss cross_entropy
   numerics_case vgg vgg cross_entropy -i 'x:float32[4,3,16,16]' --loss cross_entropy
   # GPT-2 blocks in plain PyTorch: x.size() unpacked, split q/k/v, masked_fill with a causal
   # buffer, positions from torch.arange, tanh GELU
