@@ -41,17 +41,38 @@ typedef struct ctx {
   hap_err *err;
   const Onnx__GraphProto *gp;
   hap_graph *g;
-  hap_strmap val;   /* value name -> hap tensor id, or UNKNOWN */
-  hap_strmap init;  /* initializer name -> index in gp->initializer */
-  hap_strmap konst; /* Constant node output -> node index */
-  char *report;     /* unsupported nodes, one line each */
+  hap_strmap val;    /* value name -> hap tensor id, or UNKNOWN */
+  hap_strmap init;   /* initializer name -> index in gp->initializer */
+  hap_strmap konst;  /* Constant node output -> node index */
+  hap_strmap folded; /* value computed here from constants (shape arithmetic) -> index in fv */
+  struct fval *fv;
+  int32_t n_fv, cap_fv;
+  char *report; /* unsupported nodes, one line each */
   size_t report_len;
   int n_bad;
-  char bad_ops[512]; /* distinct unsupported op types, ", "-separated */
-  char why[400];     /* the current node's reason */
+  char bad_ops[512];   /* distinct unsupported op types, ", "-separated */
+  char why[400];       /* the current node's reason */
+  const char *buffers; /* hap_onnx_options.buffers */
 } ctx;
 
 /* ---- constants ------------------------------------------------------------------------------ */
+
+/* A small value folded from constants: the shape arithmetic exporters write (Shape, Gather,
+ * Unsqueeze, Concat, Slice, Mul, ... on sizes), computed here so that Reshape and Slice see
+ * numbers. Values as doubles (exact for sizes); is_int: integer division and casts truncate. */
+#define FOLD_MAX 4096 /* elements: sizes and small masks, never a weight */
+typedef struct fval {
+  int32_t rank;
+  int64_t dims[HAP_MAX_DIMS];
+  int64_t n;
+  bool is_int;
+  double *v;
+} fval;
+
+static const fval *folded(const ctx *c, const char *name) {
+  int32_t i = hap_strmap_get(&c->folded, name);
+  return i >= 0 ? &c->fv[i] : NULL;
+}
 
 static const Onnx__TensorProto *constant(const ctx *c, const char *name) {
   int32_t i = hap_strmap_get(&c->init, name);
@@ -81,6 +102,16 @@ static bool numel_of(const Onnx__TensorProto *t, int64_t *n) {
 /* Up to `cap` values of constant t as doubles; false (with c->why) when it is not a readable
  * float or integer tensor. */
 static bool const_values(ctx *c, const char *name, double *out, int64_t cap, int64_t *n) {
+  const fval *f = folded(c, name);
+  if (f != NULL) {
+    if (f->n > cap) {
+      snprintf(c->why, sizeof c->why, "'%s': expected at most %lld values", name, (long long)cap);
+      return false;
+    }
+    memcpy(out, f->v, (size_t)f->n * sizeof *out);
+    *n = f->n;
+    return true;
+  }
   const Onnx__TensorProto *t = constant(c, name);
   if (t == NULL) {
     snprintf(c->why, sizeof c->why, "input '%s' must be a constant (an initializer or Constant)",
@@ -111,13 +142,13 @@ static bool const_values(ctx *c, const char *name, double *out, int64_t cap, int
   for (int64_t i = 0; i < cnt; i++) {
     if (t->has_raw_data) {
       const uint8_t *p = t->raw_data.data + (size_t)i * esz;
-      float f;
+      float f32;
       int32_t i32;
       int64_t i64;
       double d;
       if (dt == T_FLOAT) {
-        memcpy(&f, p, 4);
-        out[i] = f;
+        memcpy(&f32, p, 4);
+        out[i] = f32;
       } else if (dt == T_INT32) {
         memcpy(&i32, p, 4);
         out[i] = i32;
@@ -200,7 +231,20 @@ static bool dtype_of(int32_t onnx, hap_dtype *out) {
   }
 }
 
-/* The hap tensor of value `name`: mapped before, or a float initializer made a parameter now. */
+/* Whether `name` is one of the comma-separated `list` (NULL: none). */
+static bool listed(const char *list, const char *name) {
+  size_t len = strlen(name);
+  for (const char *p = list; p != NULL && *p != '\0';) {
+    size_t n = strcspn(p, ",");
+    if (n == len && strncmp(p, name, len) == 0)
+      return true;
+    p += n + (p[n] == ',');
+  }
+  return false;
+}
+
+/* The hap tensor of value `name`: mapped before, or a float initializer made a parameter (a
+ * buffer when hap_onnx_options.buffers names it) now. */
 static bool tensor(ctx *c, const char *name, int32_t *id) {
   *id = hap_strmap_get(&c->val, name);
   if (*id >= 0)
@@ -217,8 +261,9 @@ static bool tensor(ctx *c, const char *name, int32_t *id) {
   for (size_t k = 0; k < t->n_dims; k++)
     s.dims[k] = t->dims[k];
   hap_err e = {0};
-  if (hap_graph_add_tensor(c->g, name, dt == HAP_F32 ? HAP_TENSOR_PARAMETER : HAP_TENSOR_BUFFER, dt,
-                           &s, id, &e) != HAP_OK)
+  bool trainable = dt == HAP_F32 && !listed(c->buffers, name);
+  if (hap_graph_add_tensor(c->g, name, trainable ? HAP_TENSOR_PARAMETER : HAP_TENSOR_BUFFER, dt, &s,
+                           id, &e) != HAP_OK)
     return fail(c, "initializer '%s': %s", name, e.msg);
   return hap_strmap_put(&c->val, name, *id) == 0 || fail(c, "out of memory");
 }
@@ -554,6 +599,234 @@ static bool map_batch_norm(ctx *c, const Onnx__NodeProto *n, int32_t *in) {
   return emit(c, n, HAP_OP_ADD, ins, 2, NULL);
 }
 
+/* ---- shape arithmetic, folded ---------------------------------------------------------------- */
+
+/* Value `name` as a small constant into *f (f->v malloc'd): folded before, or an initializer or
+ * Constant of at most FOLD_MAX elements that is not a float weight. */
+static bool as_const(ctx *c, const char *name, fval *f) {
+  const fval *have = folded(c, name);
+  *f = (fval){0};
+  if (have != NULL) {
+    *f = *have;
+    f->v = malloc((size_t)(have->n > 0 ? have->n : 1) * sizeof *f->v);
+    if (f->v != NULL)
+      memcpy(f->v, have->v, (size_t)have->n * sizeof *f->v);
+    return f->v != NULL;
+  }
+  const Onnx__TensorProto *t = constant(c, name);
+  int64_t n;
+  if (t == NULL || !numel_of(t, &n) || n > FOLD_MAX || t->n_dims > HAP_MAX_DIMS)
+    return false;
+  int dt = t->has_data_type ? t->data_type : 0;
+  if (hap_strmap_get(&c->init, name) >= 0 && dt == T_FLOAT && n > 1)
+    return false; /* a weight */
+  f->v = malloc((size_t)(n > 0 ? n : 1) * sizeof *f->v);
+  char keep[sizeof c->why];
+  memcpy(keep, c->why, sizeof keep);
+  int64_t got = 0;
+  bool ok = f->v != NULL && const_values(c, name, f->v, n, &got) && got == n;
+  memcpy(c->why, keep, sizeof keep);
+  if (!ok) {
+    free(f->v);
+    f->v = NULL;
+    return false;
+  }
+  f->rank = (int32_t)t->n_dims;
+  for (size_t k = 0; k < t->n_dims; k++)
+    f->dims[k] = t->dims[k];
+  f->n = n;
+  f->is_int = dt == T_INT64 || dt == T_INT32 || dt == T_BOOL;
+  return true;
+}
+
+/* Keep f as the value of `name` (owning f->v). */
+static bool keep_folded(ctx *c, const char *name, fval *f) {
+  if (c->n_fv == c->cap_fv) {
+    int32_t cap = c->cap_fv ? 2 * c->cap_fv : 16;
+    fval *v = realloc(c->fv, (size_t)cap * sizeof *v);
+    if (v == NULL) {
+      free(f->v);
+      return fail(c, "out of memory");
+    }
+    c->fv = v;
+    c->cap_fv = cap;
+  }
+  c->fv[c->n_fv] = *f;
+  if (hap_strmap_put(&c->folded, name, c->n_fv) != 0)
+    return fail(c, "out of memory");
+  c->n_fv++;
+  return true;
+}
+
+static double arith(char op, double a, double b, bool is_int) {
+  switch (op) {
+  case 'A': return a + b;
+  case 'S': return a - b;
+  case 'M': return a * b;
+  case 'E': return a == b;
+  default: break;
+  }
+  if (!is_int)
+    return a / b;
+  int64_t q = b != 0 ? (int64_t)a / (int64_t)b : 0; /* ONNX integer Div truncates */
+  return (double)q;
+}
+
+/* Node n computed here when it is shape arithmetic over constants (or Shape of a tensor);
+ * false when it is not (then it is mapped as an op). */
+static bool try_fold(ctx *c, const Onnx__NodeProto *n, bool *done) {
+  const char *t = n->op_type;
+  *done = false;
+  fval in[4] = {{0}}, out = {0};
+  size_t k = n->n_input < 4 ? n->n_input : 4;
+  if (strcmp(t, "Shape") == 0) {
+    int32_t id = n->n_input == 1 ? hap_strmap_get(&c->val, n->input[0]) : -1;
+    if (id < 0)
+      return true;
+    const hap_shape *sh = shape_of(c, id);
+    out = (fval){.rank = 1, .dims = {sh->rank}, .n = sh->rank, .is_int = true};
+    out.v = malloc((size_t)(sh->rank + 1) * sizeof *out.v);
+    if (out.v == NULL)
+      return fail(c, "out of memory");
+    for (int d = 0; d < sh->rank; d++)
+      out.v[d] = (double)sh->dims[d];
+    *done = true;
+    return keep_folded(c, n->output[0], &out);
+  }
+  static const char *const ops[] = {"Gather", "Unsqueeze", "Squeeze", "Concat", "Cast",
+                                    "Add",    "Sub",       "Mul",     "Div",    "Equal"};
+  bool known_op = false;
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+    known_op = known_op || strcmp(t, ops[i]) == 0;
+  if (!known_op || n->n_input == 0 || n->n_input > 4 || n->n_output != 1)
+    return true;
+  size_t got = 0;
+  for (; got < k; got++)
+    if (!as_const(c, n->input[got], &in[got]))
+      break;
+  bool ok = true;
+  if (got == k) {
+    *done = true;
+    if (strcmp(t, "Gather") == 0 && attr_i(n, "axis", 0) == 0 && in[0].rank == 1 && k == 2) {
+      out = (fval){.rank = in[1].rank, .n = in[1].n, .is_int = in[0].is_int};
+      memcpy(out.dims, in[1].dims, sizeof out.dims);
+      out.v = malloc((size_t)(out.n + 1) * sizeof *out.v);
+      for (int64_t i = 0; out.v != NULL && i < out.n; i++) {
+        int64_t j = (int64_t)in[1].v[i];
+        j = j < 0 ? j + in[0].n : j;
+        ok = ok && j >= 0 && j < in[0].n;
+        out.v[i] = ok ? in[0].v[j] : 0;
+      }
+    } else if (strcmp(t, "Unsqueeze") == 0 || strcmp(t, "Squeeze") == 0) {
+      out = in[0];
+      in[0].v = NULL;
+      size_t na;
+      const int64_t *axes = attr_ints(n, "axes", &na);
+      int64_t ax[HAP_MAX_DIMS];
+      for (size_t i = 0; i < na && i < HAP_MAX_DIMS; i++)
+        ax[i] = axes[i];
+      if (k == 2)
+        for (int64_t i = 0; i < in[1].n && i < HAP_MAX_DIMS; i++, na = (size_t)i)
+          ax[i] = (int64_t)in[1].v[i];
+      if (t[0] == 'U') {
+        for (size_t i = 0; i < na && ok; i++) {
+          int64_t a = ax[i] < 0 ? ax[i] + out.rank + 1 : ax[i];
+          ok = out.rank < HAP_MAX_DIMS && a >= 0 && a <= out.rank;
+          for (int64_t d = out.rank; ok && d > a; d--)
+            out.dims[d] = out.dims[d - 1];
+          if (ok) {
+            out.dims[a] = 1;
+            out.rank++;
+          }
+        }
+      } else {
+        int32_t r = 0;
+        for (int32_t d = 0; d < out.rank; d++)
+          if (out.dims[d] != 1)
+            out.dims[r++] = out.dims[d];
+        out.rank = r;
+      }
+    } else if (strcmp(t, "Concat") == 0) {
+      int64_t total = 0;
+      for (size_t i = 0; i < k; i++) {
+        ok = ok && in[i].rank <= 1;
+        total += in[i].n;
+      }
+      out = (fval){.rank = 1, .dims = {total}, .n = total, .is_int = in[0].is_int};
+      out.v = malloc((size_t)(total + 1) * sizeof *out.v);
+      for (size_t i = 0, at = 0; out.v != NULL && ok && i < k; at += (size_t)in[i].n, i++)
+        memcpy(out.v + at, in[i].v, (size_t)in[i].n * sizeof *out.v);
+    } else if (strcmp(t, "Cast") == 0) {
+      int64_t to = attr_i(n, "to", T_FLOAT);
+      out = in[0];
+      in[0].v = NULL;
+      out.is_int = to == T_INT64 || to == T_INT32 || to == T_BOOL;
+      for (int64_t i = 0; out.is_int && i < out.n; i++)
+        out.v[i] = to == T_BOOL ? out.v[i] != 0 : (double)(int64_t)out.v[i];
+    } else if (k == 2) { /* Add Sub Mul Div Equal, one side possibly a single value */
+      const fval *big = in[0].n >= in[1].n ? &in[0] : &in[1];
+      ok = in[0].n == in[1].n || in[0].n == 1 || in[1].n == 1;
+      out = (fval){.rank = big->rank, .n = big->n, .is_int = in[0].is_int && in[1].is_int};
+      memcpy(out.dims, big->dims, sizeof out.dims);
+      out.v = malloc((size_t)(out.n + 1) * sizeof *out.v);
+      char op = t[0] == 'E' ? 'E' : t[0] == 'D' ? 'D' : t[0] == 'M' ? 'M' : t[0];
+      for (int64_t i = 0; out.v != NULL && ok && i < out.n; i++)
+        out.v[i] =
+            arith(op, in[0].v[in[0].n == 1 ? 0 : i], in[1].v[in[1].n == 1 ? 0 : i], out.is_int);
+      out.is_int = out.is_int || op == 'E';
+    } else {
+      ok = false;
+    }
+  }
+  for (size_t i = 0; i < k; i++)
+    free(in[i].v);
+  if (!*done)
+    return true;
+  if (!ok || out.v == NULL) {
+    free(out.v);
+    return fail(c, "shape arithmetic over constants that does not fit (indices, ranks, sizes)");
+  }
+  return keep_folded(c, n->output[0], &out);
+}
+
+/* Slice of a tensor (constant starts, ends, axes, steps of 1) -> one narrow per sliced dim. */
+static bool map_slice(ctx *c, const Onnx__NodeProto *n, const int32_t *in) {
+  double st[HAP_MAX_DIMS], en[HAP_MAX_DIMS], ax[HAP_MAX_DIMS], sp[HAP_MAX_DIMS];
+  int64_t ns, ne, na = 0, nsp = 0;
+  if (n->n_input < 3 || !const_values(c, n->input[1], st, HAP_MAX_DIMS, &ns) ||
+      !const_values(c, n->input[2], en, HAP_MAX_DIMS, &ne) || ns != ne ||
+      (n->n_input > 3 && n->input[3][0] && !const_values(c, n->input[3], ax, HAP_MAX_DIMS, &na)) ||
+      (n->n_input > 4 && n->input[4][0] && !const_values(c, n->input[4], sp, HAP_MAX_DIMS, &nsp)))
+    return fail(c, "hap maps Slice with constant starts, ends and axes");
+  int32_t cur = in[0];
+  for (int64_t i = 0; i < ns; i++) {
+    const hap_shape *x = shape_of(c, cur);
+    int64_t a = i < na ? (int64_t)ax[i] : i;
+    a = a < 0 ? a + x->rank : a;
+    if (a < 0 || a >= x->rank || (i < nsp && sp[i] != 1))
+      return fail(c, "hap maps Slice along existing dims with step 1");
+    int64_t size = x->dims[a];
+    double lo = st[i] < 0 ? st[i] + (double)size : st[i];
+    double hi = en[i] < 0 ? en[i] + (double)size : en[i];
+    lo = lo < 0 ? 0 : lo > (double)size ? (double)size : lo;
+    hi = hi < lo ? lo : hi > (double)size ? (double)size : hi;
+    if ((int64_t)lo == 0 && (int64_t)hi == size)
+      continue;
+    if (hi <= lo)
+      return fail(c, "an empty slice");
+    hap_attrs at;
+    hap_attrs_init(&at, HAP_OP_NARROW);
+    SET(hap_attrs_set_int(&at, HAP_OP_NARROW, "dim", a, ERR));
+    SET(hap_attrs_set_int(&at, HAP_OP_NARROW, "start", (int64_t)lo, ERR));
+    SET(hap_attrs_set_int(&at, HAP_OP_NARROW, "length", (int64_t)hi - (int64_t)lo, ERR));
+    char suffix[32];
+    snprintf(suffix, sizeof suffix, ".narrow%lld", (long long)i);
+    if (!part(c, n->output[0], suffix, HAP_OP_NARROW, &cur, 1, &at, &cur))
+      return false;
+  }
+  return alias(c, n, cur);
+}
+
 /* Whether any node or graph output reads value `name` (an optional output left unused). */
 static bool used(const ctx *c, const char *name) {
   for (size_t i = 0; i < c->gp->n_node; i++)
@@ -640,7 +913,8 @@ static const known_op known[] = {{"Gemm", -1, 2},
                                  {"Dropout", 1, 1},
                                  {"Constant", 0, 0},
                                  {"SoftmaxCrossEntropyLoss", 2, 2},
-                                 {"BatchNormalization", 1, 5}};
+                                 {"BatchNormalization", 1, 5},
+                                 {"Slice", 1, 3}};
 
 static const known_op *find_known(const char *type) {
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
@@ -716,6 +990,8 @@ static bool map_node(ctx *c, const Onnx__NodeProto *n, const known_op *k) {
     return map_cross_entropy(c, n, in);
   if (strcmp(t, "BatchNormalization") == 0)
     return map_batch_norm(c, n, in);
+  if (strcmp(t, "Slice") == 0)
+    return map_slice(c, n, in);
   return fail(c, "no hap mapping for this op");
 }
 
@@ -795,6 +1071,15 @@ static hap_status add_nodes(ctx *c) {
       after_bad = after_bad || hap_strmap_get(&c->val, n->input[j]) == UNKNOWN;
     c->why[0] = '\0';
     bool ok;
+    bool fold_done = false;
+    if (!after_bad && !try_fold(c, n, &fold_done)) {
+      HAP_TRY(note_bad(c, n));
+      fold_done = true;
+      if (hap_strmap_put(&c->val, n->output[0], UNKNOWN) != 0)
+        return hap_err_set(c->err, HAP_ENOMEM, "%s: out of memory", c->path);
+    }
+    if (fold_done)
+      continue;
     if (k != NULL && strcmp(n->op_type, "Constant") == 0)
       ok = hap_strmap_put(&c->konst, n->output[0], (int32_t)i) == 0 || fail(c, "out of memory");
     else if (k != NULL && after_bad)
@@ -940,10 +1225,12 @@ hap_status hap_onnx_parse(const char *path, const uint8_t *data, size_t len,
   const char *name = o->name                               ? o->name
                      : m->graph->name && m->graph->name[0] ? m->graph->name
                                                            : "onnx";
-  ctx c = {.path = path, .err = err, .gp = m->graph, .g = hap_graph_create(name)};
+  ctx c = {
+      .path = path, .err = err, .gp = m->graph, .g = hap_graph_create(name), .buffers = o->buffers};
   hap_strmap_init(&c.val);
   hap_strmap_init(&c.init);
   hap_strmap_init(&c.konst);
+  hap_strmap_init(&c.folded);
   char source[300];
   snprintf(source, sizeof source, "hap-model import %s", path);
   hap_status st = c.g != NULL ? hap_graph_set_source(c.g, source)
@@ -953,6 +1240,10 @@ hap_status hap_onnx_parse(const char *path, const uint8_t *data, size_t len,
   hap_strmap_free(&c.val);
   hap_strmap_free(&c.init);
   hap_strmap_free(&c.konst);
+  hap_strmap_free(&c.folded);
+  for (int32_t i = 0; i < c.n_fv; i++)
+    free(c.fv[i].v);
+  free(c.fv);
   onnx__model_proto__free_unpacked(m, NULL);
   if (report != NULL && st == HAP_EUNSUPPORTED) { /* a malformed part reported alone */
     *report = c.report;

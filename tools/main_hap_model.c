@@ -42,6 +42,8 @@ static void usage(FILE *f) {
          "                       default), mean, sum, or cross_entropy (against a new int64\n"
          "                       input 'target')\n"
          "      --name NAME      import: the graph's name\n"
+         "      --buffers A,B    import: these float initializers are buffers (constant\n"
+         "                       state, no gradient), not parameters\n"
          "  -h, --help           this help\n"
          "  -V, --version        print the version\n"
          "\n"
@@ -66,10 +68,11 @@ static const struct {
      "file, the JSON path and what was expected; the exit status is 1 if any file is bad.\n"},
     {"import",
      "Usage: hap-model import FILE.onnx -o FILE [--loss output|mean|sum|cross_entropy]\n"
-     "                        [--name NAME]\n\n"
+     "                        [--name NAME] [--buffers NAME,...]\n\n"
      "Map an ONNX model (fixed input shapes; e.g. torch.onnx.export) onto hap's ops and write\n"
      "it as a hap-graph file (atomically). Float initializers become parameters under their\n"
-     "names. The loss is the model's scalar output, or --loss appends one. Every node hap\n"
+     "names (--buffers: buffers). The loss is the model's scalar output, or --loss appends one. "
+     "Every node hap\n"
      "cannot map gets a line (node, op type, why); then nothing is written and the exit\n"
      "status is 1. docs/import.md lists the ops.\n"},
     {"ops",
@@ -79,7 +82,7 @@ static const struct {
 
 typedef struct opts {
   hap_format format;
-  const char *output, *name;
+  const char *output, *name, *buffers;
   bool quiet;
   hap_onnx_loss loss;
 } opts;
@@ -321,7 +324,7 @@ static int cmd_import(const opts *o, const char *file) {
   hap_err err = {0};
   hap_graph *g = NULL;
   char *report = NULL;
-  hap_onnx_options io = {.loss = o->loss, .name = o->name};
+  hap_onnx_options io = {.loss = o->loss, .name = o->name, .buffers = o->buffers};
   hap_status st = hap_onnx_import(file, &io, &g, &report, &err);
   if (report != NULL)
     for (const char *line = report; *line != '\0';) {
@@ -406,11 +409,15 @@ static int cmd_ops(const opts *o) {
 }
 
 int main(int argc, char **argv) {
-  static const struct option long_opts[] = {
-      {"format", required_argument, NULL, 'f'}, {"output", required_argument, NULL, 'o'},
-      {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
-      {"version", no_argument, NULL, 'V'},      {"loss", required_argument, NULL, 'L'},
-      {"name", required_argument, NULL, 'N'},   {NULL, 0, NULL, 0}};
+  static const struct option long_opts[] = {{"format", required_argument, NULL, 'f'},
+                                            {"output", required_argument, NULL, 'o'},
+                                            {"quiet", no_argument, NULL, 'q'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {"version", no_argument, NULL, 'V'},
+                                            {"loss", required_argument, NULL, 'L'},
+                                            {"name", required_argument, NULL, 'N'},
+                                            {"buffers", required_argument, NULL, 'B'},
+                                            {NULL, 0, NULL, 0}};
   opts o = {.format = HAP_FORMAT_TABLE};
   hap_err err = {0};
   bool help = false;
@@ -431,6 +438,7 @@ int main(int argc, char **argv) {
                                 optarg);
       break;
     case 'N': o.name = optarg; break;
+    case 'B': o.buffers = optarg; break;
     case 'h': help = true; break;
     case 'V': printf("hap-model %s\n", HAP_VERSION); return 0;
     default: fprintf(stderr, "Try '%s --help'.\n", prog); return 2;

@@ -4,9 +4,9 @@
 #     gradients (--weights, --reference); hap-model check passes; hap-run on one rank from those
 #     weights (--weights, --dump-grads) gives the loss and every parameter gradient within 1e-4 of
 #     PyTorch's (compare_grads.py: max |hap - torch| over max |torch|, per tensor); a 2-rank hap
-#     plan of the imported graph passes hap-run --check from the same weights. The MLPs and the
-#     CNN and torchvision's resnet18 also go through ONNX (hap-import --onnx, hap-model import)
-#     and pass the same checks.
+#     plan of the imported graph passes hap-run --check from the same weights. The MLPs, the
+#     batch-first encoder, the CNN and torchvision's resnet18 also go through ONNX (hap-import
+#     --onnx, hap-model import) and pass the same checks.
 #   errors: a model with three ops hap lacks lists all three, each with its fx target and source
 #     line, exits 1 and writes nothing; usage errors are one line, exit 1, no file.
 # Exit 77 (skipped) when /usr/bin/python3 has no torch (scripts/setup-debian.sh --test).
@@ -49,11 +49,13 @@ check_graph() {
   fi
 }
 
-# numerics_case NAME FACTORY ONNX_LOSS ARGS...: FACTORY of models.py (-: torchvision.models:NAME)
-# through the fx path, and unless ONNX_LOSS is '-' the ONNX path (hap-import --onnx, then
-# hap-model import --loss ONNX_LOSS) against the same weights.
+# numerics_case NAME FACTORY ONNX ARGS...: FACTORY of models.py (-: torchvision.models:NAME)
+# through the fx path, and unless ONNX is '-' the ONNX path: hap-import --onnx, then hap-model
+# import --loss LOSS [--buffers B] for ONNX = LOSS[/B], against the same weights and reference
+# (reshape_h5.py: the ONNX file keeps PyTorch's packed [3E, E] attention weights).
 numerics_case() {
-  local name=$1 factory=$2 onnx_loss=$3
+  local name=$1 factory=$2 onnx_loss=${3%%/*} buffers=()
+  [[ "$3" == */* ]] && buffers=(--buffers "${3#*/}")
   shift 3
   local g="$tmp/$name.json" w="$tmp/$name.h5" ref="$tmp/$name.ref.h5" onnx=()
   [ "$onnx_loss" != "-" ] && onnx=(--onnx "$tmp/$name.onnx")
@@ -67,15 +69,21 @@ numerics_case() {
   fi
   check_graph "$name" "$g" "$w" "$ref"
   [ "$onnx_loss" = "-" ] && return
-  "$model" import "$tmp/$name.onnx" --loss "$onnx_loss" -o "$tmp/$name.onnx.json" ||
+  local og="$tmp/$name.onnx.json"
+  "$model" import "$tmp/$name.onnx" --loss "$onnx_loss" "${buffers[@]}" -o "$og" ||
     { bad "$name: hap-model import"; return; }
-  check_graph "$name-onnx" "$tmp/$name.onnx.json" "$w" "$ref"
+  if ! /usr/bin/python3 "$here/reshape_h5.py" "$og" "$w" "$tmp/$name.onnx.h5" ||
+    ! /usr/bin/python3 "$here/reshape_h5.py" "$og" "$ref" "$tmp/$name.onnx.ref.h5"; then
+    bad "$name: reshape_h5.py"
+    return
+  fi
+  check_graph "$name-onnx" "$og" "$tmp/$name.onnx.h5" "$tmp/$name.onnx.ref.h5"
 }
 
 numerics() {
   numerics_case mlp mlp cross_entropy -i 'x:float32[8,16]' --loss cross_entropy
   numerics_case mlp-own-loss with_loss output -i 'x:float32[8,16]' -i 'y:int64[8]'
-  numerics_case encoder encoder - -i 'tokens:int64[4,6]' --loss cross_entropy
+  numerics_case encoder encoder cross_entropy/pos -i 'tokens:int64[4,6]' --loss cross_entropy
   numerics_case encoder-seq-first encoder - -a batch_first=False -a norm_first=True \
     -i 'tokens:int64[4,6]' --loss cross_entropy
   numerics_case vit vit - -i 'x:float32[4,3,16,16]' --loss cross_entropy

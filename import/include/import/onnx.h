@@ -33,6 +33,9 @@ hap_status hap_onnx_loss_parse(const char *s, hap_onnx_loss *out);
 typedef struct hap_onnx_options {
   hap_onnx_loss loss;
   const char *name; /* the graph's name; NULL: the ONNX graph's, else "onnx" */
+  /* comma-separated initializers that are constant state (buffers, no gradient), e.g. PyTorch's
+   * registered buffers; every other float initializer read as a tensor is a parameter */
+  const char *buffers;
 } hap_onnx_options;
 
 /* `len` bytes of an ONNX model, `path` naming it in messages. */
