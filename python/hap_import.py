@@ -906,14 +906,16 @@ def export(args):
     batch = sample_batch(torch, ex.g, inputs, placeholders, target, args.seed)
     if args.weights or args.reference:
         check_h5py()
-    write_atomic(args.output, lambda path: write_graph(doc, path))
+    jobs = [(args.output, lambda path: write_graph(doc, path))]
     if args.weights:
-        write_atomic(args.weights, lambda path: write_weights(ex.g, batch, path))
+        jobs.append((args.weights, lambda path: write_weights(ex.g, batch, path)))
     if args.reference:
         ref = reference(torch, model, ex, placeholders, batch, args.loss, target)
-        write_atomic(args.reference, lambda path: write_reference(ref, path))
+        jobs.append((args.reference, lambda path: write_reference(ref, path)))
     if args.onnx:
-        write_atomic(args.onnx, lambda path: write_onnx(torch, model, placeholders, example, path))
+        jobs.append((args.onnx, lambda path: write_onnx(torch, model, placeholders, example,
+                                                        path)))
+    write_all(jobs)
     if not args.quiet:
         n_params = sum(int(torch.tensor(t["shape"]).prod()) for t in ex.g.tensors
                        if t["kind"] == "parameter")
@@ -972,19 +974,23 @@ def check_h5py():
         raise Fail("--weights/--reference need h5py: apt-get install python3-h5py")
 
 
-def write_atomic(path, write):
-    tmp = f"{path}.tmp.{os.getpid()}"
+def write_all(jobs):
+    """Every (path, write) job into its temporary, then all renamed into place: a failure in any
+    (a full disk, an ONNX export torch refuses) leaves no file written."""
+    tmps = []
     try:
-        write(tmp)
-        os.replace(tmp, path)
-    except OSError as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise Fail(f"{path}: cannot write: {e.strerror or e}") from e
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        for path, write in jobs:
+            tmps.append(f"{path}.tmp.{os.getpid()}")
+            try:
+                write(tmps[-1])
+            except OSError as e:
+                raise Fail(f"{path}: cannot write: {e.strerror or e}") from e
+        for (path, _), tmp in zip(jobs, tmps):
+            os.replace(tmp, path)
+    finally:
+        for tmp in tmps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
 
 def write_onnx(torch, model, placeholders, example, path):
@@ -994,9 +1000,14 @@ def write_onnx(torch, model, placeholders, example, path):
     mode = torch.onnx.TrainingMode.TRAINING if model.training else torch.onnx.TrainingMode.EVAL
     with open(path, "wb") as f, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the exporter's notes on in-place ops and training mode
-        torch.onnx.export(model, tuple(example), f, input_names=list(placeholders),
-                          output_names=["output"], opset_version=13, training=mode,
-                          do_constant_folding=not model.training)
+        try:
+            torch.onnx.export(model, tuple(example), f, input_names=list(placeholders),
+                              output_names=["output"], opset_version=13, training=mode,
+                              do_constant_folding=not model.training)
+        except (RuntimeError, torch.onnx.errors.OnnxExporterError) as e:
+            why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise Fail(f"--onnx {path.rsplit('.tmp.', 1)[0]}: torch.onnx.export refused the "
+                       f"module: {why}") from e
 
 
 def write_graph(doc, path):

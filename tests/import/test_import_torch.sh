@@ -8,7 +8,8 @@
 #     batch-first encoder, the CNN and torchvision's resnet18 also go through ONNX (hap-import
 #     --onnx, hap-model import) and pass the same checks.
 #   errors: a model with three ops hap lacks lists all three, each with its fx target and source
-#     line, exits 1 and writes nothing; usage errors are one line, exit 1, no file.
+#     line, exits 1 and writes nothing; usage errors and an ONNX export torch refuses are one
+#     line, exit 1, no file.
 # Exit 77 (skipped) when /usr/bin/python3 has no torch (scripts/setup-debian.sh --test).
 # Usage: test_import_torch.sh numerics|errors HAP_IMPORT HAP_MODEL HAP_SYNTH HAP_RUN MPIRUN
 set -u
@@ -88,6 +89,10 @@ numerics() {
     -i 'tokens:int64[4,6]' --loss cross_entropy
   numerics_case vit vit - -i 'x:float32[4,3,16,16]' --loss cross_entropy
   numerics_case vgg vgg cross_entropy -i 'x:float32[4,3,16,16]' --loss cross_entropy
+  # VGG19's 16 convolutions and 5 pools (torchvision's configuration "E") at 1/32 of the width
+  numerics_case vgg19 vgg cross_entropy -i 'x:float32[2,3,64,64]' --loss cross_entropy -a width=2 \
+    -a 'cfg=(1,1,"M",2,2,"M",4,4,4,4,"M",8,8,8,8,"M",8,8,8,8,"M")'
+
   # GPT-2 blocks in plain PyTorch: x.size() unpacked, split q/k/v, masked_fill with a causal
   # buffer, positions from torch.arange, tanh GELU
   numerics_case gpt gpt - -i 'idx:int64[4,8]' --loss cross_entropy
@@ -132,6 +137,11 @@ errors() {
     -- torch "$models:with_loss" -i 'x:float32[8,16]'
   expect_fail not-a-loss "output has shape \[8, 5\], not a scalar loss" \
     -- torch "$models:mlp" -i 'x:float32[8,16]'
+  # torch.onnx.export refuses an adaptive pool that upsamples: one line, none of the files
+  expect_fail onnx-refused "--onnx [^ ]*out.onnx: torch.onnx.export refused the module" \
+    -- torch "$models:vgg" -a 'cfg=(1,"M","M")' -i 'x:float32[1,3,4,4]' --loss mean \
+    --weights "$tmp/out.h5" --onnx "$tmp/out.onnx"
+  [ -e "$tmp/out.h5" ] || [ -e "$tmp/out.onnx" ] && bad "onnx-refused: wrote weights or ONNX"
   expect_fail no-file "nope.py: cannot open: no such file" -- torch nope.py:mlp -i 'x:float32[1]'
   expect_fail no-factory "has no 'nothing'" -- torch "$models:nothing" -i 'x:float32[1]'
 }
