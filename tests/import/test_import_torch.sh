@@ -39,7 +39,8 @@ check_graph() {
   "$run" "$tmp/$label.p1.json" --weights "$w" --dump-grads "$got" -n 1 -w 0 -q >"$tmp/out" ||
     { cat "$tmp/out"; bad "$label: hap-run --dump-grads"; return; }
   /usr/bin/python3 "$here/compare_grads.py" "$got" "$ref" 1e-4 "$label" || bad "$label: gradients"
-  "$synth" "$g" -c cpu-2 -o "$tmp/$label.p2.json" -q || { bad "$label: hap-synth, 2 ranks"; return; }
+  "$synth" "$g" -c cpu-2 -o "$tmp/$label.p2.json" -q ||
+    { bad "$label: hap-synth, 2 ranks"; return; }
   "$mpirun" --oversubscribe -np 2 "$run" "$tmp/$label.p2.json" --weights "$w" --check -n 2 -w 0 \
     -q >"$tmp/out" 2>&1
   if grep -q '^check: passed' "$tmp/out"; then
