@@ -321,6 +321,62 @@ static int64_t int_at(const rule *r, uint64_t key, int64_t gi) {
   return v < r->range ? v : r->range - 1;
 }
 
+/* ---- given values (hap_init_set_values) ------------------------------------------------------ */
+
+static const hap_init_value *given;
+static int32_t n_given;
+
+void hap_init_set_values(const hap_init_value *values, int32_t n) {
+  given = n > 0 ? values : NULL;
+  n_given = n > 0 ? n : 0;
+}
+
+/* Box b of the given whole tensor v (checked against tn) into out. */
+static hap_status fill_given(const hap_tensor *tn, const hap_init_value *v, const hap_box *b,
+                             void *out, hap_err *err) {
+  bool same = v->dtype == tn->dtype && v->shape.rank == tn->shape.rank;
+  for (int k = 0; same && k < tn->shape.rank; k++)
+    same = v->shape.dims[k] == tn->shape.dims[k];
+  if (!same)
+    return hap_err_set(err, HAP_EINVAL,
+                       "init: the given values of %s '%s' differ from the graph's in dtype or "
+                       "shape (%s, rank %d; expected %s, rank %d)",
+                       hap_tensor_kind_name(tn->kind), tn->name, hap_dtype_name(v->dtype),
+                       (int)v->shape.rank, hap_dtype_name(tn->dtype), (int)tn->shape.rank);
+  int n = tn->shape.rank;
+  size_t esz = (size_t)hap_dtype_size(tn->dtype);
+  int64_t stride[HAP_MAX_DIMS], idx[HAP_MAX_DIMS], acc = 1;
+  for (int k = n - 1; k >= 0; k--) {
+    stride[k] = acc;
+    acc *= tn->shape.dims[k];
+  }
+  if (n == 0) {
+    memcpy(out, v->data, esz);
+    return HAP_OK;
+  }
+  for (int k = 0; k < n; k++)
+    idx[k] = b->lo[k];
+  int64_t row = b->hi[n - 1] - b->lo[n - 1];
+  char *dst = out;
+  for (;;) {
+    int64_t gi = 0;
+    for (int k = 0; k < n; k++)
+      gi += idx[k] * stride[k];
+    memcpy(dst, (const char *)v->data + (size_t)gi * esz, (size_t)row * esz);
+    dst += (size_t)row * esz;
+    int k = n - 2;
+    while (k >= 0) {
+      if (++idx[k] < b->hi[k])
+        break;
+      idx[k] = b->lo[k];
+      k--;
+    }
+    if (k < 0)
+      break;
+  }
+  return HAP_OK;
+}
+
 hap_status hap_init_fill(const hap_graph *g, int32_t t, uint64_t seed, const hap_box *b, void *out,
                          hap_err *err) {
   if (!g || t < 0 || t >= g->n_tensors)
@@ -346,6 +402,11 @@ hap_status hap_init_fill(const hap_graph *g, int32_t t, uint64_t seed, const hap
     return hap_err_set(err, HAP_EUNSUPPORTED, "init: %s '%s' is %s, expected float32%s",
                        hap_tensor_kind_name(tn->kind), tn->name, hap_dtype_name(tn->dtype),
                        tn->kind == HAP_TENSOR_INPUT ? ", int64 or int32" : "");
+
+  if (hap_box_numel(b) > 0)
+    for (int32_t i = 0; i < n_given; i++)
+      if (strcmp(given[i].name, tn->name) == 0)
+        return fill_given(tn, &given[i], b, out, err);
 
   rule r;
   if (tn->kind == HAP_TENSOR_PARAMETER) {

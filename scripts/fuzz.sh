@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz every reader with libFuzzer under ASan + UBSan: graph, cluster and plan JSON, the model and
-# cluster spec strings, the HDF5 profile reader, nccl-tests logs, Chakra traces and hap-report's
-# inputs (tests/fuzz/).
+# cluster spec strings, the HDF5 profile reader, nccl-tests logs, Chakra traces, hap-report's
+# inputs and ONNX models (tests/fuzz/).
 # Builds build-fuzz/ with clang (-DHAP_FUZZ=ON -DHAP_SANITIZE=ON, no CUDA), then runs each target
 # for SECONDS (default 30) from its checked-in seeds (tests/fuzz/corpus/<target>/; new inputs go
 # to a temporary corpus). Prints the executions per target. Exit status: 0 when no target crashed,
@@ -13,7 +13,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 secs=${1:-30}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(graph cluster plan specs profile nccl_tests chakra report)
+[ ${#targets[@]} -gt 0 ] || targets=(graph cluster plan specs profile nccl_tests chakra report onnx)
 case "$secs" in '' | *[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, got '$secs'" >&2; exit 2 ;; esac
 build=${HAP_FUZZ_BUILD:-build-fuzz}
 mkdir -p "$build"

@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
 # Install everything hap needs to build, test and lint on Debian 12 (bookworm).
-#   scripts/setup-debian.sh          the main job's packages (build, run, lint)
-#   scripts/setup-debian.sh --test   those and the test setup's extras: chromium (hap-report's
-#                                    pages rendered headless, tests/cli/test_report_browser.sh)
-#                                    and libxml2-utils (xmllint), kept out of the main job
+#   scripts/setup-debian.sh            the main job's packages (build, run, lint)
+#   scripts/setup-debian.sh --import   those and hap-import's Python stack (PyTorch models into
+#                                      hap, docs/import.md): python3-torch, python3-torchvision,
+#                                      python3-onnx for Debian's /usr/bin/python3 (about 600 MB,
+#                                      so not part of the main job's setup)
+#   scripts/setup-debian.sh --test     everything the whole test suite runs (the README's test
+#                                      command): the --import stack, and chromium (hap-report's
+#                                      pages rendered headless) and libxml2-utils (xmllint)
 # Non-interactive; uses sudo only when not run as root. The CUDA toolkit is optional and not
 # installed here: when /usr/local/cuda (or nvcc on PATH) exists, the build uses it.
 set -euo pipefail
 
-test_setup=0
-case "${1:-}" in
---test) test_setup=1 ;;
-"") ;;
-*) echo "setup-debian.sh: unknown argument '$1' (expected --test or nothing)" >&2; exit 2 ;;
-esac
+test_setup=0 import_setup=0
+for arg in "$@"; do
+  case "$arg" in
+  --test) test_setup=1 import_setup=1 ;;
+  --import) import_setup=1 ;;
+  -h | --help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "setup-debian.sh: unknown argument '$arg' (expected --import, --test or nothing)" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   build-essential cmake pkg-config
@@ -25,6 +32,7 @@ packages=(
   # Chakra traces (chakra/): protoc-c generates the .et codec at build time, libprotobuf-c runs
   # it, protoc --decode checks the files in tests/cli/test_chakra.sh
   protobuf-c-compiler libprotobuf-c-dev protobuf-compiler
+  libonnx-dev # onnx.proto, from which import/ generates its ONNX reader (hap-model import)
   python3 python3-h5py
   time # GNU time: peak memory in reports/bench-synth.sh
   procps # pgrep: tests/profile/test_kill.sh finds an MPI rank to kill
@@ -39,6 +47,13 @@ test_packages=(
 if [ "$test_setup" -eq 1 ]; then
   packages+=("${test_packages[@]}")
 fi
+
+# hap-import's stack (python3-h5py is above: the profile tests use it too)
+import_packages=(python3-torch python3-torchvision python3-onnx)
+if [ "$import_setup" -eq 1 ]; then
+  packages+=("${import_packages[@]}")
+fi
+mapfile -t packages < <(printf '%s\n' "${packages[@]}" | awk '!seen[$0]++')
 
 if [ "$(id -u)" -eq 0 ]; then
   as_root=()

@@ -1,4 +1,5 @@
-/* hap-model — list, inspect, export and check model graphs (zoo specs or hap-graph files). */
+/* hap-model — list, inspect, export and check model graphs (zoo specs or hap-graph files), and
+ * import ONNX models as hap-graph files. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include "hap_config.h"
 #include "harness/format.h"
 #include "harness/report.h"
+#include "import/onnx.h"
 #include "model/graph_io.h"
 #include "model/stats.h"
 #include "model/zoo.h"
@@ -26,6 +28,7 @@ static void usage(FILE *f) {
          "  stats MODEL          parameters, FLOPs per iteration, activation memory, per-op table\n"
          "  export MODEL -o FILE write MODEL as a hap-graph JSON file\n"
          "  check FILE...        validate hap-graph files (one error line per bad file)\n"
+         "  import FILE.onnx -o FILE  an ONNX model as a hap-graph file (docs/import.md)\n"
          "  ops                  the op table: inputs, attributes and what each op computes\n"
          "\n"
          "MODEL is a zoo name with options, e.g. 'bert-base:layers=24,batch=256,seq=128',\n"
@@ -34,7 +37,13 @@ static void usage(FILE *f) {
          "Options:\n"
          "  -f, --format FMT     table (default), csv or json (list, stats, ops)\n"
          "  -o, --output FILE    output path for export ('-' = stdout)\n"
-         "  -q, --quiet          print nothing on success (check)\n"
+         "  -q, --quiet          print nothing on success (check, export, import)\n"
+         "      --loss HOW       import: output (the model's output is the scalar loss;\n"
+         "                       default), mean, sum, or cross_entropy (against a new int64\n"
+         "                       input 'target')\n"
+         "      --name NAME      import: the graph's name\n"
+         "      --buffers A,B    import: these float initializers are buffers (constant\n"
+         "                       state, no gradient), not parameters\n"
          "  -h, --help           this help\n"
          "  -V, --version        print the version\n"
          "\n"
@@ -57,6 +66,15 @@ static const struct {
      "Usage: hap-model check FILE...\n\n"
      "Read and validate hap-graph files. A bad file gets one line on stderr naming the\n"
      "file, the JSON path and what was expected; the exit status is 1 if any file is bad.\n"},
+    {"import",
+     "Usage: hap-model import FILE.onnx -o FILE [--loss output|mean|sum|cross_entropy]\n"
+     "                        [--name NAME] [--buffers NAME,...]\n\n"
+     "Map an ONNX model (fixed input shapes; e.g. torch.onnx.export) onto hap's ops and write\n"
+     "it as a hap-graph file (atomically). Float initializers become parameters under their\n"
+     "names (--buffers: buffers). The loss is the model's scalar output, or --loss appends one. "
+     "Every node hap\n"
+     "cannot map gets a line (node, op type, why); then nothing is written and the exit\n"
+     "status is 1. docs/import.md lists the ops.\n"},
     {"ops",
      "Usage: hap-model ops [--format table|csv|json]\n\n"
      "The op table: each op's inputs (parameters marked), outputs, attributes and meaning.\n"},
@@ -64,8 +82,9 @@ static const struct {
 
 typedef struct opts {
   hap_format format;
-  const char *output;
+  const char *output, *name, *buffers;
   bool quiet;
+  hap_onnx_loss loss;
 } opts;
 
 /* ---- list ---------------------------------------------------------------------------------- */
@@ -299,6 +318,35 @@ static int cmd_check(const opts *o, int n, char **files) {
   return bad ? 1 : 0;
 }
 
+static int cmd_import(const opts *o, const char *file) {
+  if (o->output == NULL)
+    return hap_report_usage(prog, -1, "import needs -o FILE ('-' for stdout)");
+  hap_err err = {0};
+  hap_graph *g = NULL;
+  char *report = NULL;
+  hap_onnx_options io = {.loss = o->loss, .name = o->name, .buffers = o->buffers};
+  hap_status st = hap_onnx_import(file, &io, &g, &report, &err);
+  if (report != NULL)
+    for (const char *line = report; *line != '\0';) {
+      size_t n = strcspn(line, "\n");
+      fprintf(stderr, "%s: %.*s\n", prog, (int)n, line);
+      line += n + (line[n] == '\n');
+    }
+  free(report);
+  if (st == HAP_OK)
+    st = hap_graph_write_file(g, o->output, &err);
+  if (st != HAP_OK) {
+    hap_cli_error(prog, &err);
+    hap_graph_destroy(g);
+    return 1;
+  }
+  if (!o->quiet && strcmp(o->output, "-") != 0)
+    fprintf(stderr, "%s: wrote %s (%d nodes, %d tensors)\n", prog, o->output, g->n_nodes,
+            g->n_tensors);
+  hap_graph_destroy(g);
+  return 0;
+}
+
 /* ---- ops ----------------------------------------------------------------------------------- */
 
 static const char *attr_type_name(hap_attr_type t) {
@@ -361,10 +409,15 @@ static int cmd_ops(const opts *o) {
 }
 
 int main(int argc, char **argv) {
-  static const struct option long_opts[] = {
-      {"format", required_argument, NULL, 'f'}, {"output", required_argument, NULL, 'o'},
-      {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
-      {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0}};
+  static const struct option long_opts[] = {{"format", required_argument, NULL, 'f'},
+                                            {"output", required_argument, NULL, 'o'},
+                                            {"quiet", no_argument, NULL, 'q'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {"version", no_argument, NULL, 'V'},
+                                            {"loss", required_argument, NULL, 'L'},
+                                            {"name", required_argument, NULL, 'N'},
+                                            {"buffers", required_argument, NULL, 'B'},
+                                            {NULL, 0, NULL, 0}};
   opts o = {.format = HAP_FORMAT_TABLE};
   hap_err err = {0};
   bool help = false;
@@ -377,6 +430,15 @@ int main(int argc, char **argv) {
       break;
     case 'o': o.output = optarg; break;
     case 'q': o.quiet = true; break;
+    case 'L':
+      if (hap_onnx_loss_parse(optarg, &o.loss) != HAP_OK)
+        return hap_report_usage(prog, -1,
+                                "--loss: unknown loss '%s' (expected output, mean, sum or "
+                                "cross_entropy)",
+                                optarg);
+      break;
+    case 'N': o.name = optarg; break;
+    case 'B': o.buffers = optarg; break;
     case 'h': help = true; break;
     case 'V': printf("hap-model %s\n", HAP_VERSION); return 0;
     default: fprintf(stderr, "Try '%s --help'.\n", prog); return 2;
@@ -393,7 +455,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (optind >= argc)
-    return hap_report_usage(prog, -1, "missing command (list, stats, export, check, ops)");
+    return hap_report_usage(prog, -1, "missing command (list, stats, export, check, import, ops)");
   const char *cmd = argv[optind++];
   int rest = argc - optind;
   char **args = argv + optind;
@@ -407,9 +469,13 @@ int main(int argc, char **argv) {
     return cmd_export(&o, args[0]);
   if (strcmp(cmd, "check") == 0 && rest >= 1)
     return cmd_check(&o, rest, args);
+  if (strcmp(cmd, "import") == 0 && rest == 1)
+    return cmd_import(&o, args[0]);
   if (strcmp(cmd, "list") == 0 || strcmp(cmd, "ops") == 0 || strcmp(cmd, "stats") == 0 ||
-      strcmp(cmd, "export") == 0 || strcmp(cmd, "check") == 0)
+      strcmp(cmd, "export") == 0 || strcmp(cmd, "check") == 0 || strcmp(cmd, "import") == 0)
     return hap_report_usage(prog, -1, "wrong number of arguments for '%s'", cmd);
   return hap_report_usage(prog, -1,
-                          "unknown command '%s' (expected list, stats, export, check, ops)", cmd);
+                          "unknown command '%s' (expected list, stats, export, check, import, "
+                          "ops)",
+                          cmd);
 }

@@ -30,11 +30,13 @@
 #include "plan/plan_io.h"
 #include "report/report.h"
 #include "run/check.h"
+#include "run/init.h"
 #include "run/pipeline_run.h"
 #include "run/run.h"
 #include "simulate/pipeline_plan_sim.h"
 #include "simulate/plan_sim.h"
 #include "store/cluster_open.h"
+#include "store/tensor_file.h"
 #include "traces/trace.h"
 
 static const char *prog = "hap-run";
@@ -78,6 +80,10 @@ static void usage(FILE *f) {
           "                         --iters >= 2, and fp16 two steps its loss scale did not skip)\n"
           "      --threads N        OpenBLAS threads per rank (default 1, as hap-profile)\n"
           "      --seed S           parameters, inputs and dropout (default 1)\n"
+          "      --weights FILE     start from these parameters, buffers and inputs instead\n"
+          "                         (a hap-weights HDF5 file: hap-import --weights)\n"
+          "      --dump-grads FILE  write the first iteration's loss and every parameter's\n"
+          "                         gradient (HDF5, as hap-import --reference writes PyTorch's)\n"
           "      --lr LR            learning rate of the plan's optimizer (default 0.001)\n"
           "      --emulate-speed L  rank i's kernels take 1/L[i] as long (e.g. 1,0.5)\n"
           "      --timeout S        a task that does not finish in S s ends every rank with an\n"
@@ -90,7 +96,7 @@ static void usage(FILE *f) {
 }
 
 typedef struct opts {
-  const char *plan, *model, *cluster, *sim_cluster, *trace;
+  const char *plan, *model, *cluster, *sim_cluster, *trace, *weights, *dump_grads;
   const char *report; /* --report FILE: the trace as hap-report's run page */
   int iters, warmup, threads;
   bool check, quiet, cuda;
@@ -428,10 +434,36 @@ static int median_iteration(const opts *o, const double *iter_s) {
 typedef struct under_test {
   hap_run *run;
   hap_pipe_run *pipe;
+  const hap_graph *g;  /* run: the graph (--dump-grads) */
   double *start, *end; /* run: [iterations][nt] task times; pipe: [iterations][nt] op times */
   size_t nt;
   double staging; /* run: this rank's mean staging per timed iteration, s */
 } under_test;
+
+/* --dump-grads: the first iteration's loss and every trainable parameter's gradient, gathered
+ * onto rank 0 (collective) and written there. */
+static hap_status dump_grads(const opts *o, hap_comm *comm, const hap_graph *g, hap_run *run,
+                             double loss, hap_err *err) {
+  float **grads = calloc((size_t)g->n_tensors, sizeof *grads);
+  hap_status st = grads != NULL ? HAP_OK : hap_err_set(err, HAP_ENOMEM, "out of memory");
+  for (int32_t t = 0; st == HAP_OK && t < g->n_tensors; t++) {
+    const hap_tensor *tn = &g->tensors[t];
+    if (tn->kind != HAP_TENSOR_PARAMETER || !tn->requires_grad)
+      continue;
+    int64_t n = 0;
+    (void)hap_shape_numel(&tn->shape, &n);
+    if (comm->rank == 0 && (grads[t] = malloc((size_t)(n > 0 ? n : 1) * sizeof(float))) == NULL)
+      st = hap_err_set(err, HAP_ENOMEM, "out of memory");
+    if (st == HAP_OK)
+      st = hap_run_gather_grad(run, t, grads[t], err);
+  }
+  if (st == HAP_OK && comm->rank == 0)
+    st = hap_grads_write(o->dump_grads, g, loss, (const float *const *)grads, err);
+  for (int32_t t = 0; grads != NULL && t < g->n_tensors; t++)
+    free(grads[t]);
+  free(grads);
+  return st;
+}
 
 /* The warm-up and timed iterations: each between barriers, its slowest rank's time into iter_s,
  * its loss into losses, and --check after each until it is decided. A failing iteration or check
@@ -472,6 +504,11 @@ static hap_status iterate(const opts *o, hap_comm *comm, under_test *u, hap_chec
                             : hap_run_loss(u->run, &losses[i], err));
     if (u->run != NULL && i >= o->warmup)
       u->staging += hap_run_staging_s(u->run) / o->iters;
+    if (i == 0 && o->dump_grads != NULL &&
+        dump_grads(o, comm, u->g, u->run, losses[0], err) != HAP_OK) {
+      hap_report(prog, me, "--dump-grads: %s", err->msg);
+      comm->ops->abort(comm, 1);
+    }
     if (o->check && *check_ok && !check_done) {
       hap_watchdog_arm();
       if (check(checker, u->run, u->pipe, comm, res, check_ok, &check_done, err) != HAP_OK) {
@@ -644,7 +681,7 @@ static int run(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster *c, hap_
     st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
     goto out;
   }
-  under_test u = {.run = run, .start = start, .end = end, .nt = nt};
+  under_test u = {.run = run, .g = g, .start = start, .end = end, .nt = nt};
   if ((st = iterate(o, comm, &u, checker, check_res, iter_s, losses, &check_ok, &err)) != HAP_OK)
     goto out;
   staging = u.staging;
@@ -973,6 +1010,22 @@ out_quiet:
   return rc;
 }
 
+/* --weights: every parameter, buffer and input of g from FILE, made the initial values
+ * (run/init.h's hap_init_set_values) of every run after. */
+static hap_status use_weights(const char *file, const hap_graph *g, hap_tensor_set **set,
+                              hap_init_value **values, hap_err *err) {
+  HAP_TRY(hap_weights_read(file, g, set, err));
+  *values = calloc((size_t)(*set)->n + 1, sizeof **values);
+  if (*values == NULL)
+    return hap_err_set(err, HAP_ENOMEM, "--weights %s: out of memory", file);
+  for (int32_t i = 0; i < (*set)->n; i++) {
+    const hap_named_tensor *t = &(*set)->t[i];
+    (*values)[i] = (hap_init_value){t->name, t->dtype, t->shape, t->data};
+  }
+  hap_init_set_values(*values, (*set)->n);
+  return HAP_OK;
+}
+
 /* Load the model, the cluster and the plan, and run it: a one-stage plan (hap-plan 1.x, or 2.x
  * with one stage over every device) as an SPMD program, else as a pipeline. */
 static int start(opts *o, hap_comm *comm) {
@@ -989,9 +1042,20 @@ static int start(opts *o, hap_comm *comm) {
     st = hap_atomic_probe(o->trace, &err);
   if (st == HAP_OK && o->report != NULL && comm->rank == 0)
     st = hap_atomic_probe(o->report, &err);
+  if (st == HAP_OK && o->dump_grads != NULL && comm->rank == 0)
+    st = hap_atomic_probe(o->dump_grads, &err);
+  hap_tensor_set *weights = NULL;
+  hap_init_value *values = NULL;
   if (st == HAP_OK && (st = hap_model_load(o->model, &g, &err)) == HAP_OK &&
       (st = hap_cluster_open(o->cluster, &c, &err)) == HAP_OK)
     st = hap_pipeline_read_file(o->plan, g, c, &pl, &err);
+  if (st == HAP_OK && o->weights != NULL)
+    st = use_weights(o->weights, g, &weights, &values, &err);
+  if (st == HAP_OK && o->dump_grads != NULL && !hap_pipeline_is_flat(pl))
+    st = hap_err_set(&err, HAP_EUNSUPPORTED,
+                     "--dump-grads: %s is a pipelined plan; gradients are dumped from one-stage "
+                     "plans only so far",
+                     o->plan);
   int rc = 1;
   if (said_by_first(comm, st, &err) || pl == NULL) {
     hap_pipeline_destroy(pl);
@@ -1005,6 +1069,9 @@ static int start(opts *o, hap_comm *comm) {
     hap_pipeline_destroy(pl);
     rc = run(o, comm, g, c, plan);
   }
+  hap_init_set_values(NULL, 0);
+  free(values);
+  hap_tensor_set_destroy(weights);
   o->model = o->model == specs.model ? NULL : o->model; /* they pointed into specs */
   o->cluster = o->cluster == specs.cluster ? NULL : o->cluster;
   hap_plan_specs_free(&specs);
@@ -1051,7 +1118,9 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
     OPT_TIMEOUT,
     OPT_SIM_CLUSTER,
     OPT_THREADS,
-    OPT_REPORT
+    OPT_REPORT,
+    OPT_WEIGHTS,
+    OPT_DUMP_GRADS
   };
   static const struct option long_opts[] = {
       {"model", required_argument, NULL, 'm'},
@@ -1065,6 +1134,8 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
       {"report", required_argument, NULL, OPT_REPORT},
       {"check", no_argument, NULL, OPT_CHECK},
       {"seed", required_argument, NULL, OPT_SEED},
+      {"weights", required_argument, NULL, OPT_WEIGHTS},
+      {"dump-grads", required_argument, NULL, OPT_DUMP_GRADS},
       {"lr", required_argument, NULL, OPT_LR},
       {"emulate-speed", required_argument, NULL, OPT_EMULATE},
       {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -1102,6 +1173,8 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
     case 't': o->trace = optarg; break;
     case OPT_REPORT: o->report = optarg; break;
     case OPT_CHECK: o->check = true; break;
+    case OPT_WEIGHTS: o->weights = optarg; break;
+    case OPT_DUMP_GRADS: o->dump_grads = optarg; break;
     case OPT_THREADS:
       if (hap_cli_parse_int("--threads", optarg, 1, 1024, &v, &err) != HAP_OK)
         return hap_report_usage(prog, rank, "%s", err.msg);

@@ -30,4 +30,17 @@
 hap_status hap_init_fill(const hap_graph *g, int32_t t, uint64_t seed, const hap_box *b, void *out,
                          hap_err *err);
 
+/* Given values instead of the rules (hap-run --weights: a model's own weights and batch, e.g.
+ * PyTorch's through hap-import): while set, hap_init_fill fills tensor t from the entry named as
+ * t, whatever the seed, when there is one (its dtype and shape must be t's: HAP_EINVAL naming the
+ * tensor otherwise), and by the rules above when there is none. Process-wide, not thread-safe:
+ * set before any run starts; the arrays must outlive the runs. NULL / 0 restores the rules. */
+typedef struct hap_init_value {
+  const char *name;
+  hap_dtype dtype;
+  hap_shape shape;
+  const void *data; /* row-major, whole tensor */
+} hap_init_value;
+void hap_init_set_values(const hap_init_value *values, int32_t n);
+
 #endif

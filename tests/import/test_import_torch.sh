@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# hap-import torch (issue 17, docs/import.md), on the models of tests/import/models.py.
+#   numerics: each model exported with its PyTorch weights, a sample batch and PyTorch's loss and
+#     gradients (--weights, --reference); hap-model check passes; hap-run on one rank from those
+#     weights (--weights, --dump-grads) gives the loss and every parameter gradient within 1e-4 of
+#     PyTorch's (compare_grads.py: max |hap - torch| over max |torch|, per tensor); a 2-rank hap
+#     plan of the imported graph passes hap-run --check from the same weights. The MLPs, the
+#     batch-first encoder, the CNN and torchvision's resnet18 also go through ONNX (hap-import
+#     --onnx, hap-model import) and pass the same checks.
+#   errors: a model with three ops hap lacks lists all three, each with its fx target and source
+#     line, exits 1 and writes nothing; usage errors and an ONNX export torch refuses are one
+#     line, exit 1, no file.
+# Exit 77 (skipped) when /usr/bin/python3 has no torch (scripts/setup-debian.sh --test).
+# Usage: test_import_torch.sh numerics|errors HAP_IMPORT HAP_MODEL HAP_SYNTH HAP_RUN MPIRUN
+set -u
+mode=$1 import=$2 model=$3 synth=$4 run=$5 mpirun=$6
+here=$(cd "$(dirname "$0")" && pwd)
+models="$here/models.py"
+if ! /usr/bin/python3 -c 'import torch, h5py' 2>/dev/null; then
+  echo "test_import_torch: SKIPPED: /usr/bin/python3 has no torch or h5py (setup-debian.sh --test)"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+fail=0
+bad() {
+  echo "FAILED: $*"
+  fail=1
+}
+
+# check_graph LABEL GRAPH WEIGHTS REFERENCE: hap-model check; one rank from the weights equals
+# PyTorch's loss and gradients; a 2-rank hap plan passes --check.
+check_graph() {
+  local label=$1 g=$2 w=$3 ref=$4 got="$tmp/$1.hap.h5"
+  "$model" check "$g" || { bad "$label: hap-model check"; return; }
+  "$synth" "$g" -c cpu-2:gpus_per_host=1 -o "$tmp/$label.p1.json" -q ||
+    { bad "$label: hap-synth, one device"; return; }
+  "$run" "$tmp/$label.p1.json" --weights "$w" --dump-grads "$got" -n 1 -w 0 -q >"$tmp/out" ||
+    { cat "$tmp/out"; bad "$label: hap-run --dump-grads"; return; }
+  /usr/bin/python3 "$here/compare_grads.py" "$got" "$ref" 1e-4 "$label" || bad "$label: gradients"
+  "$synth" "$g" -c cpu-2 -o "$tmp/$label.p2.json" -q ||
+    { bad "$label: hap-synth, 2 ranks"; return; }
+  "$mpirun" --oversubscribe -np 2 "$run" "$tmp/$label.p2.json" --weights "$w" --check -n 2 -w 0 \
+    -q >"$tmp/out" 2>&1
+  if grep -q '^check: passed' "$tmp/out"; then
+    echo "$label: 2-rank hap plan: $(grep -o 'gradient error [^ ]*' "$tmp/out")"
+  else
+    cat "$tmp/out"
+    bad "$label: 2-rank --check"
+  fi
+}
+
+# numerics_case NAME FACTORY ONNX ARGS...: FACTORY of models.py (-: torchvision.models:NAME)
+# through the fx path, and unless ONNX is '-' the ONNX path: hap-import --onnx, then hap-model
+# import --loss LOSS [--buffers B] for ONNX = LOSS[/B], against the same weights and reference
+# (reshape_h5.py: the ONNX file keeps PyTorch's packed [3E, E] attention weights).
+numerics_case() {
+  local name=$1 factory=$2 onnx_loss=${3%%/*} buffers=()
+  [[ "$3" == */* ]] && buffers=(--buffers "${3#*/}")
+  shift 3
+  local g="$tmp/$name.json" w="$tmp/$name.h5" ref="$tmp/$name.ref.h5" onnx=()
+  [ "$onnx_loss" != "-" ] && onnx=(--onnx "$tmp/$name.onnx")
+  local where="$models:$factory"
+  [ "$factory" = "-" ] && where="torchvision.models:$name"
+  if ! "$import" torch "$where" "$@" -o "$g" --weights "$w" --reference "$ref" \
+    "${onnx[@]}" 2>"$tmp/import.err"; then
+    cat "$tmp/import.err"
+    bad "$name: hap-import"
+    return
+  fi
+  check_graph "$name" "$g" "$w" "$ref"
+  [ "$onnx_loss" = "-" ] && return
+  local og="$tmp/$name.onnx.json"
+  "$model" import "$tmp/$name.onnx" --loss "$onnx_loss" "${buffers[@]}" -o "$og" ||
+    { bad "$name: hap-model import"; return; }
+  if ! /usr/bin/python3 "$here/reshape_h5.py" "$og" "$w" "$tmp/$name.onnx.h5" ||
+    ! /usr/bin/python3 "$here/reshape_h5.py" "$og" "$ref" "$tmp/$name.onnx.ref.h5"; then
+    bad "$name: reshape_h5.py"
+    return
+  fi
+  check_graph "$name-onnx" "$og" "$tmp/$name.onnx.h5" "$tmp/$name.onnx.ref.h5"
+}
+
+numerics() {
+  numerics_case mlp mlp cross_entropy -i 'x:float32[8,16]' --loss cross_entropy
+  numerics_case mlp-own-loss with_loss output -i 'x:float32[8,16]' -i 'y:int64[8]'
+  numerics_case encoder encoder cross_entropy/pos -i 'tokens:int64[4,6]' --loss cross_entropy
+  numerics_case encoder-seq-first encoder - -a batch_first=False -a norm_first=True \
+    -i 'tokens:int64[4,6]' --loss cross_entropy
+  numerics_case vit vit - -i 'x:float32[4,3,16,16]' --loss cross_entropy
+  numerics_case vgg vgg cross_entropy -i 'x:float32[4,3,16,16]' --loss cross_entropy
+  # VGG19's 16 convolutions and 5 pools (torchvision's configuration "E") at 1/32 of the width
+  numerics_case vgg19 vgg cross_entropy -i 'x:float32[2,3,64,64]' --loss cross_entropy -a width=2 \
+    -a 'cfg=(1,1,"M",2,2,"M",4,4,4,4,"M",8,8,8,8,"M",8,8,8,8,"M")'
+
+  # GPT-2 blocks in plain PyTorch: x.size() unpacked, split q/k/v, masked_fill with a causal
+  # buffer, positions from torch.arange, tanh GELU
+  numerics_case gpt gpt - -i 'idx:int64[4,8]' --loss cross_entropy
+  # torchvision's resnet18 (batch norm over the batch, residual adds, adaptive pooling)
+  numerics_case resnet18 - cross_entropy -i 'x:float32[2,3,64,64]' --loss cross_entropy \
+    -a num_classes=10
+}
+
+# expect_fail NAME PATTERN... -- ARGS: exit 1, every PATTERN on stderr, no graph file.
+expect_fail() {
+  local name=$1
+  shift
+  local patterns=()
+  while [ "$1" != "--" ]; do
+    patterns+=("$1")
+    shift
+  done
+  shift
+  local rc=0
+  "$import" "$@" -o "$tmp/out.json" 2>"$tmp/err" >/dev/null || rc=$?
+  [ "$rc" -eq 1 ] || bad "$name: exit $rc, expected 1"
+  [ -e "$tmp/out.json" ] && bad "$name: wrote a graph"
+  for p in "${patterns[@]}"; do
+    grep -qE -- "$p" "$tmp/err" || bad "$name: stderr lacks /$p/: $(cat "$tmp/err")"
+  done
+  compgen -G "$tmp/*.tmp.*" >/dev/null && bad "$name: left a temporary file"
+  echo "$name: $(tail -n 1 "$tmp/err")"
+}
+
+errors() {
+  expect_fail unsupported \
+    "models.py:[0-9]+: unsupported op 'GroupNorm' \(call_module norm\)" \
+    "models.py:[0-9]+: unsupported op 'SiLU' \(call_module act\)" \
+    "models.py:[0-9]+: unsupported op 'cumsum' \(call_function torch.cumsum\)" \
+    "3 unsupported ops, nothing written: GroupNorm, SiLU, cumsum" \
+    -- torch "$models:unsupported" -i 'x:float32[2,3,8,8]' --weights "$tmp/out.h5"
+  [ -e "$tmp/out.h5" ] && bad "unsupported: wrote weights"
+  [ "$(wc -l <"$tmp/err")" -eq 4 ] || bad "unsupported: expected 4 stderr lines"
+  expect_fail bad-input "--input 'x:float32\[8,x\]': expected NAME:DTYPE" \
+    -- torch "$models:mlp" -i 'x:float32[8,x]' --loss mean
+  expect_fail missing-input "forward takes \(x, y\); --input lacks y" \
+    -- torch "$models:with_loss" -i 'x:float32[8,16]'
+  expect_fail not-a-loss "output has shape \[8, 5\], not a scalar loss" \
+    -- torch "$models:mlp" -i 'x:float32[8,16]'
+  # torch.onnx.export refuses an adaptive pool that upsamples: one line, none of the files
+  expect_fail onnx-refused "--onnx [^ ]*out.onnx: torch.onnx.export refused the module" \
+    -- torch "$models:vgg" -a 'cfg=(1,"M","M")' -i 'x:float32[1,3,4,4]' --loss mean \
+    --weights "$tmp/out.h5" --onnx "$tmp/out.onnx"
+  [ -e "$tmp/out.h5" ] || [ -e "$tmp/out.onnx" ] && bad "onnx-refused: wrote weights or ONNX"
+  expect_fail no-file "nope.py: cannot open: no such file" -- torch nope.py:mlp -i 'x:float32[1]'
+  expect_fail no-factory "has no 'nothing'" -- torch "$models:nothing" -i 'x:float32[1]'
+}
+
+case "$mode" in
+numerics) numerics ;;
+errors) errors ;;
+*) echo "test_import_torch.sh: unknown mode '$mode'" >&2; exit 2 ;;
+esac
+[ "$fail" -eq 0 ] && echo "test_import_torch $mode: passed"
+exit "$fail"
