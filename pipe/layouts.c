@@ -44,7 +44,6 @@ bool hap_layouts_needed(const hap_graph *g, const hap_cluster *c, const hap_synt
   return param_elements(g) * hap_param_bytes_total(&b) > memory_limit(c, o);
 }
 
-
 void hap_layout_row_describe(const hap_layout_row *r, char *buf, size_t len) {
   const hap_megatron_spec *m = &r->layout;
   snprintf(buf, len, "tp=%d,pp=%d,dp=%d,mbs=%d zero=%d recompute=%s", (int)m->tp, (int)m->pp,

@@ -75,7 +75,6 @@ hap_status hap_megatron_spec_parse(const char *text, hap_megatron_spec *out, hap
   return st;
 }
 
-
 hap_status hap_megatron_layout(const hap_megatron_spec *m, const hap_graph *g, const hap_cluster *c,
                                const hap_synth_options *o, hap_megatron_spec *resolved,
                                hap_pipe_spec *pipe, hap_synth_options *stage, hap_err *err) {
