@@ -150,13 +150,14 @@ static hap_status node_vars(alpa_build *b) {
         bool repeated = false;
         for (int j = 0; j < i; j++)
           repeated = repeated || node->inputs[j] == t;
+        /* sourced directly in the layout v needs: the emitted program's first use of a source
+         * is its source (a layout made from another, e.g. I kept once as R, needs the first
+         * present, which only a later use has) */
         syn_prop p = needs(x, k, v, i);
-        double c = repeated ? 0 : syn_param_bound(x, &p);
+        hap_storage storage = HAP_STORE_INPUT;
+        double c = repeated ? 0 : syn_source_time(x, &p, &storage);
         ok = isfinite(c);
         own += c;
-        hap_storage storage = HAP_STORE_INPUT;
-        if (ok && !repeated)
-          (void)syn_source_time(x, &p, &storage);
         if (ok && !repeated)
           add_memory(b, &p, storage);
       }

@@ -408,7 +408,7 @@ double syn_node_time(syn_ctx *x, int32_t k, int v, double *per_device) {
 
 /* The least any program pays to have parameter p->tensor as *p: sourced so directly, or sourced in
  * another layout and communicated once. */
-double syn_param_bound(syn_ctx *x, const syn_prop *p) {
+static double param_bound(syn_ctx *x, const syn_prop *p) {
   hap_storage st;
   double best = syn_source_time(x, p, &st);
   const hap_tensor *t = &x->g->tensors[p->tensor];
@@ -447,7 +447,7 @@ hap_status syn_set_ratios(syn_ctx *x, const double *ratios, hap_err *err) {
           continue;
         syn_prop p = {t, var->in[i], var->in[i] >= 0 ? sn->segment : 0,
                       var->in[i] >= 0 ? var->granule : 1};
-        double src = syn_param_bound(x, &p);
+        double src = param_bound(x, &p);
         if (i == 1)
           src = fmin(src, syn_sfb_time(x, k, v));
         if (isfinite(src))

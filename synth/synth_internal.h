@@ -200,9 +200,6 @@ typedef struct syn_choice {
  * (n properties). A linear weight's source may be sfb (syn_sfb_time). */
 syn_choice syn_choose_input(syn_ctx *x, const syn_prop *have, int32_t n, const syn_prop *want,
                             int32_t k, int v, int input);
-/* The least any program pays to have source p->tensor as *p: sourced so, or sourced in another
- * layout and communicated once, s. */
-double syn_param_bound(syn_ctx *x, const syn_prop *p);
 /* The source of node k's weight (input 1) stored sfb under variant v: its consumer's input and
  * output gradient all-gathered, the whole-batch weight-gradient GEMM on every device less the
  * share the node's own backward no longer computes (the slowest device's), and the optimizer
