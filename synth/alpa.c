@@ -1,18 +1,18 @@
 /* alpa.c — the `alpa` strategy: Alpa's intra-operator pass (Zheng et al., OSDI'22) on hap's cost
- * model. Every node picks one sharding variant (Alpa's sharding spec) and every tensor is made
- * available in each layout a chosen consumer needs, by one communication from the layout its
- * producer (or its one source) gives it: an integer linear program over
+ * model (docs/design-alpa.md). Every node picks one sharding variant (Alpa's sharding spec) and
+ * every edge pays for resharding the producer's layout into the one its consumer's variant needs:
+ * an integer linear program over
  *   s[k][v]  binary, node k runs variant v (sum over v = 1), cost: its forward + backward time
- *   x[t][p]  binary, source tensor t is sourced as property p (sum over p = 1), cost: the source
- *            time (gradient synchronisation and update)
- *   y[t][p]  t is needed as p: y >= s[k][v] for every consumer variant needing p
- *   z        resharding on an edge: z >= s[u][i] + y[t][p] - 1 (or x[t][q] + y[t][p] - 1), cost:
- *            the communication from the producer's (source's) property to p
- * solved by GLPK's branch and cut. As in Alpa, the devices are taken as equal: the ratios are
- * even (the plan is then priced on the real devices, which may differ). The chosen variants are
- * priced and emitted as every program is (syn_price_replica), which takes for each input the
- * cheapest way the program allows: never costlier than the ILP's objective but where a tensor's
- * several layouts could come from one another. */
+ *            plus the sources only it reads, sourced in the layout v needs
+ *   x[t][q]  binary, a source read by several nodes is sourced once as q (sum over q = 1), cost:
+ *            its source time (gradient synchronisation and update)
+ *   e[a][j]  >= 0 per edge (producer choice a, consumer variant j), sum_j e[a][j] = the producer
+ *            choice's binary and sum_a e[a][j] = s[k][j] (Alpa's edge variables), cost: the
+ *            communication from a's layout to what j needs
+ * and, when the time-optimal program does not fit, one memory row per device class. Solved by
+ * GLPK's branch and cut with even ratios (the devices taken as equal, as in Alpa; the plan is then
+ * priced on the real devices). The chosen variants are priced and emitted as every program is
+ * (syn_price_replica), which takes each input the cheapest way the program allows. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
