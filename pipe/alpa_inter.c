@@ -7,8 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/hash.h"
 #include "model/stage.h"
+#include "pipe_layers.h"
 
 static double now_s(void) {
   struct timespec t;
@@ -16,84 +16,19 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* A key of nodes [first, end) that ignores names: each node's op, attributes' count, inputs
- * (kind, dtype, shape, and which earlier node of the range made it) and output shapes, and
- * whether the range starts the graph or holds its loss. Ranges with one key build the same stage
- * graph up to names, so the intra-operator pass prices them alike. */
-static uint64_t range_key(const hap_graph *g, const int32_t *producer, int32_t first, int32_t end) {
-  uint64_t h = hap_fnv1a_word(HAP_FNV1A_OFFSET, (uint64_t)(end - first));
-  h = hap_fnv1a_word(h, first == 0);
-  h = hap_fnv1a_word(h, end == g->n_nodes);
-  for (int32_t k = first; k < end; k++) {
-    const hap_node *n = &g->nodes[k];
-    h = hap_fnv1a_word(h, (uint64_t)n->op);
-    for (int i = 0; i < n->n_inputs; i++) {
-      const hap_tensor *t = &g->tensors[n->inputs[i]];
-      int32_t p = producer[n->inputs[i]];
-      h = hap_fnv1a_word(h, (uint64_t)t->kind * 128 + (uint64_t)t->dtype * 2 + t->requires_grad);
-      h = hap_fnv1a_word(h, p >= first && p < end ? (uint64_t)(k - p) : UINT64_MAX);
-      for (int32_t d = 0; d < t->shape.rank; d++)
-        h = hap_fnv1a_word(h, (uint64_t)t->shape.dims[d]);
-    }
-    for (int o = 0; o < n->n_outputs; o++) {
-      const hap_tensor *t = &g->tensors[n->outputs[o]];
-      for (int32_t d = 0; d < t->shape.rank; d++)
-        h = hap_fnv1a_word(h, (uint64_t)t->shape.dims[d]);
-    }
-    for (int o = 0; o < n->n_outputs; o++)
-      h = hap_fnv1a_word(h, n->outputs[o] == g->loss);
-  }
-  return h;
-}
-
-/* A node's signature: its op and its inputs' and outputs' shapes (no names). */
-static uint64_t node_sig(const hap_graph *g, int32_t k) {
-  const hap_node *n = &g->nodes[k];
-  uint64_t h = hap_fnv1a_word(HAP_FNV1A_OFFSET, (uint64_t)n->op);
-  for (int i = 0; i < n->n_inputs + n->n_outputs; i++) {
-    const hap_tensor *t = &g->tensors[i < n->n_inputs ? n->inputs[i] : n->outputs[i - n->n_inputs]];
-    h = hap_fnv1a_word(h, (uint64_t)t->kind);
-    for (int32_t d = 0; d < t->shape.rank; d++)
-      h = hap_fnv1a_word(h, (uint64_t)t->shape.dims[d]);
-  }
-  return h;
-}
-
-/* Layer clusters that follow the graph's repeated block (a transformer layer): the smallest
- * period P whose shift matches at least 3/4 of the node signatures; R repeats of it from the
- * first matching node; L = the largest divisor of R up to HAP_ALPA_LAYERS (at least 4), each
- * cluster R / L blocks, the prologue in the first and the epilogue in the last. Equal clusters
- * then price alike. Returns L, or 0 when the graph has no such structure. */
+/* Layer clusters that follow the graph's repeated block (pipe_layers.h): L = the largest divisor
+ * of its repeats R up to HAP_ALPA_LAYERS (at least 4), each cluster R / L blocks, the prologue in
+ * the first and the epilogue in the last. Equal clusters then price alike. Returns L, or 0 when
+ * the graph has no such structure. */
 static int32_t repeated_clusters(const hap_graph *g, int32_t *cuts) {
-  int32_t n = g->n_nodes;
-  uint64_t *sig = malloc((size_t)(n ? n : 1) * sizeof *sig);
-  if (sig == NULL)
+  int32_t first, P, R, L = 0;
+  if (!hap_pipe_repeated_block(g, 4, &first, &P, &R))
     return 0;
-  for (int32_t k = 0; k < n; k++)
-    sig[k] = node_sig(g, k);
-  int32_t L = 0;
-  for (int32_t P = 1; P <= n / 4 && L == 0; P++) {
-    int32_t match = 0, first = -1;
-    for (int32_t k = 0; k + P < n; k++)
-      if (sig[k] == sig[k + P]) {
-        match++;
-        if (first < 0)
-          first = k;
-      }
-    if (4 * match < 3 * (n - P) || first < 0)
-      continue;
-    int32_t R = 1; /* blocks from `first` while each equals the next */
-    while (first + (R + 1) * P <= n &&
-           memcmp(sig + first + (size_t)(R - 1) * (size_t)P, sig + first + (size_t)R * (size_t)P,
-                  (size_t)P * sizeof *sig) == 0)
-      R++;
-    for (int32_t l = R < HAP_ALPA_LAYERS ? R : HAP_ALPA_LAYERS; l >= 4 && L == 0; l--)
-      if (R % l == 0)
-        L = l;
-    for (int32_t i = 0; i <= L; i++)
-      cuts[i] = i == 0 ? 0 : i == L ? n : first + i * (R / L) * P;
-  }
-  free(sig);
+  for (int32_t l = R < HAP_ALPA_LAYERS ? R : HAP_ALPA_LAYERS; l >= 4 && L == 0; l--)
+    if (R % l == 0)
+      L = l;
+  for (int32_t i = 0; i <= L; i++)
+    cuts[i] = i == 0 ? 0 : i == L ? g->n_nodes : first + i * (R / L) * P;
   return L;
 }
 
@@ -152,7 +87,7 @@ static double latency(search *s, const hap_cluster *group, int32_t m, int32_t i,
           (s->stage.policy.zero >= 3 ? 1 : group->n_devices) >
       s->limit)
     return HUGE_VAL;
-  uint64_t key = range_key(s->g, s->producer, first, end);
+  uint64_t key = hap_pipe_range_key(s->g, s->producer, first, end);
   for (int32_t k = 0; k < s->n_memo; k++)
     if (s->memo[k].key == key)
       return s->memo[k].latency_s;
@@ -369,14 +304,9 @@ hap_status hap_alpa_inter_search(const hap_graph *g, const hap_cluster *c,
     HAP_TRY(hap_stage_cuts_balanced(g, s.L, s.cuts, err));
   }
   out->layer_clusters = s.L;
-  s.producer = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *s.producer);
+  s.producer = hap_pipe_producers(g);
   if (s.producer == NULL)
     return hap_err_set(err, HAP_ENOMEM, "alpa: out of memory");
-  for (int32_t t = 0; t < g->n_tensors; t++)
-    s.producer[t] = -1;
-  for (int32_t k = 0; k < g->n_nodes; k++)
-    for (int o2 = 0; o2 < g->nodes[k].n_outputs; o2++)
-      s.producer[g->nodes[k].outputs[o2]] = k;
   hap_status st = count_params(&s) == HAP_OK ? run_sizes(&s, out) : HAP_ENOMEM;
   out->policy = s.stage.policy;
   out->probes = s.probes;

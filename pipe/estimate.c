@@ -185,12 +185,40 @@ static hap_status run_stage(const hap_graph *g, const hap_cluster *c, const hap_
   hap_status st = stage_program(whole, group, m, in_flight, o, &ks->plan, &s->times,
                                 &s->memory_bytes, &s->memory_limit, err);
   s->plan = ks->plan;
-  /* boundary bytes per micro-batch: the stage's outputs at 1/m of the batch */
-  for (int32_t i = 0; st == HAP_OK && sg != NULL && i < sg->n_out; i++)
-    s->boundary_bytes +=
-        (double)hap_tensor_bytes(&whole->tensors[sg->stage_of[sg->boundary_out[i]]]) / m;
+  /* boundary bytes per micro-batch: the stage's outputs at 1/m of the batch, float32 ones in the
+   * policy's compute precision (what mixed precision's kernels make and send) */
+  hap_dtype compute = hap_policy_compute_dtype(&o->policy);
+  for (int32_t i = 0; st == HAP_OK && sg != NULL && i < sg->n_out; i++) {
+    const hap_tensor *t = &whole->tensors[sg->stage_of[sg->boundary_out[i]]];
+    double bytes = (double)hap_tensor_bytes(t);
+    if (t->dtype == HAP_F32)
+      bytes = bytes / 4 * (double)hap_dtype_size(compute);
+    s->boundary_bytes += bytes / m;
+  }
   s->fits = s->memory_bytes <= s->memory_limit;
   hap_cluster_destroy(gc);
+  hap_stage_graph_destroy(sg);
+  return st;
+}
+
+hap_status hap_pipe_stage_probe_peak(const hap_graph *g, int32_t first, int32_t end,
+                                     const hap_cluster *group, int32_t m,
+                                     const hap_synth_options *o, hap_stage_times *times,
+                                     hap_memory_breakdown *peak, double *limit, hap_err *err) {
+  hap_stage_graph *sg = NULL;
+  if (first > 0 || end < g->n_nodes)
+    HAP_TRY(hap_stage_graph_build(g, first, end, &sg, err));
+  hap_plan *plan = NULL;
+  double memory = 0;
+  hap_status st =
+      stage_program(sg ? sg->graph : g, group, m, 1, o, &plan, times, &memory, limit, err);
+  if (peak != NULL)
+    *peak = (hap_memory_breakdown){0};
+  for (int32_t d = 0; st == HAP_OK && peak != NULL && plan->memory_recorded && d < plan->n_devices;
+       d++)
+    if (hap_memory_total(&plan->device_memory[d]) > hap_memory_total(peak))
+      *peak = plan->device_memory[d];
+  hap_plan_destroy(plan);
   hap_stage_graph_destroy(sg);
   return st;
 }
@@ -199,14 +227,9 @@ hap_status hap_pipe_stage_probe(const hap_graph *g, int32_t first, int32_t end,
                                 const hap_cluster *group, int32_t m, const hap_synth_options *o,
                                 hap_stage_times *times, double *memory, double *limit,
                                 hap_err *err) {
-  hap_stage_graph *sg = NULL;
-  if (first > 0 || end < g->n_nodes)
-    HAP_TRY(hap_stage_graph_build(g, first, end, &sg, err));
-  hap_plan *plan = NULL;
-  hap_status st =
-      stage_program(sg ? sg->graph : g, group, m, 1, o, &plan, times, memory, limit, err);
-  hap_plan_destroy(plan);
-  hap_stage_graph_destroy(sg);
+  hap_memory_breakdown peak;
+  hap_status st = hap_pipe_stage_probe_peak(g, first, end, group, m, o, times, &peak, limit, err);
+  *memory = st == HAP_OK ? hap_memory_total(&peak) : 0;
   return st;
 }
 
@@ -217,18 +240,13 @@ int64_t hap_pipe_batch_of(const hap_graph *g) {
   return 0;
 }
 
-/* What group a sends to group b at once: device i of a to device i of b, for as many i as the
- * smaller group has, all in parallel (each holds its share of the boundary), the pairs that leave
- * a host sharing its NIC. */
-static hap_pipe_link group_link(const hap_cluster *c, const hap_pipe_estimate *e, int32_t a,
-                                int32_t b, double *per_host) {
+hap_pipe_link hap_pipe_group_link(const hap_cluster *c, int32_t a_first, int32_t b_first,
+                                  int32_t pairs, double *per_host) {
   hap_pipe_link l = {0, 0};
   for (int32_t h = 0; h < c->n_hosts; h++)
     per_host[h] = 0;
-  int32_t pairs =
-      e->group_devices[a] < e->group_devices[b] ? e->group_devices[a] : e->group_devices[b];
   for (int32_t i = 0; i < pairs; i++) {
-    int32_t from = e->group_first[a] + i, to = e->group_first[b] + i;
+    int32_t from = a_first + i, to = b_first + i;
     hap_link one = hap_cluster_link(c, from, to);
     int32_t h = c->devices[from].host;
     if (h != c->devices[to].host)
@@ -241,6 +259,15 @@ static hap_pipe_link group_link(const hap_cluster *c, const hap_pipe_estimate *e
     l.bandwidth_Bps +=
         per_host[h] < c->hosts[h].nic.bandwidth_Bps ? per_host[h] : c->hosts[h].nic.bandwidth_Bps;
   return l;
+}
+
+/* What group a of e sends to group b at once (hap_pipe_group_link): as many pairs as the smaller
+ * group has devices. */
+static hap_pipe_link group_link(const hap_cluster *c, const hap_pipe_estimate *e, int32_t a,
+                                int32_t b, double *per_host) {
+  int32_t pairs =
+      e->group_devices[a] < e->group_devices[b] ? e->group_devices[a] : e->group_devices[b];
+  return hap_pipe_group_link(c, e->group_first[a], e->group_first[b], pairs, per_host);
 }
 
 /* The slowest of the links from one group to the next (every pair of consecutive groups, both

@@ -454,10 +454,8 @@ hap_status syn_alpa(const hap_graph *g, const hap_cluster *c, const hap_synth_op
     }
     hap_err attempt = {0};
     st = hap_lp_solve_mip(b.lp, sol, NULL, &stopped, &attempt);
-    if (st == HAP_ELP && pass == 1) {
-      st = HAP_OK;
-      break;
-    }
+    if (st == HAP_ELP && pass == 1)
+      break; /* nothing fits the memory rows: keep pass 0's program (priced below) */
     if (st != HAP_OK) {
       hap_err_set(err, st, "%s", attempt.msg);
       goto out;

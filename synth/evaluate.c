@@ -903,8 +903,10 @@ static double source_time(syn_ctx *x, const syn_prop *to, hap_storage *storage) 
                                     hap_coll_bytes_uniform(grad_bytes, x->n));
   bool zero_ok = x->n > 1 && t->shape.rank > 0 && t->shape.dims[0] > 1;
   syn_prop shard = {to->tensor, 0, 0, 1};
-  /* ZeRO-3: every parameter that can be is stored sharded and gathered for use */
-  if (!x->plain && x->pol.zero >= 3 && zero_ok) {
+  /* ZeRO-3: every parameter that can be is stored sharded and gathered for use (or those the
+   * caller names) */
+  bool forced_zero = x->zero_store != NULL && x->zero_store(x->zero_store_ctx, x->g, to->tensor);
+  if (((!x->plain && x->pol.zero >= 3) || forced_zero) && zero_ok) {
     *storage = HAP_STORE_ZERO;
     return zero_time(x, &shard) + replica_sync_time(x, &shard, HAP_STORE_ZERO) +
            update_time(x, &shard, HAP_STORE_ZERO);

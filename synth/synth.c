@@ -283,6 +283,8 @@ hap_status syn_ctx_open(syn_ctx *x, const hap_graph *g, const hap_cluster *c,
   if (st == HAP_OK) {
     x->replica_groups = replica_groups;
     x->sfb = o != NULL ? o->sfb : HAP_SFB_USE_AUTO;
+    x->zero_store = o != NULL ? o->zero_store : NULL;
+    x->zero_store_ctx = o != NULL ? o->zero_store_ctx : NULL;
     x->act_copies = o && o->activation_copies > 1 ? o->activation_copies : 1;
     x->cost_bound = o && o->cost_bound_s > 0 ? o->cost_bound_s : 0;
     st = syn_ctx_set_policy(x, &pol, replica_groups ? replica_groups[0].n : 1, err);

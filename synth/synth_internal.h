@@ -75,6 +75,9 @@ typedef struct syn_ctx {
    * (megatron.c); priced into every trainable parameter's source */
   const hap_group *replica_groups;
   hap_sfb_use sfb; /* hap_synth_options.sfb */
+  /* hap_synth_options.zero_store and its context (NULL: the policy decides) */
+  bool (*zero_store)(void *ctx, const hap_graph *g, int32_t tensor);
+  void *zero_store_ctx;
   /* ---- the training policy (syn_ctx_set_policy; the default after syn_ctx_init) ---- */
   hap_train_policy pol;
   bool plain;        /* the default policy: every cost and byte exactly as before policies */

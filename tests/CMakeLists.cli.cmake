@@ -63,12 +63,17 @@ if(TARGET hap-sim AND TARGET hap-synth)
   add_test(NAME cli_alpa
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_alpa.sh $<TARGET_FILE:hap-synth>
                    $<TARGET_FILE:hap-sim> ${HAP_CLI_MODE})
+  # the galvatron strategy: plans for the zoo at 8-64 GPUs and GPT-3 on 1,024, the per-layer
+  # choice following the memory limit, refusals in one line (issue 16)
+  add_test(NAME cli_galvatron
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_galvatron.sh $<TARGET_FILE:hap-synth>
+                   $<TARGET_FILE:hap-sim> ${HAP_CLI_MODE})
   # a memory limit under which any baseline fits gets a hap plan that fits (issue 20)
   add_test(NAME cli_memory_limit_fits
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_memory_limit_fits.sh
                    $<TARGET_FILE:hap-synth> ${HAP_CLI_MODE})
   set_tests_properties(cli_hap_sim cli_hap_synth_policy cli_paper_study_order cli_paper_segments
-                       cli_compare_order cli_memory_limit_fits cli_alpa PROPERTIES
+                       cli_compare_order cli_memory_limit_fits cli_alpa cli_galvatron PROPERTIES
                        LABELS cli TIMEOUT 300)
 endif()
 

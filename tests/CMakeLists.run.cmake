@@ -98,6 +98,11 @@ if(TARGET hap-run AND TARGET hap-synth AND HAP_MPIRUN)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check.sh $<TARGET_FILE:hap-synth>
                    $<TARGET_FILE:hap-run> 4 paper-hetero:gpus_per_host=1,hosts=2 alpa
                    ${HAP_CHECK_MODELS_4})
+  # the galvatron strategy's plans (flat and pipelined, layers sharded per the memory limit) on 4
+  # ranks (issue 16)
+  add_test(NAME run_check_galvatron
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check_galvatron.sh
+                   $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-run> ${HAP_CHECK_MODELS_4})
   # sufficient-factor broadcasting: even and uneven splits, a skipped gather fails, bad plans
   add_test(NAME run_check_sfb
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check_sfb.sh
@@ -111,7 +116,8 @@ if(TARGET hap-run AND TARGET hap-synth AND HAP_MPIRUN)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check_faults.sh
                    $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-run> ${HAP_FAULTS_MODE})
   set(HAP_RUN_TESTS run_check_2ranks run_check_4ranks run_check_megatron run_check_pipeline
-                    run_check_segments run_check_sfb run_check_alpa run_end_to_end run_comm_mpi
+                    run_check_segments run_check_sfb run_check_alpa run_check_galvatron run_end_to_end
+                    run_comm_mpi
                     run_check_faults ${HAP_POLICY_TESTS})
   set_tests_properties(${HAP_RUN_TESTS} PROPERTIES LABELS "mpi;run" TIMEOUT 900 RUN_SERIAL TRUE)
   if(HAP_SANITIZE)

@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/cli.h"
@@ -48,7 +49,11 @@ static void usage(FILE *f) {
           "                        interleaved with V chunks), each tensor parallel over T\n"
           "                        consecutive devices (default a host's) and data parallel\n"
           "                        over D, B samples per micro-batch per replica, sequence\n"
-          "                        parallelism on (default) or off\n"
+          "                        parallelism on (default) or off;\n"
+          "                        galvatron[:pp=P,tp=T] is Galvatron's search: pipeline\n"
+          "                        stages x tensor x data parallelism, checkpointing, and\n"
+          "                        per layer plain or sharded data parallelism by a dynamic\n"
+          "                        program under the memory limit (docs/design-galvatron.md)\n"
           "  -o, --output FILE     write the plan (hap-plan JSON; '-' = stdout)\n"
           "      --compare         also build dp-ev, dp-cp and megatron-tp; print each plan's "
           "estimate\n"
@@ -99,9 +104,10 @@ static void usage(FILE *f) {
 
 typedef struct opts {
   const char *model, *cluster, *output;
-  const char *pipeline; /* --pipeline SPEC, or NULL */
-  const char *megatron; /* --strategy megatron[:...] (pipe/megatron.h), or NULL */
-  bool one_stage;       /* --one-stage: no 3-D layouts for models too big for one device */
+  const char *pipeline;  /* --pipeline SPEC, or NULL */
+  const char *megatron;  /* --strategy megatron[:...] (pipe/megatron.h), or NULL */
+  const char *galvatron; /* --strategy galvatron[:...] (pipe/galvatron.h), or NULL */
+  bool one_stage;        /* --one-stage: no 3-D layouts for models too big for one device */
   hap_strategy strategy;
   hap_format format;
   bool explain, compare, quiet, no_rescore;
@@ -594,6 +600,78 @@ out:
   return rc;
 }
 
+/* --strategy galvatron: its search (pipe/galvatron.h), the report, -o the chosen pipeline (a
+ * flat plan when it has one stage). */
+static int run_galvatron(const opts *o) {
+  hap_err err = {0};
+  hap_graph *g = NULL;
+  hap_cluster *c = NULL;
+  hap_galvatron *gs = calloc(1, sizeof *gs);
+  int rc = 1;
+  if (gs == NULL) {
+    hap_err_set(&err, HAP_ENOMEM, "out of memory");
+    goto out;
+  }
+  gs->best = -1;
+  hap_galvatron_spec pin;
+  if (hap_galvatron_spec_parse(o->galvatron, &pin, &err) != HAP_OK) {
+    free(gs);
+    return hap_report_usage(prog, -1, "%s", err.msg);
+  }
+  if (hap_model_load(o->model, &g, &err) != HAP_OK ||
+      hap_cluster_open(o->cluster, &c, &err) != HAP_OK)
+    goto out;
+  hap_synth_options so = {
+      .memory_limit_bytes = o->memory_limit, .policy = o->policy, .sfb = o->sfb};
+  bool tty = hap_cli_progress_enabled(stderr, o->quiet);
+  if (tty)
+    fprintf(stderr, "\rgalvatron: searching stages, tensor parallelism and sharding ...");
+  hap_status s = hap_galvatron_search(g, c, &so, o->forced, &pin, gs, &err);
+  if (tty)
+    fprintf(stderr, "\r%*s\r", 70, "");
+  if (s != HAP_OK)
+    goto out;
+  if (gs->best < 0) {
+    /* nothing fits: the leanest candidate and what it needed */
+    const hap_galv_candidate *lean = NULL;
+    for (int i = 0; i < gs->n_cand; i++)
+      if (gs->cand[i].over_memory && (lean == NULL || gs->cand[i].model_bytes < lean->model_bytes))
+        lean = &gs->cand[i];
+    char d[200];
+    if (lean != NULL) {
+      hap_galv_candidate_describe(lean, gs->layers, d, sizeof d);
+      hap_err_set(&err, HAP_EINVAL,
+                  "galvatron: no candidate fits the memory limit: the leanest (%s): %s", d,
+                  lean->why);
+    } else if (gs->n_cand > 0) {
+      hap_galv_candidate_describe(&gs->cand[0], gs->layers, d, sizeof d);
+      hap_err_set(&err, HAP_EINVAL, "galvatron: no candidate has a plan: %s: %s", d,
+                  gs->cand[0].why);
+    } else {
+      hap_err_set(&err, HAP_EINVAL,
+                  "galvatron: the batch of %lld samples splits over no candidate's replicas",
+                  (long long)hap_pipe_batch_of(g));
+    }
+    goto out;
+  }
+  if (o->output != NULL &&
+      (hap_pipeline_set_specs(gs->estimate->pipeline, o->model, o->cluster) != HAP_OK ||
+       hap_pipeline_write_file(gs->estimate->pipeline, g, c, o->output, &err) != HAP_OK))
+    goto out;
+  bool plan_on_stdout = o->output != NULL && strcmp(o->output, "-") == 0;
+  if (!o->quiet && !plan_on_stdout)
+    hap_galvatron_report(gs, g, o->model, o->cluster, o->format);
+  rc = 0;
+out:
+  if (rc != 0)
+    hap_cli_error(prog, &err);
+  hap_galvatron_free(gs);
+  free(gs);
+  hap_cluster_destroy(c);
+  hap_graph_destroy(g);
+  return rc;
+}
+
 /* --pipeline: the stages' programs and the schedule's iteration (pipeline_report.h). */
 static int run_pipeline(const opts *o) {
   if (o->compare || o->explain || o->max_rounds > 0)
@@ -645,10 +723,12 @@ int main(int argc, char **argv) {
     case 's':
       if (hap_megatron_spec_is(optarg))
         o.megatron = optarg;
+      else if (hap_galvatron_spec_is(optarg))
+        o.galvatron = optarg;
       else if (hap_strategy_parse(optarg, &o.strategy) != HAP_OK)
         return hap_report_usage(prog, -1,
                                 "unknown strategy '%s' (expected hap, dp-ev, dp-cp, megatron-tp, "
-                                "alpa or megatron[:...])",
+                                "alpa, galvatron or megatron[:...])",
                                 optarg);
       break;
     case 'o': o.output = optarg; break;
@@ -699,6 +779,12 @@ int main(int argc, char **argv) {
     return hap_report_usage(prog, -1,
                             "--strategy megatron sets the pipeline itself (pp, v, mbs): not "
                             "--pipeline");
+  if (o.galvatron != NULL && (o.pipeline != NULL || o.compare || o.one_stage || o.max_rounds > 0))
+    return hap_report_usage(prog, -1,
+                            "--strategy galvatron chooses its own stages and programs: not with "
+                            "--pipeline, --compare, --one-stage or --max-rounds");
+  if (o.galvatron != NULL)
+    return run_galvatron(&o);
   if (o.pipeline != NULL || o.megatron != NULL)
     return run_pipeline(&o);
   return run(&o);

@@ -641,3 +641,126 @@ void hap_alpa_report(const hap_alpa_inter *s, const hap_graph *g, const char *mo
   print_stages(&a, g, s->estimate, NULL);
   hap_cluster_destroy(c);
 }
+
+/* The chosen per-layer choice as runs: "DP 0-11, SDP 12-47". */
+static void galv_layers_describe(const hap_galvatron *s, char *buf, size_t len) {
+  size_t at = 0;
+  buf[0] = '\0';
+  for (int32_t i = 0; i < s->layers && at + 32 < len;) {
+    int32_t j = i;
+    while (j + 1 < s->layers && s->sdp[j + 1] == s->sdp[i])
+      j++;
+    at += (size_t)snprintf(buf + at, len - at, "%s%s %d-%d", at ? ", " : "",
+                           s->sdp[i] ? "SDP" : "DP", (int)i, (int)j);
+    i = j + 1;
+  }
+}
+
+void hap_galvatron_report(const hap_galvatron *s, const hap_graph *g, const char *model,
+                          const char *cluster, hap_format format) {
+  hap_cluster *c = NULL;
+  hap_err quiet = {0};
+  (void)hap_cluster_open(cluster, &c, &quiet);
+  char d[200], pol[160], layers[512];
+  hap_policy_brief(&s->policy, pol, sizeof pol);
+  galv_layers_describe(s, layers, sizeof layers);
+  if (format == HAP_FORMAT_JSON) {
+    hap_jw w;
+    hap_jw_init(&w, stdout, 2);
+    hap_jw_begin_object(&w);
+    hap_jw_key(&w, "model");
+    hap_jw_str(&w, model);
+    hap_jw_key(&w, "cluster");
+    hap_jw_str(&w, cluster);
+    hap_jw_key(&w, "strategy");
+    hap_jw_str(&w, "galvatron");
+    hap_jw_key(&w, "policy");
+    hap_jw_str(&w, pol);
+    hap_jw_key(&w, "layers");
+    hap_jw_int(&w, s->layers);
+    hap_jw_key(&w, "layer_choice");
+    hap_jw_str(&w, layers);
+    hap_jw_key(&w, "memory_limit_bytes");
+    hap_jw_double(&w, s->limit_bytes);
+    hap_jw_key(&w, "candidates");
+    hap_jw_begin_array(&w);
+    for (int i = 0; i < s->n_cand; i++) {
+      const hap_galv_candidate *cd = &s->cand[i];
+      hap_jw_begin_object_inline(&w);
+      hap_jw_key(&w, "pp");
+      hap_jw_int(&w, cd->pp);
+      hap_jw_key(&w, "tp");
+      hap_jw_int(&w, cd->tp);
+      hap_jw_key(&w, "dp");
+      hap_jw_int(&w, cd->dp);
+      hap_jw_key(&w, "micro_batches");
+      hap_jw_int(&w, cd->micro_batches);
+      hap_jw_key(&w, "ckpt");
+      hap_jw_str(&w, hap_recompute_name(cd->ckpt));
+      hap_jw_key(&w, "zero");
+      hap_jw_int(&w, cd->zero);
+      hap_jw_key(&w, "sdp_layers");
+      hap_jw_int(&w, cd->sdp_layers);
+      hap_jw_key(&w, "chosen");
+      hap_jw_bool(&w, i == s->best);
+      hap_jw_key(&w, "model_s");
+      hap_jw_double(&w, isfinite(cd->model_s) ? cd->model_s : -1);
+      hap_jw_key(&w, "model_bytes");
+      hap_jw_double(&w, cd->model_bytes);
+      hap_jw_key(&w, "iteration_s");
+      hap_jw_double(&w, cd->iteration_s);
+      hap_jw_key(&w, "peak_bytes");
+      hap_jw_double(&w, cd->peak_bytes);
+      hap_jw_key(&w, "fits");
+      hap_jw_bool(&w, cd->fits);
+      hap_jw_key(&w, "why");
+      hap_jw_str(&w, cd->why);
+      hap_jw_end_object(&w);
+    }
+    hap_jw_end_array(&w);
+    hap_jw_key(&w, "probes");
+    hap_jw_int(&w, s->probes);
+    hap_jw_key(&w, "search_seconds");
+    hap_jw_double(&w, s->seconds);
+    write_estimate(&w, g, s->estimate);
+    hap_jw_end_object(&w);
+    fputc('\n', stdout);
+    hap_cluster_destroy(c);
+    return;
+  }
+  hap_galv_candidate_describe(&s->cand[s->best], s->layers, d, sizeof d);
+  printf("model       %s\n", g->source ? g->source : model);
+  if (c != NULL)
+    printf("cluster     %s (%d devices on %d hosts)\n", c->source ? c->source : c->name,
+           c->n_devices, c->n_hosts);
+  printf("strategy    galvatron: %s (1F1B), %d layers\n", d, (int)s->layers);
+  printf("layers      %s (SDP: parameters stored sharded, gathered for use)\n", layers);
+  printf("policy      %s\n", pol);
+  printf("\n%-52s %10s %13s %10s  %s\n", "candidates (by Galvatron's cost model)", "model s",
+         "simulated s", "peak GiB", "");
+  for (int pass = 0; pass < 2; pass++) /* the ranked ones first, then those that do not fit */
+    for (int i = 0; i < s->n_cand; i++) {
+      const hap_galv_candidate *cd = &s->cand[i];
+      if (isfinite(cd->model_s) != (pass == 0))
+        continue;
+      hap_galv_candidate_describe(cd, s->layers, d, sizeof d);
+      char model_s[32] = "-";
+      if (isfinite(cd->model_s))
+        snprintf(model_s, sizeof model_s, "%.3f", cd->model_s);
+      if (cd->iteration_s > 0)
+        printf("%-52s %10s %13.3f %10.3f  %s\n", d, model_s, cd->iteration_s,
+               cd->peak_bytes / 1073741824.0,
+               i == s->best ? "chosen"
+               : cd->fits   ? "fits"
+                            : "a stage over its memory");
+      else
+        printf("%-52s %10s %13s %10s  %s\n", d, model_s, "-", "-", cd->why);
+    }
+  printf("search      %.3f s, %lld layer programs priced\n\n", s->seconds, (long long)s->probes);
+  hap_pipeline_report_args a = {.model = model,
+                                .cluster = cluster,
+                                .strategy = s->cand[s->best].tp == 1 ? HAP_STRATEGY_DP_EV
+                                                                     : HAP_STRATEGY_MEGATRON_TP};
+  print_stages(&a, g, s->estimate, NULL);
+  hap_cluster_destroy(c);
+}

@@ -8,6 +8,7 @@
 #include "harness/format.h"
 #include "model/policy.h"
 #include "pipe/alpa_inter.h"
+#include "pipe/galvatron.h"
 #include "pipe/layouts.h"
 #include "synth/synth.h"
 
@@ -43,6 +44,13 @@ void hap_layout_report(const hap_layout_search *s, const hap_graph *g, const cha
  * gave (`one_stage`: a line), and the chosen pipeline's stages. JSON: one object. */
 void hap_alpa_report(const hap_alpa_inter *s, const hap_graph *g, const char *model,
                      const char *cluster, const char *one_stage, hap_format format);
+
+/* hap-synth's report of the galvatron strategy (pipe/galvatron.h): the candidates of its decision
+ * tree ranked by its cost model (the modelled and simulated iteration, the fullest device, or why
+ * it has none), the chosen one's per-layer sharding and the chosen pipeline's stages (a flat plan
+ * when it has one stage). JSON: one object. */
+void hap_galvatron_report(const hap_galvatron *s, const hap_graph *g, const char *model,
+                          const char *cluster, hap_format format);
 
 /* Run and print; the exit status (0 ok, 1 failure: any estimate failed, 2 usage error in a
  * spec, before any runs). */

@@ -100,6 +100,19 @@ hap_status hap_pipe_stage_probe(const hap_graph *g, int32_t first, int32_t end,
                                 hap_stage_times *times, double *memory, double *limit,
                                 hap_err *err);
 
+/* As hap_pipe_stage_probe, with the fullest device's memory by component (one micro-batch's
+ * activations; hap_memory_in_flight scales them) in *peak (zeros when the plan records none). */
+hap_status hap_pipe_stage_probe_peak(const hap_graph *g, int32_t first, int32_t end,
+                                     const hap_cluster *group, int32_t m,
+                                     const hap_synth_options *o, hap_stage_times *times,
+                                     hap_memory_breakdown *peak, double *limit, hap_err *err);
+
+/* What a group sends to another at once: device a_first + i to device b_first + i for i <
+ * pairs, all in parallel, the pairs that leave a host sharing its NIC (bandwidth summed, NICs
+ * capping, the largest latency). per_host: scratch of c->n_hosts doubles. */
+hap_pipe_link hap_pipe_group_link(const hap_cluster *c, int32_t a_first, int32_t b_first,
+                                  int32_t pairs, double *per_host);
+
 /* Dim 0 of the graph's first input (the batch), or 0 when there is none. */
 int64_t hap_pipe_batch_of(const hap_graph *g);
 

@@ -75,6 +75,13 @@ typedef struct hap_synth_options {
   /* Which strategies may store a linear weight sfb (sufficient-factor broadcasting, plan.h),
    * where the search finds it cheaper than the gradient all-reduce */
   hap_sfb_use sfb;
+  /* Parameters stored ZeRO-3 style (storage zero: sharded over the group, gathered for use)
+   * whatever the strategy and the policy's ZeRO stage, where this returns true for the graph being
+   * synthesised and the parameter's id (galvatron's per-layer sharded data parallelism,
+   * pipe/galvatron.h); NULL: the strategy and policy decide. Parameters that cannot be sharded
+   * along dim 0 (scalars, dim 0 of 1) and single-device groups keep theirs. */
+  bool (*zero_store)(void *ctx, const hap_graph *g, int32_t tensor);
+  void *zero_store_ctx;
   /* > 0: programs whose estimated iteration (the synthesizer's own estimate, which leaves out
    * overlap) exceeds this are not followed, s; when no program is under it the synthesis fails
    * with stats->over_bound. hap-synth sets it to the best 3-D layout's simulated iteration
