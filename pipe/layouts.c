@@ -121,20 +121,14 @@ static hap_status estimate_row(const hap_graph *g, const hap_cluster *c, const h
   return HAP_OK;
 }
 
-hap_status hap_layouts_search(const hap_graph *g, const hap_cluster *c, const hap_synth_options *o,
-                              uint32_t forced, hap_layout_search *out, hap_err *err) {
-  memset(out, 0, sizeof *out);
-  out->best = -1;
-  double t0 = now_s();
-  int32_t tp = c->hosts[0].n_devices;
-  for (int32_t h = 1; h < c->n_hosts; h++)
-    if (c->hosts[h].n_devices != tp)
-      return HAP_OK; /* unequal hosts: no Megatron layout */
-  int64_t batch = hap_pipe_batch_of(g);
-  double params = param_elements(g), limit = memory_limit(c, o);
+/* The layouts with tensor-parallel degree tp: pp stages of whole hosts (or, with tp under a
+ * host, of whole tensor-parallel groups) for every pp dividing the devices / tp. */
+static void layouts_of_tp(const hap_graph *g, const hap_cluster *c, const hap_synth_options *o,
+                          uint32_t forced, int32_t tp, int64_t batch, double params, double limit,
+                          hap_layout_search *out, hap_status *status, hap_err *err) {
   hap_status st = HAP_OK;
-  for (int32_t pp = 1; pp <= c->n_hosts && pp <= 64 && st == HAP_OK; pp *= 2) {
-    if (c->n_hosts % pp != 0 || pp > g->n_nodes / 4 + 1)
+  for (int32_t pp = 1; pp <= 64 && st == HAP_OK; pp *= 2) {
+    if (c->n_devices % (tp * pp) != 0 || pp > g->n_nodes / 4 + 1)
       continue;
     int32_t dp = c->n_devices / (tp * pp);
     int32_t m = o->policy.micro_batches;
@@ -192,6 +186,27 @@ hap_status hap_layouts_search(const hap_graph *g, const hap_cluster *c, const ha
       if (!r->fits && t == 0)
         break; /* not even with full recomputation */
     }
+  }
+  *status = st;
+}
+
+hap_status hap_layouts_search(const hap_graph *g, const hap_cluster *c, const hap_synth_options *o,
+                              uint32_t forced, hap_layout_search *out, hap_err *err) {
+  memset(out, 0, sizeof *out);
+  out->best = -1;
+  double t0 = now_s();
+  int32_t host = c->hosts[0].n_devices;
+  for (int32_t h = 1; h < c->n_hosts; h++)
+    if (c->hosts[h].n_devices != host)
+      return HAP_OK; /* unequal hosts: no Megatron layout */
+  int64_t batch = hap_pipe_batch_of(g);
+  double params = param_elements(g), limit = memory_limit(c, o);
+  hap_status st = HAP_OK;
+  /* tensor parallelism over a host's devices first (Megatron's), then over fewer */
+  for (int32_t tp = host; tp >= 1 && st == HAP_OK; tp /= 2) {
+    if (host % tp != 0)
+      continue;
+    layouts_of_tp(g, c, o, forced, tp, batch, params, limit, out, &st, err);
   }
   out->seconds = now_s() - t0;
   return st;

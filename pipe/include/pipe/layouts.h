@@ -1,8 +1,9 @@
 /* layouts.h — the `hap` strategy's search over 3-D layouts (docs/design-pipeline.md, "The
  * partitioner and the strategies"). For a model whose training state does not fit one device
  * (hap_layouts_needed), Megatron-style layouts are estimated stage by stage (estimate.h):
- * tensor parallelism over a host's devices, pp stages for every pp dividing the hosts (at most
- * 64 and a quarter of the nodes), data parallelism over the rest, one sample per micro-batch per
+ * tensor parallelism over a host's devices or fewer (every power of two dividing a host), pp
+ * stages for every pp dividing the devices / tp (at most 64 and a quarter of the nodes), data
+ * parallelism over the rest, one sample per micro-batch per
  * replica, the search free to split along the sequence. The policy fields the user did not
  * force are set as Megatron-LM trains: ZeRO-1 across the replicas (its distributed optimizer),
  * no recomputation, then full recomputation where that does not fit. A layout whose parameters
@@ -18,7 +19,7 @@
 #include "pipe/estimate.h"
 #include "pipe/megatron.h"
 
-#define HAP_LAYOUTS_MAX 32
+#define HAP_LAYOUTS_MAX 96
 
 /* One candidate. */
 typedef struct hap_layout_row {
