@@ -200,7 +200,9 @@ static hap_status estimate(search *s, hap_alpa_inter *out, int ci) {
     spec.cuts[k] = s->cuts[cd->layers[k]];
   hap_pipe_estimate *e = NULL;
   hap_err err = {0};
-  if (hap_pipe_estimate_run(s->g, s->c, &spec, &s->stage, &e, &err) != HAP_OK) {
+  hap_synth_options so = s->stage;
+  so.alpa_time_only = false; /* the chosen stages' programs may use the ILP's memory rows */
+  if (hap_pipe_estimate_run(s->g, s->c, &spec, &so, &e, &err) != HAP_OK) {
     snprintf(cd->why, sizeof cd->why, "%.230s", err.msg);
     return err.status == HAP_ENOMEM ? HAP_ENOMEM : HAP_OK;
   }
@@ -279,6 +281,7 @@ hap_status hap_alpa_inter_search(const hap_graph *g, const hap_cluster *c,
   double t0 = now_s();
   search s = {.g = g, .c = c, .stage = *o};
   s.stage.strategy = HAP_STRATEGY_ALPA;
+  s.stage.alpa_time_only = true; /* stages profiled as Alpa does: out of memory, not a stage */
   s.stage.rescore = NULL;
   s.stage.progress = NULL;
   s.stage.cost_bound_s = 0;

@@ -435,7 +435,7 @@ hap_status syn_alpa(const hap_graph *g, const hap_cluster *c, const hap_synth_op
   /* the time-optimal program first; only when it does not fit, again with the memory rows (a
    * knapsack row makes branch and cut slower); when nothing fits them, the time-optimal program
    * stays, and check_memory refuses it */
-  for (int pass = 0; pass < 2; pass++) {
+  for (int pass = 0; pass < (o != NULL && o->alpa_time_only ? 1 : 2); pass++) {
     b.memory_rows = pass == 1;
     b.n_mem = 0;
     hap_lp_destroy(b.lp);

@@ -287,11 +287,12 @@ static double monotonic_s(void) {
 }
 
 /* "~42 s", "~3 min", "~2.5 h": the time left if the steps still to come take as long on average
- * as those done (a rough guide: GEMM, p2p and collective steps differ). */
+ * as those done (a rough guide: GEMM, p2p and collective steps differ); from the third step and
+ * 50 ms on, so that even a quick run on a fast machine shows one. */
 static const char *time_left(const progress_state *ps, int32_t done, int32_t total, char *buf,
                              size_t size) {
   double spent = monotonic_s() - ps->start_s;
-  if (done < 1 || spent < 1) {
+  if (done < 3 || spent < 0.05) {
     snprintf(buf, size, "estimating");
     return buf;
   }

@@ -145,7 +145,7 @@ fi
 expect gpt3-175b-3d 0 "$synth" 'gpt:preset=gpt3-175b,batch=1536' -c paper-homo:hosts=128 --policy precision=fp16,optimizer=adam --explain -o "$tmp/g3.json"
 check gpt3-175b-3d-strategy grep -qE '^strategy    hap: a 3-D layout \(its training state does not fit one device\): tp=[0-9]+,pp=[0-9]+,dp=[0-9]+,mbs=1 zero=1 recompute=' "$tmp/out"
 check gpt3-175b-3d-fits grep -qE '^memory      every stage fits \(fullest: stage [0-9]+, [0-9.]+ GiB of 16.000 GiB' "$tmp/out"
-check gpt3-175b-3d-one-stage grep -qE '^one stage \(no pipeline\) +no program estimated under the chosen layout' "$tmp/out"
+check gpt3-175b-3d-one-stage grep -qE '^one stage \(no pipeline\) +no program estimated under 1.5 times the chosen layout' "$tmp/out"
 check gpt3-175b-3d-skips grep -q 'parameters alone need at least' "$tmp/out"
 check gpt3-175b-3d-explain python3 - "$tmp/out" "$tmp/g3.json" <<'PY'
 import json, re, sys

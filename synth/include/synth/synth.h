@@ -82,6 +82,10 @@ typedef struct hap_synth_options {
    * along dim 0 (scalars, dim 0 of 1) and single-device groups keep theirs. */
   bool (*zero_store)(void *ctx, const hap_graph *g, int32_t tensor);
   void *zero_store_ctx;
+  /* alpa only: solve the intra-operator ILP for time alone, without the memory rows it adds when
+   * the time-optimal program does not fit (a program over the limit is then refused): how Alpa's
+   * inter-operator pass profiles a stage, which drops the stages that run out of memory */
+  bool alpa_time_only;
   /* > 0: programs whose estimated iteration (the synthesizer's own estimate, which leaves out
    * overlap) exceeds this are not followed, s; when no program is under it the synthesis fails
    * with stats->over_bound. hap-synth sets it to the best 3-D layout's simulated iteration
