@@ -100,6 +100,10 @@ static hap_status estimate_row(const hap_graph *g, const hap_cluster *c, const h
   if (st == HAP_OK) {
     r->layout = resolved;
     r->policy = stage->policy;
+    /* without tensor parallelism a stage is hap's own program over its group (its search and
+     * ratios: the devices of a group may differ), not megatron-tp's replicas of one device */
+    if (resolved.tp == 1)
+      stage->strategy = HAP_STRATEGY_HAP;
     st = hap_pipe_estimate_run(g, c, &pipe, stage, est, &e);
   }
   if (st == HAP_ENOMEM)

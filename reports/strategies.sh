@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The study of every strategy (issue 16): hap, dp-ev, dp-cp, megatron (the best tp x pp x dp
-# layout found by enumerating them), galvatron and alpa, each on one cost model and one simulator.
+# The study of every strategy (issue 16): hap, dp-ev, dp-cp, megatron (the best tp x pp x dp x
+# recomputation layout found by enumerating them), galvatron and alpa, each on one cost model and one simulator.
 # For every model and cluster: each strategy's plan simulated by hap-sim --plan (iteration, the
 # fullest device's memory), the wall time of its hap-synth run (the search), and the winner.
 #   models    HAP's zoo at HAP's configuration (32 samples per GPU, gpt 4, bert-moe 2 experts per
@@ -66,16 +66,20 @@ run_one() {
 }
 
 # study CLUSTER SPEC LABEL POLICY LIMIT LAYERS: every strategy; megatron as every tp (powers of two
-# within a host of 8) x pp (powers of two up to the layers) with one sample per micro-batch
+# within a host of 8) x pp (powers of two up to the layers) x recomputation (none, full) with one
+# sample per micro-batch and, with a stateful optimizer, ZeRO-1 (Megatron's distributed optimizer)
 study() {
-  local cluster=$1 spec=$2 label=$3 policy=$4 limit=$5 layers=$6 tp pp
+  local cluster=$1 spec=$2 label=$3 policy=$4 limit=$5 layers=$6 tp pp r mpolicy=$4
+  [ -n "$policy" ] && mpolicy="$policy,zero=1"
   for s in hap dp-ev dp-cp galvatron alpa; do
     run_one "$cluster" "$spec" "$label" "$policy" "$limit" "$s" "$s"
   done
   for ((tp = 1; tp <= 8; tp *= 2)); do
     for ((pp = 1; pp <= layers && pp <= 64; pp *= 2)); do
-      run_one "$cluster" "$spec" "$label" "$policy" "$limit" "megatron:tp=$tp,pp=$pp" \
-        "megatron:tp=$tp,pp=$pp,mbs=1"
+      for r in none full; do
+        run_one "$cluster" "$spec" "$label" "$mpolicy" "$limit" "megatron:tp=$tp,pp=$pp,recompute=$r" \
+          "megatron:tp=$tp,pp=$pp,mbs=1,recompute=$r"
+      done
     done
   done
   echo "strategies.sh: $cluster $label done" >&2

@@ -274,8 +274,16 @@ Test(megatron3d, layout_search_picks_the_fastest_that_fits) {
   cr_assert_not_null(s.estimate);
   const hap_layout_row *b = &s.rows[s.best];
   cr_expect(b->fits);
-  cr_expect_eq(b->layout.tp, 2, "a host's devices");
+  cr_expect(b->layout.tp == 1 || b->layout.tp == 2, "a host's devices or fewer: tp %d",
+            (int)b->layout.tp);
   cr_expect_eq(b->layout.tp * b->layout.pp * b->layout.dp, 8);
+  /* both tensor-parallel degrees tried; without tensor parallelism a stage is hap's program */
+  bool tried[3] = {false, false, false};
+  for (int i = 0; i < s.n_rows; i++)
+    if (s.rows[i].layout.tp <= 2)
+      tried[s.rows[i].layout.tp] = true;
+  cr_expect(tried[1] && tried[2], "tp 1 and 2 among the rows");
+  cr_expect_str_eq(s.estimate->stages[0].plan->strategy, b->layout.tp == 1 ? "hap" : "megatron-tp");
   cr_expect_eq(b->policy.zero, b->layout.dp > 1 ? 1 : 0, "ZeRO-1 across replicas");
   cr_expect_float_eq(b->iteration_s, s.estimate->sim->makespan_s, 1e-12);
   for (int i = 0; i < s.n_rows; i++) {

@@ -1,7 +1,8 @@
 /* layouts.h — the `hap` strategy's search over 3-D layouts (docs/design-pipeline.md, "The
  * partitioner and the strategies"). For a model whose training state does not fit one device
  * (hap_layouts_needed), Megatron-style layouts are estimated stage by stage (estimate.h):
- * tensor parallelism over a host's devices or fewer (every power of two dividing a host), pp
+ * tensor parallelism over a host's devices or fewer (every power of two dividing a host; with
+ * none, each stage is hap's own program over its group, searched, with its ratios), pp
  * stages for every pp dividing the devices / tp (at most 64 and a quarter of the nodes), data
  * parallelism over the rest, one sample per micro-batch per
  * replica, the search free to split along the sequence. The policy fields the user did not
