@@ -25,81 +25,83 @@
 static const char *prog = "hap-synth";
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "Usage: hap-synth MODEL --cluster SPEC [OPTIONS]\n"
-          "\n"
-          "Find how to split MODEL across the devices of a cluster: the SPMD program (how each\n"
-          "tensor is laid out and communicated) and the per-device sharding ratios that minimise\n"
-          "the predicted iteration time (HAP: a search over Hoare triples alternating with a\n"
-          "linear program over the ratios). Baselines come out as plans of the same form.\n"
-          "\n"
-          "MODEL    a zoo spec ('bert-base:layers=24') or a hap-graph file\n"
-          "\n"
-          "Options:\n"
-          "  -c, --cluster SPEC    cluster spec ('paper-hetero:gpus_per_host=4'), hap-cluster\n"
-          "                        JSON file or hap-profile .h5 file (required)\n"
-          "  -s, --strategy S      hap (default), dp-ev (even batch split), dp-cp (batch split\n"
-          "                        proportional to device speed) or megatron-tp (tensor parallel\n"
-          "                        inside each host, data parallel across equal hosts);\n"
-          "                        alpa is Alpa's intra-operator pass: every op's sharding and\n"
-          "                        the resharding between them by an integer linear program,\n"
-          "                        even ratios (docs/design-alpa.md);\n"
-          "                        megatron[:tp=T,pp=P,dp=D,mbs=B,v=V,sp=on|off,recompute=R]\n"
-          "                        is Megatron-LM's 3-D layout: P pipeline stages (1F1B,\n"
-          "                        interleaved with V chunks), each tensor parallel over T\n"
-          "                        consecutive devices (default a host's) and data parallel\n"
-          "                        over D, B samples per micro-batch per replica, sequence\n"
-          "                        parallelism on (default) or off;\n"
-          "                        galvatron[:pp=P,tp=T] is Galvatron's search: pipeline\n"
-          "                        stages x tensor x data parallelism, checkpointing, and\n"
-          "                        per layer plain or sharded data parallelism by a dynamic\n"
-          "                        program under the memory limit (docs/design-galvatron.md)\n"
-          "  -o, --output FILE     write the plan (hap-plan JSON; '-' = stdout)\n"
-          "      --compare         also build dp-ev, dp-cp and megatron-tp; print each plan's "
-          "estimate\n"
-          "                        and simulated time, and hap's speedups by the simulated times\n"
-          "      --no-rescore      choose among candidate programs by the synthesizer's own\n"
-          "                        estimate instead of simulating them (hap-sim's model)\n"
-          "      --sfb WHERE       sufficient-factor broadcasting of linear weights' gradients\n"
-          "                        (storage sfb, docs/design-sfb.md) where the search finds it\n"
-          "                        cheaper than the all-reduce: auto (default: hap only), off,\n"
-          "                        or all (also dp-ev and dp-cp)\n"
-          "  -e, --explain         print every step: layouts, cost and why\n"
-          "  -f, --format FMT      summary as table (default) or json\n"
-          "  -r, --max-rounds N    search/LP alternations (default 8)\n"
-          "  -m, --memory-limit B  bytes per device, e.g. 12G, 512M (default: each device's\n"
-          "                        memory). When the plan does not fit, the policy fields not\n"
-          "                        forced by --policy change until one does: ZeRO stage 0..3,\n"
-          "                        then recompute selective, full, then micro-batches 2, 4, ...\n"
-          "      --policy SPEC     how the model trains (docs/memory.md), key=value,... of\n"
-          "                        precision=fp32|fp16|bf16, optimizer=sgd|momentum|adam|adamw,\n"
-          "                        zero=0..3, recompute=none|selective|full, micro_batches=N,\n"
-          "                        grad_accum=half|fp32 (default fp32, sgd, 0, none, 1, half);\n"
-          "                        the fields given are forced, the others may be steered.\n"
-          "                        With --policy (or a steered policy) the summary names the\n"
-          "                        policy and breaks memory down per device class\n"
-          "      --pipeline SPEC   cut MODEL into pipeline stages instead: stages=P[,schedule=\n"
-          "                        gpipe|1f1b|interleaved][,chunks=V][,micro_batches=M]; P equal\n"
-          "                        groups of consecutive devices, each stage's program by\n"
-          "                        --strategy; prints the stages and -o writes the pipelined\n"
-          "                        plan (hap-plan 2.0, docs/formats.md); auto compares 1F1B\n"
-          "                        pipelines of every stage count that divides the devices\n"
-          "                        (<= 16, one stage included) and one stage per device\n"
-          "                        model of a mixed cluster, and writes the fastest whose\n"
-          "                        stages all fit; groups=D1+D2+... sets unequal groups\n"
-          "      --one-stage       only the one-stage program: with strategy hap, a model\n"
-          "                        whose training state does not fit one device is also\n"
-          "                        planned as 3-D layouts (tensor parallel inside a host x\n"
-          "                        pipeline x data parallel, ZeRO-1, recomputation where\n"
-          "                        needed) and the fastest that fits wins, and with strategy\n"
-          "                        alpa sliced into stages by its inter-operator pass; this\n"
-          "                        turns that off\n"
-          "  -q, --quiet           no summary (errors only)\n"
-          "  -h, --help            this help\n"
-          "  -V, --version         print the version\n"
-          "\n"
-          "Ctrl-C stops the search and keeps the best program found so far.\n"
-          "Exit status: 0 ok, 1 failure, 2 usage error.\n");
+  fprintf(
+      f, "Usage: hap-synth MODEL --cluster SPEC [OPTIONS]\n"
+         "\n"
+         "Find how to split MODEL across the devices of a cluster: the SPMD program (how each\n"
+         "tensor is laid out and communicated) and the per-device sharding ratios that minimise\n"
+         "the predicted iteration time (HAP: a search over Hoare triples alternating with a\n"
+         "linear program over the ratios). Baselines come out as plans of the same form.\n"
+         "\n"
+         "MODEL    a zoo spec ('bert-base:layers=24') or a hap-graph file\n"
+         "\n"
+         "Options:\n"
+         "  -c, --cluster SPEC    cluster spec ('paper-hetero:gpus_per_host=4'), hap-cluster\n"
+         "                        JSON file or hap-profile .h5 file (required)\n"
+         "  -s, --strategy S      hap (default), dp-ev (even batch split), dp-cp (batch split\n"
+         "                        proportional to device speed) or megatron-tp (tensor parallel\n"
+         "                        inside each host, data parallel across equal hosts);\n"
+         "                        alpa is Alpa's intra-operator pass: every op's sharding and\n"
+         "                        the resharding between them by an integer linear program,\n"
+         "                        even ratios (docs/design-alpa.md);\n"
+         "                        megatron[:tp=T,pp=P,dp=D,mbs=B,v=V,sp=on|off,recompute=R]\n"
+         "                        is Megatron-LM's 3-D layout: P pipeline stages (1F1B,\n"
+         "                        interleaved with V chunks), each tensor parallel over T\n"
+         "                        consecutive devices (default a host's) and data parallel\n"
+         "                        over D, B samples per micro-batch per replica, sequence\n"
+         "                        parallelism on (default) or off;\n"
+         "                        galvatron[:pp=P,tp=T] is Galvatron's search: pipeline\n"
+         "                        stages x tensor x data parallelism, checkpointing, and\n"
+         "                        per layer plain or sharded data parallelism by a dynamic\n"
+         "                        program under the memory limit (docs/design-galvatron.md)\n"
+         "  -o, --output FILE     write the plan (hap-plan JSON; '-' = stdout)\n"
+         "      --compare         also build dp-ev, dp-cp and megatron-tp; print each plan's "
+         "estimate\n"
+         "                        and simulated time, and hap's speedups by the simulated times\n"
+         "      --compare-seeds   with --compare, also the seeds' planners: alpa (its one-stage\n"
+         "                        program) and galvatron (its pipeline, simulated stage by stage)\n"
+         "      --no-rescore      choose among candidate programs by the synthesizer's own\n"
+         "                        estimate instead of simulating them (hap-sim's model)\n"
+         "      --sfb WHERE       sufficient-factor broadcasting of linear weights' gradients\n"
+         "                        (storage sfb, docs/design-sfb.md) where the search finds it\n"
+         "                        cheaper than the all-reduce: auto (default: hap only), off,\n"
+         "                        or all (also dp-ev and dp-cp)\n"
+         "  -e, --explain         print every step: layouts, cost and why\n"
+         "  -f, --format FMT      summary as table (default) or json\n"
+         "  -r, --max-rounds N    search/LP alternations (default 8)\n"
+         "  -m, --memory-limit B  bytes per device, e.g. 12G, 512M (default: each device's\n"
+         "                        memory). When the plan does not fit, the policy fields not\n"
+         "                        forced by --policy change until one does: ZeRO stage 0..3,\n"
+         "                        then recompute selective, full, then micro-batches 2, 4, ...\n"
+         "      --policy SPEC     how the model trains (docs/memory.md), key=value,... of\n"
+         "                        precision=fp32|fp16|bf16, optimizer=sgd|momentum|adam|adamw,\n"
+         "                        zero=0..3, recompute=none|selective|full, micro_batches=N,\n"
+         "                        grad_accum=half|fp32 (default fp32, sgd, 0, none, 1, half);\n"
+         "                        the fields given are forced, the others may be steered.\n"
+         "                        With --policy (or a steered policy) the summary names the\n"
+         "                        policy and breaks memory down per device class\n"
+         "      --pipeline SPEC   cut MODEL into pipeline stages instead: stages=P[,schedule=\n"
+         "                        gpipe|1f1b|interleaved][,chunks=V][,micro_batches=M]; P equal\n"
+         "                        groups of consecutive devices, each stage's program by\n"
+         "                        --strategy; prints the stages and -o writes the pipelined\n"
+         "                        plan (hap-plan 2.0, docs/formats.md); auto compares 1F1B\n"
+         "                        pipelines of every stage count that divides the devices\n"
+         "                        (<= 16, one stage included) and one stage per device\n"
+         "                        model of a mixed cluster, and writes the fastest whose\n"
+         "                        stages all fit; groups=D1+D2+... sets unequal groups\n"
+         "      --one-stage       only the one-stage program: with strategy hap, a model\n"
+         "                        whose training state does not fit one device is also\n"
+         "                        planned as 3-D layouts (tensor parallel inside a host x\n"
+         "                        pipeline x data parallel, ZeRO-1, recomputation where\n"
+         "                        needed) and the fastest that fits wins, and with strategy\n"
+         "                        alpa sliced into stages by its inter-operator pass; this\n"
+         "                        turns that off\n"
+         "  -q, --quiet           no summary (errors only)\n"
+         "  -h, --help            this help\n"
+         "  -V, --version         print the version\n"
+         "\n"
+         "Ctrl-C stops the search and keeps the best program found so far.\n"
+         "Exit status: 0 ok, 1 failure, 2 usage error.\n");
 }
 
 typedef struct opts {
@@ -111,6 +113,7 @@ typedef struct opts {
   hap_strategy strategy;
   hap_format format;
   bool explain, compare, quiet, no_rescore;
+  bool compare_seeds; /* --compare-seeds: also alpa and galvatron */
   hap_sfb_use sfb;
   int max_rounds;
   double memory_limit;
@@ -279,6 +282,10 @@ typedef struct comparison {
   int n_base;
   double hap_sim_s;
   double base_sim_s[HAP_STRATEGY_COUNT];
+  /* --compare-seeds: galvatron's chosen pipeline (simulated stage by stage), when it has one */
+  bool galvatron;
+  double galvatron_s;
+  char galvatron_plan[200];
 } comparison;
 
 /* hap's speedup over baseline i; *simulated says which times it compares. */
@@ -391,6 +398,19 @@ static void print_json(const opts *o, const hap_plan *p, const hap_cluster *c,
     hap_jw_end_object(&w);
   }
   hap_jw_end_array(&w);
+  if (cmp->galvatron) {
+    hap_jw_key(&w, "galvatron");
+    hap_jw_begin_object_inline(&w);
+    hap_jw_key(&w, "plan");
+    hap_jw_str(&w, cmp->galvatron_plan);
+    hap_jw_key(&w, "simulated_iteration_s"); /* its pipeline, stage by stage */
+    hap_jw_double(&w, cmp->galvatron_s);
+    if (isfinite(cmp->hap_sim_s)) {
+      hap_jw_key(&w, "speedup");
+      hap_jw_double(&w, cmp->galvatron_s / cmp->hap_sim_s);
+    }
+    hap_jw_end_object(&w);
+  }
   hap_jw_key(&w, "refused_baselines");
   hap_jw_begin_array(&w);
   for (int i = 0; i < n_refused; i++) {
@@ -490,6 +510,32 @@ static int report_alpa(const opts *o, const hap_graph *g, const hap_cluster *c,
   return 0;
 }
 
+/* --compare-seeds: galvatron's plan (pipe/galvatron.h) beside hap's: a flat one simulated like
+ * the baselines, a pipeline by its stage-by-stage simulation. Nothing when it finds none (said on
+ * stderr). */
+static void compare_galvatron(const opts *o, const hap_graph *g, const hap_cluster *c,
+                              comparison *cmp) {
+  hap_galvatron *gs = calloc(1, sizeof *gs);
+  if (gs == NULL)
+    return;
+  hap_synth_options so = {.memory_limit_bytes = o->memory_limit, .policy = o->policy};
+  hap_err err = {0};
+  if (hap_galvatron_search(g, c, &so, o->forced, NULL, gs, &err) == HAP_OK && gs->best >= 0) {
+    const hap_pipeline *pl = gs->estimate->pipeline;
+    cmp->galvatron = true;
+    cmp->galvatron_s = pl->n_stages == 1 && !o->no_rescore
+                           ? hap_plan_sim_rescore(NULL, pl->stages[0].plan, g, c)
+                           : gs->estimate->sim->makespan_s;
+    hap_galv_candidate_describe(&gs->cand[gs->best], gs->layers, cmp->galvatron_plan,
+                                sizeof cmp->galvatron_plan);
+  } else if (!o->quiet) {
+    fprintf(stderr, "%s: no galvatron baseline: %s\n", prog,
+            err.msg[0] ? err.msg : "no candidate fits the memory limit");
+  }
+  hap_galvatron_free(gs);
+  free(gs);
+}
+
 static int run(const opts *o) {
   hap_err err = {0};
   hap_graph *g = NULL;
@@ -562,7 +608,8 @@ static int run(const opts *o) {
   if (o->compare && o->strategy == HAP_STRATEGY_HAP) {
     if (!o->no_rescore)
       cmp.hap_sim_s = hap_plan_sim_rescore(NULL, plan, g, c);
-    for (int k = HAP_STRATEGY_DP_EV; k <= HAP_STRATEGY_MEGATRON_TP; k++) {
+    int last = o->compare_seeds ? HAP_STRATEGY_ALPA : HAP_STRATEGY_MEGATRON_TP;
+    for (int k = HAP_STRATEGY_DP_EV; k <= last; k++) {
       hap_synth_options bo = {
           .strategy = (hap_strategy)k, .memory_limit_bytes = o->memory_limit, .policy = o->policy};
       hap_synth_stats bs;
@@ -581,6 +628,8 @@ static int run(const opts *o) {
                 berr.msg);
     }
   }
+  if (o->compare && o->compare_seeds && o->strategy == HAP_STRATEGY_HAP)
+    compare_galvatron(o, g, c, &cmp);
   if (o->output != NULL && hap_plan_specs_set(&plan->specs, o->model, o->cluster) != HAP_OK) {
     hap_err_set(&err, HAP_ENOMEM, "out of memory");
     goto out;
@@ -611,6 +660,9 @@ static int run(const opts *o) {
           printf(" (policy %s)", hap_policy_brief(&b->policy, pb, sizeof pb));
         printf("\n");
       }
+      if (cmp.galvatron && isfinite(cmp.hap_sim_s))
+        printf("vs %-8s %.6f s simulated (%s; a pipeline stage by stage): %.2fx speedup\n",
+               "galvatron", cmp.galvatron_s, cmp.galvatron_plan, cmp.galvatron_s / cmp.hap_sim_s);
     }
   }
   rc = 0;
@@ -721,11 +773,20 @@ static int run_pipeline(const opts *o) {
 }
 
 int main(int argc, char **argv) {
-  enum { OPT_COMPARE = 256, OPT_NO_RESCORE, OPT_POLICY, OPT_PIPELINE, OPT_ONE_STAGE, OPT_SFB };
+  enum {
+    OPT_COMPARE = 256,
+    OPT_COMPARE_SEEDS,
+    OPT_NO_RESCORE,
+    OPT_POLICY,
+    OPT_PIPELINE,
+    OPT_ONE_STAGE,
+    OPT_SFB
+  };
   static const struct option long_opts[] = {{"cluster", required_argument, NULL, 'c'},
                                             {"strategy", required_argument, NULL, 's'},
                                             {"output", required_argument, NULL, 'o'},
                                             {"compare", no_argument, NULL, OPT_COMPARE},
+                                            {"compare-seeds", no_argument, NULL, OPT_COMPARE_SEEDS},
                                             {"no-rescore", no_argument, NULL, OPT_NO_RESCORE},
                                             {"sfb", required_argument, NULL, OPT_SFB},
                                             {"explain", no_argument, NULL, 'e'},
@@ -760,6 +821,7 @@ int main(int argc, char **argv) {
       break;
     case 'o': o.output = optarg; break;
     case OPT_COMPARE: o.compare = true; break;
+    case OPT_COMPARE_SEEDS: o.compare = o.compare_seeds = true; break;
     case OPT_NO_RESCORE: o.no_rescore = true; break;
     case OPT_SFB:
       if (hap_sfb_use_parse(optarg, &o.sfb) != HAP_OK)

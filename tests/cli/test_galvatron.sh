@@ -9,6 +9,7 @@
 #              plan file (acceptance 5)
 #   usage      a bad spec and a conflicting option: one line, exit 2
 #   json       -f json: every candidate, exactly one chosen
+#   compare    hap-synth --compare-seeds: alpa among the baselines, galvatron's plan and time
 # Usage: test_galvatron.sh HAP_SYNTH HAP_SIM [quick]
 # quick (the sanitizer build): 1 and 2 GPUs per host, no GPT-3.
 set -u
@@ -111,6 +112,21 @@ PY
   echo "ok   json: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(len(r["candidates"]), "candidates")' "$tmp/j.json")"
 else
   echo "FAIL json: $(head -1 "$tmp/err")"
+  fail=1
+fi
+if "$synth" bert-base -c paper-hetero:gpus_per_host=2 --compare-seeds -f json >"$tmp/c.json" \
+  2>"$tmp/err" && python3 - "$tmp/c.json" <<'PY'; then
+import json, sys
+d = json.load(open(sys.argv[1]))
+names = [b["strategy"] for b in d["baselines"]]
+assert names == ["dp-ev", "dp-cp", "megatron-tp", "alpa"], names
+g = d["galvatron"]
+assert g["plan"].startswith("pp=") and g["simulated_iteration_s"] > 0, g
+assert abs(g["speedup"] - g["simulated_iteration_s"] / d["simulated_iteration_s"]) < 1e-9, g
+PY
+  echo "ok   compare: $(python3 -c 'import json,sys; g=json.load(open(sys.argv[1]))["galvatron"]; print(g["plan"], "%.3f s" % g["simulated_iteration_s"])' "$tmp/c.json")"
+else
+  echo "FAIL compare: $(head -1 "$tmp/err")"
   fail=1
 fi
 exit "$fail"
