@@ -14,8 +14,8 @@
 #include "pipe_layers.h"
 
 #define GALV_BUCKETS 2048 /* memory budget units of the dynamic program */
-#define GALV_FLOP_LAYERS                                                                           \
-  32 /* layers of equal training FLOPs for a graph without a repeated block */
+/* layers of equal training FLOPs for a graph without a repeated block */
+#define GALV_FLOP_LAYERS 32
 
 bool hap_galvatron_spec_is(const char *text) {
   return text != NULL && strncmp(text, "galvatron", 9) == 0 && (text[9] == '\0' || text[9] == ':');
@@ -248,7 +248,7 @@ static bool stage_dp(galv *s, int32_t a, int32_t b, double f, int32_t m, bool sd
   }
   *bytes = leanest + working;
   double budget = s->limit - working;
-  if (!(leanest <= budget))
+  if (!(budget > 0) || !(leanest <= budget))
     return false;
   double unit = budget / GALV_BUCKETS;
   for (int32_t u = 0; u <= GALV_BUCKETS; u++)
