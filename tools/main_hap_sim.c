@@ -968,6 +968,12 @@ int main(int argc, char **argv) {
                    (1 << HAP_STRATEGY_MEGATRON_TP);
   } else {
     hap_strategy s;
+    if (strncmp(strategy, "galvatron", 9) == 0 && (strategy[9] == '\0' || strategy[9] == ':'))
+      return hap_report_usage(prog, -1,
+                              "%s plans pipelines with its own search: make the plan with "
+                              "hap-synth MODEL -c CLUSTER -s %s -o plan.json, then simulate it "
+                              "with hap-sim --plan plan.json",
+                              strategy, strategy);
     if (hap_strategy_parse(strategy, &s) != HAP_OK)
       return hap_report_usage(
           prog, -1,

@@ -7,7 +7,8 @@
 #              one, some under 30 MiB, more under 16 MiB
 #   memory     nothing fits: one line naming the leanest candidate and what it needed, exit 1, no
 #              plan file (acceptance 5)
-#   usage      a bad spec and a conflicting option: one line, exit 2
+#   usage      a bad spec and a conflicting option: one line, exit 2; hap-sim -s galvatron says
+#              how to simulate a galvatron plan
 #   json       -f json: every candidate, exactly one chosen
 #   compare    hap-synth --compare-seeds: alpa among the baselines, galvatron's plan and time
 # Usage: test_galvatron.sh HAP_SYNTH HAP_SIM [quick]
@@ -100,6 +101,14 @@ usage() { # NAME WANT ARGS...: exit 2, the first line matching WANT
 usage pp "galvatron: pp='3', expected a power of two" mlp -c paper-homo -s galvatron:pp=3
 usage key "galvatron: unknown key 'dp' (keys pp, tp)" mlp -c paper-homo -s galvatron:dp=2
 usage pipeline "not with --pipeline" mlp -c paper-homo -s galvatron --pipeline stages=2
+"$sim" mlp -c paper-homo -s galvatron >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 2 ] && head -1 "$tmp/err" | grep -q "hap-synth MODEL -c CLUSTER -s galvatron -o plan.json, then simulate it with hap-sim --plan"; then
+  echo "ok   usage hap-sim: $(head -1 "$tmp/err" | cut -c1-100)"
+else
+  echo "FAIL usage hap-sim: exit $rc, expected 2 and the way to simulate a galvatron plan; got: $(head -1 "$tmp/err")"
+  fail=1
+fi
 
 if "$synth" bert-base -c paper-homo:gpus_per_host=2 -s galvatron -f json >"$tmp/j.json" 2>"$tmp/err" &&
   python3 - "$tmp/j.json" <<'PY'; then
