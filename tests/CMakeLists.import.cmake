@@ -8,9 +8,13 @@ if(TARGET hap-run AND TARGET hap-synth AND TARGET hap-model AND HAP_MPIRUN)
                        $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-run> ${HAP_MPIRUN})
   # every covered model: loss and gradients on one rank equal PyTorch's (1e-4), a 2-rank hap plan
   # of the imported graph passes --check
+  set(HAP_IMPORT_NUMERICS numerics)
+  if(HAP_SANITIZE)
+    set(HAP_IMPORT_NUMERICS numerics-quick) # the convolutional models only in the plain build
+  endif()
   add_test(NAME import_torch_numerics
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/import/test_import_torch.sh numerics
-                   ${HAP_IMPORT_TOOLS})
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/import/test_import_torch.sh
+                   ${HAP_IMPORT_NUMERICS} ${HAP_IMPORT_TOOLS})
   # unsupported ops all listed with source lines, exit 1, nothing written; usage errors
   add_test(NAME import_torch_errors
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/import/test_import_torch.sh errors

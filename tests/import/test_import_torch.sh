@@ -11,7 +11,10 @@
 #     line, exits 1 and writes nothing; usage errors and an ONNX export torch refuses are one
 #     line, exit 1, no file.
 # Exit 77 (skipped) when /usr/bin/python3 has no torch (scripts/setup-debian.sh --test).
-# Usage: test_import_torch.sh numerics|errors HAP_IMPORT HAP_MODEL HAP_SYNTH HAP_RUN MPIRUN
+# numerics-quick (the sanitizer build): the MLPs, the encoder and gpt only, not the convolutional
+# models (their kernels run under the sanitizers in the kernel unit tests).
+# Usage: test_import_torch.sh numerics|numerics-quick|errors HAP_IMPORT HAP_MODEL HAP_SYNTH HAP_RUN
+#   MPIRUN
 set -u
 mode=$1 import=$2 model=$3 synth=$4 run=$5 mpirun=$6
 here=$(cd "$(dirname "$0")" && pwd)
@@ -86,6 +89,10 @@ numerics() {
   numerics_case mlp mlp cross_entropy -i 'x:float32[8,16]' --loss cross_entropy
   numerics_case mlp-own-loss with_loss output -i 'x:float32[8,16]' -i 'y:int64[8]'
   numerics_case encoder encoder cross_entropy/pos -i 'tokens:int64[4,6]' --loss cross_entropy
+  # GPT-2 blocks in plain PyTorch: x.size() unpacked, split q/k/v, masked_fill with a causal
+  # buffer, positions from torch.arange, tanh GELU
+  numerics_case gpt gpt - -i 'idx:int64[4,8]' --loss cross_entropy
+  [ "$quick" = 1 ] && return # the sanitizer build: the convolutions' cases are the slow ones
   numerics_case encoder-seq-first encoder - -a batch_first=False -a norm_first=True \
     -i 'tokens:int64[4,6]' --loss cross_entropy
   numerics_case vit vit - -i 'x:float32[4,3,16,16]' --loss cross_entropy
@@ -94,9 +101,6 @@ numerics() {
   numerics_case vgg19 vgg cross_entropy -i 'x:float32[2,3,64,64]' --loss cross_entropy -a width=2 \
     -a 'cfg=(1,1,"M",2,2,"M",4,4,4,4,"M",8,8,8,8,"M",8,8,8,8,"M")'
 
-  # GPT-2 blocks in plain PyTorch: x.size() unpacked, split q/k/v, masked_fill with a causal
-  # buffer, positions from torch.arange, tanh GELU
-  numerics_case gpt gpt - -i 'idx:int64[4,8]' --loss cross_entropy
   # torchvision's resnet18 (batch norm over the batch, residual adds, adaptive pooling)
   numerics_case resnet18 - cross_entropy -i 'x:float32[2,3,64,64]' --loss cross_entropy \
     -a num_classes=10
@@ -147,8 +151,10 @@ errors() {
   expect_fail no-factory "has no 'nothing'" -- torch "$models:nothing" -i 'x:float32[1]'
 }
 
+quick=0
 case "$mode" in
 numerics) numerics ;;
+numerics-quick) quick=1; numerics ;;
 errors) errors ;;
 *) echo "test_import_torch.sh: unknown mode '$mode'" >&2; exit 2 ;;
 esac
