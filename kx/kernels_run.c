@@ -24,6 +24,9 @@ struct hap_cuda_kernels {
   int64_t *flag;            /* device, one int64 */
   void *buf[HAP_KX_SLOTS];  /* staging buffers, device */
   size_t cap[HAP_KX_SLOTS]; /* their sizes, bytes */
+  hap_dtype gemm;           /* GEMM operand format (hap_kx_gemm_dtype_ok) */
+  void *half[2];            /* a half GEMM's converted A and B, device */
+  size_t half_cap[2];       /* their sizes, bytes */
 };
 
 static hap_status cuda_check(cudaError_t e, const char *call, hap_err *err) {
@@ -47,6 +50,9 @@ void hap_cuda_kernels_close(hap_cuda_kernels *k) {
   for (int i = 0; i < HAP_KX_SLOTS; i++)
     if (k->buf[i] != NULL)
       (void)cudaFree(k->buf[i]);
+  for (int i = 0; i < 2; i++)
+    if (k->half[i] != NULL)
+      (void)cudaFree(k->half[i]);
   if (k->scratch != NULL)
     (void)cudaFree(k->scratch);
   if (k->flag != NULL)
@@ -74,6 +80,7 @@ hap_status hap_cuda_kernels_open(int32_t device, hap_cuda_kernels **out, hap_err
   if (k == NULL)
     return hap_err_set(err, HAP_ENOMEM, "cuda kernels: out of memory");
   k->device = device;
+  k->gemm = HAP_F32;
   hap_status st = cuda_check(cudaSetDevice(device), "cudaSetDevice", err);
   if (st == HAP_OK)
     st = cuda_check(cudaStreamCreateWithFlags(&k->stream, cudaStreamNonBlocking),
@@ -99,25 +106,40 @@ hap_status hap_cuda_kernels_open(int32_t device, hap_cuda_kernels **out, hap_err
   return HAP_OK;
 }
 
-/* Device buffer `slot` of at least `bytes` bytes (grow-only). */
-static hap_status ensure(hap_cuda_kernels *k, int slot, size_t bytes, void **p, hap_err *err) {
+/* *buf (of *cap bytes, device) grown to at least `bytes` bytes (grow-only). */
+static hap_status grow(void **buf, size_t *cap, size_t bytes, hap_err *err) {
   if (bytes < 256)
     bytes = 256;
-  if (k->cap[slot] < bytes) {
-    if (k->buf[slot] != NULL)
-      (void)cudaFree(k->buf[slot]);
-    k->buf[slot] = NULL;
-    k->cap[slot] = 0;
-    cudaError_t e = cudaMalloc(&k->buf[slot], bytes);
-    if (e == cudaErrorMemoryAllocation) {
-      (void)cudaGetLastError();
-      return hap_err_set(err, HAP_ENOMEM, "cuda kernels: cannot allocate %zu bytes of GPU memory",
-                         bytes);
-    }
-    HAP_TRY(cuda_check(e, "cudaMalloc", err));
-    k->cap[slot] = bytes;
+  if (*cap >= bytes)
+    return HAP_OK;
+  if (*buf != NULL)
+    (void)cudaFree(*buf);
+  *buf = NULL;
+  *cap = 0;
+  cudaError_t e = cudaMalloc(buf, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    return hap_err_set(err, HAP_ENOMEM, "cuda kernels: cannot allocate %zu bytes of GPU memory",
+                       bytes);
   }
+  HAP_TRY(cuda_check(e, "cudaMalloc", err));
+  *cap = bytes;
+  return HAP_OK;
+}
+
+/* Device buffer `slot` of at least `bytes` bytes (grow-only). */
+static hap_status ensure(hap_cuda_kernels *k, int slot, size_t bytes, void **p, hap_err *err) {
+  HAP_TRY(grow(&k->buf[slot], &k->cap[slot], bytes, err));
   *p = k->buf[slot];
+  return HAP_OK;
+}
+
+hap_status hap_cuda_kernels_set_gemm(hap_cuda_kernels *k, hap_dtype gemm, hap_err *err) {
+  if (!hap_kx_gemm_dtype_ok(gemm))
+    return hap_err_set(err, HAP_EINVAL,
+                       "cuda kernels: GEMMs in %s, expected float32, float16 or bfloat16",
+                       hap_dtype_name(gemm));
+  k->gemm = gemm;
   return HAP_OK;
 }
 
@@ -131,9 +153,30 @@ static hap_status download(hap_cuda_kernels *k, void *host, const void *dev, siz
   return cuda_check(cudaStreamSynchronize(k->stream), "cudaStreamSynchronize", err);
 }
 
+/* A and B of a run of `run` batches from a and b, converted to k->gemm in k->half (a half GEMM's
+ * operands; the same spans the host executor rounds). */
+static hap_status half_operands(hap_cuda_kernels *k, const hap_kx_pass *x, int64_t run,
+                                const int64_t stride[3], const float *a, const float *b,
+                                const void **ha, const void **hb, hap_err *err) {
+  int64_t span[2];
+  hap_kx_gemm_spans(x, run, stride, span);
+  const float *src[2] = {a, b};
+  for (int i = 0; i < 2; i++) {
+    HAP_TRY(grow(&k->half[i], &k->half_cap[i], (size_t)span[i] * 2, err));
+    HAP_TRY(
+        cuda_check(hap_kx_cuda_to_half(k->stream, src[i], k->half[i], span[i], k->gemm == HAP_BF16),
+                   "conversion kernel launch", err));
+  }
+  *ha = k->half[0];
+  *hb = k->half[1];
+  return HAP_OK;
+}
+
 /* Row-major C = alpha op(A) op(B) + beta C per batch. cuBLAS is column-major: a row-major X is
  * X^T column-major, so C^T = op(B)^T op(A)^T is gemm(op_b, op_a, n, m, k, B, A). Runs of batches
- * along the innermost batch dimension go to one cublasSgemmStridedBatched call. */
+ * along the innermost batch dimension go to one strided-batched call: cublasSgemmStridedBatched
+ * in float32, cublasGemmStridedBatchedEx on half A and B (float32 accumulation and C) when
+ * k->gemm is a half format. */
 static hap_status run_gemm(hap_cuda_kernels *k, const hap_kx_pass *x, void **s, hap_err *err) {
   if (x->m <= 0 || x->n <= 0)
     return HAP_OK;
@@ -145,6 +188,8 @@ static hap_status run_gemm(hap_cuda_kernels *k, const hap_kx_pass *x, void **s, 
   int64_t run = x->k > 0 ? hap_kx_gemm_run(x, stride) : 1;
   if (run > INT_MAX)
     run = 1;
+  bool half = k->gemm != HAP_F32;
+  cudaDataType_t half_type = k->gemm == HAP_BF16 ? CUDA_R_16BF : CUDA_R_16F;
   for (int64_t t = 0; t < x->batches; t += run) {
     int64_t off[3];
     hap_kx_gemm_operands(x, t, off);
@@ -160,7 +205,16 @@ static hap_status run_gemm(hap_cuda_kernels *k, const hap_kx_pass *x, void **s, 
     }
     cublasOperation_t op_a = x->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t op_b = x->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    if (run > 1)
+    if (half) {
+      const void *ha = NULL, *hb = NULL;
+      HAP_TRY(half_operands(k, x, run, stride, a, b, &ha, &hb, err));
+      HAP_TRY(blas_check(cublasGemmStridedBatchedEx(
+                             k->blas, op_b, op_a, (int)x->n, (int)x->m, (int)x->k, &x->alpha, hb,
+                             half_type, (int)x->ldb, stride[1], ha, half_type, (int)x->lda,
+                             stride[0], &x->beta, c, CUDA_R_32F, (int)x->ldc, stride[2], (int)run,
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                         "cublasGemmStridedBatchedEx", err));
+    } else if (run > 1)
       HAP_TRY(blas_check(cublasSgemmStridedBatched(k->blas, op_b, op_a, (int)x->n, (int)x->m,
                                                    (int)x->k, &x->alpha, b, (int)x->ldb, stride[1],
                                                    a, (int)x->lda, stride[0], &x->beta, c,

@@ -12,6 +12,11 @@ static hap_status no_gpu(hap_err *err) {
   return hap_err_set(err, HAP_ENOGPU, "built without CUDA");
 }
 
+hap_status hap_cuda_kernels_set_gemm(hap_cuda_kernels *k, hap_dtype gemm, hap_err *err) {
+  (void)k, (void)gemm;
+  return no_gpu(err);
+}
+
 hap_status hap_cuda_kernel_forward(hap_cuda_kernels *k, const hap_kernel_call *c, void *const *out,
                                    double *kernel_s, hap_err *err) {
   (void)k, (void)c, (void)out;

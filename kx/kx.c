@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/half.h"
 #include "kernels/kernel_parts.h"
 
 hap_status hap_kx_supported(hap_op op, hap_err *err) {
@@ -576,43 +577,95 @@ int64_t hap_kx_gemm_run(const hap_kx_pass *p, int64_t stride[3]) {
   for (int i = 0; i < 3; i++)
     stride[i] = o1[i] - o0[i];
   int64_t c_span = (p->m - 1) * p->ldc + p->n; /* elements one batch's C covers */
-  return p->m > 0 && p->n > 0 && stride[2] >= c_span ? inner : 1;
+  return p->m > 0 && p->n > 0 && stride[2] >= c_span && stride[0] >= 0 && stride[1] >= 0 ? inner
+                                                                                         : 1;
 }
 
-/* The GPU executor's walk (kernels_run.c), one k_sgemm per batch of each run. */
-static void host_gemm(const hap_kx_pass *x, void **s) {
+void hap_kx_gemm_spans(const hap_kx_pass *p, int64_t run, const int64_t stride[3],
+                       int64_t span[2]) {
+  int64_t rows_a = p->ta ? p->k : p->m, cols_a = p->ta ? p->m : p->k;
+  int64_t rows_b = p->tb ? p->n : p->k, cols_b = p->tb ? p->k : p->n;
+  span[0] = (run - 1) * stride[0] + (rows_a - 1) * p->lda + cols_a;
+  span[1] = (run - 1) * stride[1] + (rows_b - 1) * p->ldb + cols_b;
+}
+
+bool hap_kx_gemm_dtype_ok(hap_dtype gemm) {
+  return gemm == HAP_F32 || gemm == HAP_F16 || gemm == HAP_BF16;
+}
+
+/* n floats from src, rounded to `to`, into *buf (grown to *cap floats). */
+static const float *rounded_copy(const float *src, int64_t n, hap_dtype to, float **buf,
+                                 int64_t *cap, hap_err *err) {
+  if (n > *cap || *buf == NULL) {
+    float *nb = realloc(*buf, (size_t)(n > 0 ? n : 1) * sizeof *nb);
+    if (nb == NULL) {
+      hap_err_set(err, HAP_ENOMEM, "kx: out of memory for a %lld-element GEMM operand",
+                  (long long)n);
+      return NULL;
+    }
+    *buf = nb;
+    *cap = n;
+  }
+  if (n > 0 && src != NULL)
+    memcpy(*buf, src, (size_t)n * sizeof *src);
+  hap_round_array(to, *buf, n);
+  return *buf;
+}
+
+/* The GPU executor's walk (kernels_run.c), one k_sgemm per batch of each run. A half `gemm`
+ * multiplies copies of a run's operand spans rounded to that format, as the GPU's conversion
+ * before cublasGemmStridedBatchedEx does. */
+static hap_status host_gemm(const hap_kx_pass *x, void **s, hap_dtype gemm, hap_err *err) {
   int64_t stride[3];
   int64_t run = hap_kx_gemm_run(x, stride);
-  for (int64_t t = 0; t < x->batches; t += run) {
+  bool half = gemm != HAP_F32 && x->m > 0 && x->n > 0 && x->k > 0;
+  float *buf[2] = {NULL, NULL};
+  int64_t cap[2] = {0, 0};
+  hap_status st = HAP_OK;
+  for (int64_t t = 0; t < x->batches && st == HAP_OK; t += run) {
     int64_t off[3];
     hap_kx_gemm_operands(x, t, off);
-    for (int64_t j = 0; j < run; j++) {
-      const float *a = (const float *)s[x->a] + off[0] + j * stride[0];
-      const float *b = (const float *)s[x->b] + off[1] + j * stride[1];
+    const float *a0 = (const float *)s[x->a] + off[0];
+    const float *b0 = (const float *)s[x->b] + off[1];
+    if (half) {
+      int64_t span[2];
+      hap_kx_gemm_spans(x, run, stride, span);
+      if ((a0 = rounded_copy(a0, span[0], gemm, &buf[0], &cap[0], err)) == NULL ||
+          (b0 = rounded_copy(b0, span[1], gemm, &buf[1], &cap[1], err)) == NULL)
+        st = HAP_ENOMEM;
+    }
+    for (int64_t j = 0; j < run && st == HAP_OK; j++) {
       float *c = (float *)s[x->c] + off[2] + j * stride[2];
-      k_sgemm(x->ta, x->tb, x->m, x->n, x->k, x->alpha, a, x->lda, b, x->ldb, x->beta, c, x->ldc);
+      k_sgemm(x->ta, x->tb, x->m, x->n, x->k, x->alpha, a0 + j * stride[0], x->lda,
+              b0 + j * stride[1], x->ldb, x->beta, c, x->ldc);
     }
   }
+  free(buf[0]);
+  free(buf[1]);
+  return st;
 }
 
-hap_status hap_kx_run_host(const hap_kx_prog *p, void **slots, hap_err *err) {
+hap_status hap_kx_run_host(const hap_kx_prog *p, void **slots, hap_dtype gemm, hap_err *err) {
+  if (!hap_kx_gemm_dtype_ok(gemm))
+    return hap_err_set(err, HAP_EINVAL, "kx: GEMMs in %s, expected float32, float16 or bfloat16",
+                       hap_dtype_name(gemm));
   double *scratch = k_calloc((size_t)p->scratch, sizeof(double), err);
   if (scratch == NULL)
     return HAP_ENOMEM;
   int64_t flag = INT64_MAX;
   slots[HAP_KX_SCRATCH] = scratch;
   slots[HAP_KX_FLAG] = &flag;
-  for (int32_t k = 0; k < p->n; k++) {
+  hap_status st = HAP_OK;
+  for (int32_t k = 0; k < p->n && st == HAP_OK; k++) {
     const hap_kx_pass *x = &p->pass[k];
     if (x->kind == HAP_KX_GEMM) {
-      host_gemm(x, slots);
+      st = host_gemm(x, slots, gemm, err);
       continue;
     }
     for (int64_t i = 0; i < x->count; i++)
       hap_kx_body(x, slots, i);
   }
-  hap_status st = HAP_OK;
-  if (p->uses_flag && flag != INT64_MAX)
+  if (st == HAP_OK && p->uses_flag && flag != INT64_MAX)
     st = hap_kx_index_error(p, flag, kx_index(slots[p->index_slot], p->index_bytes, flag), err);
   slots[HAP_KX_SCRATCH] = NULL;
   slots[HAP_KX_FLAG] = NULL;
@@ -620,16 +673,17 @@ hap_status hap_kx_run_host(const hap_kx_prog *p, void **slots, hap_err *err) {
   return st;
 }
 
-hap_status hap_kx_forward_host(const hap_kernel_call *c, void *const *out, hap_err *err) {
+hap_status hap_kx_forward_host(const hap_kernel_call *c, void *const *out, hap_dtype gemm,
+                               hap_err *err) {
   hap_kx_prog p;
   HAP_TRY(hap_kx_build_forward(c, out, &p, err));
   void *slots[HAP_KX_SLOTS];
   hap_kx_slots(c, out, NULL, NULL, slots);
-  return hap_kx_run_host(&p, slots, err);
+  return hap_kx_run_host(&p, slots, gemm, err);
 }
 
 hap_status hap_kx_backward_host(const hap_kernel_call *c, const float *const *dout,
-                                float *const *din, hap_err *err) {
+                                float *const *din, hap_dtype gemm, hap_err *err) {
   hap_kx_prog p;
   bool needed = false;
   HAP_TRY(hap_kx_build_backward(c, dout, din, &p, &needed, err));
@@ -637,5 +691,5 @@ hap_status hap_kx_backward_host(const hap_kernel_call *c, const float *const *do
     return HAP_OK;
   void *slots[HAP_KX_SLOTS];
   hap_kx_slots(c, NULL, dout, din, slots);
-  return hap_kx_run_host(&p, slots, err);
+  return hap_kx_run_host(&p, slots, gemm, err);
 }

@@ -29,6 +29,14 @@
 static const hap_gemm_shape quick_gemm[] = {SHAPES3(HAP_F32, 64, 256, 1024)};
 static const hap_gemm_shape default_gemm[] = {SHAPES3(HAP_F32, 128, 512, 2048),
                                               SHAPES3(HAP_F64, 128, 512, 2048)};
+/* A GPU: larger shapes (a 1024^3 GEMM is a few microseconds there), and mixed precision's float16
+ * and bfloat16 GEMMs, whose tensor-core rates the planner prices half-precision compute with. */
+static const hap_gemm_shape gpu_quick_gemm[] = {SHAPES3(HAP_F32, 256, 1024, 4096),
+                                                SHAPES3(HAP_F16, 256, 1024, 4096),
+                                                SHAPES3(HAP_BF16, 256, 1024, 4096)};
+static const hap_gemm_shape gpu_default_gemm[] = {
+    SHAPES3(HAP_F32, 256, 1024, 8192), SHAPES3(HAP_F64, 256, 1024, 4096),
+    SHAPES3(HAP_F16, 256, 1024, 8192), SHAPES3(HAP_BF16, 256, 1024, 8192)};
 
 /* 8 B x 4^i up to 8 MiB (quick); 8 B x 2^i up to 256 MiB (default). */
 static int64_t quick_sizes[11];
@@ -93,6 +101,12 @@ static hap_status check_sizes(const char *what, const int64_t *s, int32_t n, hap
   return HAP_OK;
 }
 
+void hap_measure_gpu_gemm(hap_measure_config *cfg, bool quick) {
+  cfg->gemm_shapes = quick ? gpu_quick_gemm : gpu_default_gemm;
+  cfg->n_gemm_shapes = quick ? (int32_t)(sizeof gpu_quick_gemm / sizeof gpu_quick_gemm[0])
+                             : (int32_t)(sizeof gpu_default_gemm / sizeof gpu_default_gemm[0]);
+}
+
 hap_status hap_measure_check(const hap_measure_config *cfg, hap_err *err) {
   if (cfg->membw_bytes <= 0 || cfg->membw_reps < 1 || cfg->launch_reps < 1 || cfg->launch_iters < 1)
     return hap_err_set(err, HAP_EINVAL,
@@ -108,10 +122,10 @@ hap_status hap_measure_check(const hap_measure_config *cfg, hap_err *err) {
     for (int32_t i = 0; i < cfg->n_gemm_shapes; i++) {
       const hap_gemm_shape *g = &cfg->gemm_shapes[i];
       if (g->m < 1 || g->n < 1 || g->k < 1 || g->m > 65536 || g->n > 65536 || g->k > 65536 ||
-          (g->dtype != HAP_F32 && g->dtype != HAP_F64))
+          !hap_dtype_is_float(g->dtype))
         return hap_err_set(err, HAP_EINVAL,
                            "measure: GEMM shape %d is %lld x %lld x %lld %s, expected sizes in "
-                           "1..65536 and float32 or float64",
+                           "1..65536 and a float dtype",
                            i, (long long)g->m, (long long)g->n, (long long)g->k,
                            hap_dtype_name(g->dtype));
     }

@@ -44,6 +44,8 @@ step gpu_run_check 90 bash "$here/tests/run/test_gpu_run.sh" check \
   "$bin/hap-devices" "$bin/hap-synth" "$bin/hap-run"
 step gpu_run_replay 120 bash "$here/tests/run/test_gpu_run.sh" replay \
   "$bin/hap-devices" "$bin/hap-synth" "$bin/hap-run" "$bin/hap-profile"
+step gpu_run_policies 300 bash "$here/tests/run/test_gpu_run.sh" policies \
+  "$bin/hap-devices" "$bin/hap-synth" "$bin/hap-run"
 
 # 2. a profile of this machine's GPU: the quick plan, then the default one
 step profile_quick 60 mpirun -np 1 "$bin/hap-profile" measure --backend cuda --quick -o gpu-quick.h5
@@ -74,6 +76,12 @@ step profile_plan 90 mpirun -np 1 "$bin/hap-profile" measure --backend cuda --pl
   -o big.h5
 step run_big 90 mpirun -np 1 "$bin/hap-run" big.json --backend cuda -n 20 \
   --sim-cluster big.h5 --trace big-trace.json
+# the same model in bf16 mixed precision: half GEMMs (float32 accumulation) on the tensor cores
+step synth_big_bf16 60 "$bin/hap-synth" "$big" -c "$prof" --policy precision=bf16 -o big-bf16.json
+step profile_plan_bf16 90 mpirun -np 1 "$bin/hap-profile" measure --backend cuda \
+  --plan big-bf16.json -o big-bf16.h5
+step run_big_bf16 90 mpirun -np 1 "$bin/hap-run" big-bf16.json --backend cuda -n 20 \
+  --sim-cluster big-bf16.h5
 
 # 4. the CUDA code under compute-sanitizer's memcheck (out-of-bounds and misaligned accesses,
 #    leaks, API errors), where the toolkit has it

@@ -14,7 +14,7 @@ set_tests_properties(gpu_smoke PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT
 # collectives, on one rank and, with two GPUs, on two ranks under mpirun. Only with CUDA.
 if(HAP_HAVE_CUDA)
   add_executable(test_gpu_backend ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_gpu_backend.c)
-  target_link_libraries(test_gpu_backend PRIVATE hap_exec ${MATH_LIBRARY})
+  target_link_libraries(test_gpu_backend PRIVATE hap_exec hap_kernels ${MATH_LIBRARY})
   add_test(NAME gpu_backend COMMAND test_gpu_backend)
   add_test(NAME gpu_backend_2ranks
            COMMAND ${MPIEXEC_EXECUTABLE} -np 2 $<TARGET_FILE:test_gpu_backend> --need 2)
@@ -57,16 +57,17 @@ set_tests_properties(cli_hap_devices_help cli_hap_devices_version cli_hap_device
 # a usable GPU), and without a GPU the one-line "no CUDA device" error (skipped with one).
 find_program(HAP_GPU_MPIRUN NAMES mpirun mpiexec)
 if(TARGET hap-run AND TARGET hap-synth AND TARGET hap-profile AND HAP_GPU_MPIRUN)
-  foreach(mode check no-gpu replay)
+  foreach(mode check no-gpu replay policies)
     add_test(NAME gpu_run_${mode}
              COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_gpu_run.sh ${mode}
                      $<TARGET_FILE:hap-devices> $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-run>
                      $<TARGET_FILE:hap-profile>)
   endforeach()
-  set_tests_properties(gpu_run_check gpu_run_no-gpu gpu_run_replay PROPERTIES SKIP_RETURN_CODE 77
+  set_tests_properties(gpu_run_check gpu_run_no-gpu gpu_run_replay gpu_run_policies PROPERTIES
+                       SKIP_RETURN_CODE 77
                        LABELS gpu TIMEOUT 600 RUN_SERIAL TRUE)
   if(HAP_SANITIZE)
-    set_tests_properties(gpu_run_check gpu_run_no-gpu gpu_run_replay PROPERTIES
+    set_tests_properties(gpu_run_check gpu_run_no-gpu gpu_run_replay gpu_run_policies PROPERTIES
       ENVIRONMENT "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/profile/lsan-mpi.supp:fast_unwind_on_malloc=0:print_suppressions=0")
   endif()
 else()

@@ -693,6 +693,9 @@ static int measure(int *argc, char ***argv, const measure_opts *o, const char *o
   bool gpu_replay = cuda && replaying(o) && !o->only_comm && (rx.plan != NULL || rx.pw != NULL);
   if (st == HAP_OK && gpu_replay) {
     st = hap_cuda_kernels_open(hap_dev_cuda_index(dev), &rx.gpu, &err);
+    const hap_train_policy *pol = rx.plan != NULL ? &rx.plan->policy : &rx.pl->policy;
+    if (st == HAP_OK) /* the GEMMs of the plan's policy, as hap-run --backend cuda runs them */
+      st = hap_cuda_kernels_set_gemm(rx.gpu, hap_policy_compute_dtype(pol), &err);
     rx.gpu_table =
         (hap_run_kernels){"cuda", rx.gpu, hap_cuda_staged_forward, hap_cuda_staged_backward};
   }
@@ -722,6 +725,8 @@ static int measure(int *argc, char ***argv, const measure_opts *o, const char *o
 
   hap_measure_config cfg;
   hap_measure_defaults(&cfg, o->quick);
+  if (cuda)
+    hap_measure_gpu_gemm(&cfg, o->quick);
   cfg.gemm = !o->only_comm;
   cfg.comm = !o->only_compute;
   cfg.kernels = !o->only_comm && (!cuda || gpu_replay);

@@ -50,7 +50,8 @@ static void usage(FILE *f) {
           "one timestamp pair per task. Prints the measured iteration time (mean, p50, p95) next\n"
           "to the simulated one for CLUSTER, the loss, and the tasks whose times differ most. A\n"
           "plan made with hap-synth --policy trains that way (docs/execution.md): half-precision\n"
-          "storage, the optimizer, ZeRO, recomputation, micro-batches (cpu backend).\n"
+          "storage, the optimizer, ZeRO, recomputation, micro-batches (--backend cuda: the\n"
+          "GEMMs multiply float16/bfloat16 operands with float32 accumulation).\n"
           "A pipelined plan (hap-synth --pipeline ... -o PLAN) runs its stages on their device\n"
           "groups in its schedule's order (GPipe, 1F1B, interleaved), boundaries sent between the\n"
           "stages' ranks, and is compared with hap-sim --plan's simulation of every device.\n"
@@ -551,14 +552,16 @@ static hap_run_options run_options(const opts *o, int me, hap_cuda_kernels *ck,
   return ro;
 }
 
-/* --backend cuda: this rank's GPU. Every rank opens its own; when any fails, the lowest failing
- * rank says why (one line) and every rank returns 1. */
-static int open_cuda(hap_comm *comm, hap_cuda_kernels **ck) {
+/* --backend cuda: this rank's GPU, its GEMMs in the policy's compute format. Every rank opens its
+ * own; when any fails, the lowest failing rank says why (one line) and every rank returns 1. */
+static int open_cuda(hap_comm *comm, const hap_train_policy *pol, hap_cuda_kernels **ck) {
   hap_err err = {0};
   int count = 0;
   hap_status st = hap_gpu_query(NULL, 0, &count, &err);
   if (st == HAP_OK)
     st = hap_cuda_kernels_open(hap_local_rank(comm->rank) % count, ck, &err);
+  if (st == HAP_OK)
+    st = hap_cuda_kernels_set_gemm(*ck, hap_policy_compute_dtype(pol), &err);
   int32_t first = hap_harness_first_failure(comm, st, &err);
   if (first >= comm->size)
     return 0;
@@ -571,20 +574,15 @@ static int open_cuda(hap_comm *comm, hap_cuda_kernels **ck) {
   return 1;
 }
 
-/* Refused before any rank starts work: a policy this backend does not run. `replicas` is the
- * plan's (2-D plans > 1), `pipelined` whether it has stages. */
+/* Refused before any rank starts work: a policy the runner does not run (either backend: the
+ * policy's work outside the kernels is the runner's, on the host). `replicas` is the plan's
+ * (2-D plans > 1), `pipelined` whether it has stages. */
 static hap_status refuse_policy(const opts *o, const hap_train_policy *pol, int32_t replicas,
                                 bool pipelined, hap_err *err) {
-  if (hap_policy_is_default(pol) || (!o->cuda && (pol->zero == 0 || (replicas <= 1 && !pipelined))))
+  if (pol->zero == 0 || (replicas <= 1 && !pipelined))
     return HAP_OK;
   char text[160];
   hap_policy_brief(pol, text, sizeof text);
-  if (o->cuda)
-    return hap_err_set(err, HAP_EUNSUPPORTED,
-                       "%s: the plan trains with --policy %s; hap-run's cuda backend runs only the "
-                       "default policy so far (fp32, SGD, no ZeRO stage, no recomputation, one "
-                       "micro-batch): use --backend cpu",
-                       o->plan, text);
   return hap_err_set(
       err, HAP_EUNSUPPORTED,
       "%s: the plan trains with --policy %s; hap-run shards optimizer state (zero=%d) "
@@ -629,7 +627,7 @@ static int run(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster *c, hap_
   hap_status st = HAP_OK;
   if ((st = refuse_policy(o, &plan->policy, plan->replicas, false, &err)) != HAP_OK)
     goto out;
-  if (o->cuda && open_cuda(comm, &ck) != 0)
+  if (o->cuda && open_cuda(comm, &plan->policy, &ck) != 0)
     goto out; /* said by the lowest failing rank */
   if ((st = hap_lower(plan, g, &lw, &err)) != HAP_OK)
     goto out;
@@ -921,7 +919,7 @@ static int run_pipeline(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster
     st = hap_pipe_plan_sim_run(sim_pw != NULL ? sim_pw : pw, &so, &ps, &err);
   if (said_by_first(comm, st, &err) || ps == NULL)
     goto out_quiet;
-  if (o->cuda && open_cuda(comm, &ck) != 0)
+  if (o->cuda && open_cuda(comm, &pl->policy, &ck) != 0)
     goto out_quiet;
   hap_run_kernels cuda_kernels;
   hap_run_options ro = run_options(o, me, ck, &cuda_kernels);

@@ -225,12 +225,18 @@ static hap_status cuda_fill(hap_dev *d, hap_dtype dtype, void *x, int64_t count,
   if (count < 0)
     return hap_err_set(err, HAP_EINVAL, "cuda: fill of %lld elements, expected >= 0",
                        (long long)count);
-  if (dtype != HAP_F32 && dtype != HAP_F64)
-    return hap_err_set(err, HAP_EUNSUPPORTED, "cuda: fill in %s, expected float32 or float64",
+  cudaError_t (*half_fill)(cudaStream_t, void *, int64_t, float) =
+      dtype == HAP_F16    ? hap_cuda_fill_f16
+      : dtype == HAP_BF16 ? hap_cuda_fill_bf16
+                          : NULL;
+  if (dtype != HAP_F32 && dtype != HAP_F64 && half_fill == NULL)
+    return hap_err_set(err, HAP_EUNSUPPORTED,
+                       "cuda: fill in %s, expected float32, float64, float16 or bfloat16",
                        hap_dtype_name(dtype));
   HAP_TRY(timed_begin(c, err));
-  cudaError_t e = dtype == HAP_F32 ? hap_cuda_fill_f32(c->stream, x, count, (float)value)
-                                   : hap_cuda_fill_f64(c->stream, x, count, value);
+  cudaError_t e = dtype == HAP_F32   ? hap_cuda_fill_f32(c->stream, x, count, (float)value)
+                  : dtype == HAP_F64 ? hap_cuda_fill_f64(c->stream, x, count, value)
+                                     : half_fill(c->stream, x, count, (float)value);
   HAP_TRY(cuda_check(e, "fill kernel launch", err));
   return timed_end(c, err);
 }
@@ -240,8 +246,10 @@ static hap_status cuda_gemm(hap_dev *d, hap_dtype dtype, int64_t m, int64_t n, i
   if (m <= 0 || n <= 0 || k <= 0 || m > INT_MAX || n > INT_MAX || k > INT_MAX)
     return hap_err_set(err, HAP_EINVAL, "cuda: gemm %lld x %lld x %lld, expected sizes in 1..%d",
                        (long long)m, (long long)n, (long long)k, INT_MAX);
-  if (dtype != HAP_F32 && dtype != HAP_F64)
-    return hap_err_set(err, HAP_EUNSUPPORTED, "cuda: gemm in %s, expected float32 or float64",
+  bool half = dtype == HAP_F16 || dtype == HAP_BF16;
+  if (dtype != HAP_F32 && dtype != HAP_F64 && !half)
+    return hap_err_set(err, HAP_EUNSUPPORTED,
+                       "cuda: gemm in %s, expected float32, float64, float16 or bfloat16",
                        hap_dtype_name(dtype));
 #if HAP_HAVE_CUBLAS
   cuda_impl *c = impl_of(d);
@@ -250,16 +258,24 @@ static hap_status cuda_gemm(hap_dev *d, hap_dtype dtype, int64_t m, int64_t n, i
   int mi = (int)m, ni = (int)n, ki = (int)k;
   HAP_TRY(timed_begin(c, err));
   cublasStatus_t s;
+  const char *call = "cublasSgemm";
   if (dtype == HAP_F32) {
     const float one = 1.0f, zero = 0.0f;
     s = cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, ni, mi, ki, &one, b, ni, a, ki, &zero, cmat,
                     ni);
-  } else {
+  } else if (dtype == HAP_F64) {
     const double one = 1.0, zero = 0.0;
+    call = "cublasDgemm";
     s = cublasDgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, ni, mi, ki, &one, b, ni, a, ki, &zero, cmat,
                     ni);
+  } else { /* mixed precision's GEMM: half A, B and C, float32 accumulation (tensor cores) */
+    const float one = 1.0f, zero = 0.0f;
+    cudaDataType_t t = dtype == HAP_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    call = "cublasGemmEx";
+    s = cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, ni, mi, ki, &one, b, t, ni, a, t, ki, &zero,
+                     cmat, t, ni, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   }
-  HAP_TRY(blas_check(s, dtype == HAP_F32 ? "cublasSgemm" : "cublasDgemm", err));
+  HAP_TRY(blas_check(s, call, err));
   return timed_end(c, err);
 #else
   (void)d;

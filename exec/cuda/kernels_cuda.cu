@@ -1,5 +1,7 @@
 /* kernels_cuda.cu — the `cuda` backend's own kernels (kernels_cuda.h): grid-stride fills and an
  * empty kernel. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "kernels_cuda.h"
@@ -38,6 +40,16 @@ extern "C" cudaError_t hap_cuda_fill_f32(cudaStream_t stream, float *x, int64_t 
 extern "C" cudaError_t hap_cuda_fill_f64(cudaStream_t stream, double *x, int64_t count,
                                          double value) {
   return fill<double>(stream, x, count, value);
+}
+
+extern "C" cudaError_t hap_cuda_fill_f16(cudaStream_t stream, void *x, int64_t count, float value) {
+  return fill<__half>(stream, static_cast<__half *>(x), count, __float2half_rn(value));
+}
+
+extern "C" cudaError_t hap_cuda_fill_bf16(cudaStream_t stream, void *x, int64_t count,
+                                          float value) {
+  return fill<__nv_bfloat16>(stream, static_cast<__nv_bfloat16 *>(x), count,
+                             __float2bfloat16_rn(value));
 }
 
 extern "C" cudaError_t hap_cuda_empty(cudaStream_t stream) {

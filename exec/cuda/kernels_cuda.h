@@ -15,6 +15,9 @@ extern "C" {
 /* x[0..count) <- value (count >= 0 elements). */
 cudaError_t hap_cuda_fill_f32(cudaStream_t stream, float *x, int64_t count, float value);
 cudaError_t hap_cuda_fill_f64(cudaStream_t stream, double *x, int64_t count, double value);
+/* The same in float16 / bfloat16 (x: __half / __nv_bfloat16), value rounded to nearest even. */
+cudaError_t hap_cuda_fill_f16(cudaStream_t stream, void *x, int64_t count, float value);
+cudaError_t hap_cuda_fill_bf16(cudaStream_t stream, void *x, int64_t count, float value);
 /* One block of one thread that does nothing: what a launch costs. */
 cudaError_t hap_cuda_empty(cudaStream_t stream);
 

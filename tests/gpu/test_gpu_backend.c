@@ -1,7 +1,8 @@
 /* test_gpu_backend.c — the `cuda` device and `nccl` comm backends on real GPUs (plain C, not
  * Criterion; run directly for one rank or under mpirun for several, one GPU per rank):
- *   device: info, alloc, host <-> device copies, fill, row-major GEMM (float32, float64) against
- *           a CPU reference, empty kernel, the event timer;
+ *   device: info, alloc, host <-> device copies, fill, row-major GEMM (float32, float64, and
+ *           float16 / bfloat16 with float32 accumulation) against a CPU reference, empty kernel,
+ *           the event timer;
  *   nccl:   all_reduce, all_gather(v), reduce_scatter(v), all_to_all, broadcast, barrier, split.
  * Exits 77 (ctest: Skipped) only when the device query says there is no GPU (HAP_ENOGPU) or there
  * are fewer GPUs than ranks, after printing why; 1 on any other query error (a CUDA failure is not
@@ -15,6 +16,7 @@
 #include "exec/comm_nccl.h"
 #include "exec/device_cuda.h"
 #include "exec/devices.h"
+#include "kernels/half.h"
 
 static int failures = 0;
 
@@ -28,7 +30,38 @@ static int failures = 0;
     }                                                                                              \
   } while (0)
 
-/* Row-major C = A B on the GPU vs a CPU reference in double, for float32 or float64. */
+/* Host element i of a buffer of dtype dt (float32, float64, float16 or bfloat16). */
+static void store(hap_dtype dt, void *buf, int64_t i, double v) {
+  switch (dt) {
+  case HAP_F64: ((double *)buf)[i] = v; break;
+  case HAP_F16: ((uint16_t *)buf)[i] = hap_fp16_from_float((float)v); break;
+  case HAP_BF16: ((uint16_t *)buf)[i] = hap_bf16_from_float((float)v); break;
+  default: ((float *)buf)[i] = (float)v; break;
+  }
+}
+
+static double load(hap_dtype dt, const void *buf, int64_t i) {
+  switch (dt) {
+  case HAP_F64: return ((const double *)buf)[i];
+  case HAP_F16: return hap_fp16_to_float(((const uint16_t *)buf)[i]);
+  case HAP_BF16: return hap_bf16_to_float(((const uint16_t *)buf)[i]);
+  default: return ((const float *)buf)[i];
+  }
+}
+
+/* Worst |got - ref| / (1 + |ref|) a GEMM in dt may show. The inputs (multiples of 1/8 and 1/4
+ * below 1.5) and every partial sum are exact in float32, so a half GEMM's only error is the
+ * rounding of C to its format: half an ulp, 2^-11 (float16) or 2^-8 (bfloat16) relative. */
+static double gemm_tolerance(hap_dtype dt) {
+  switch (dt) {
+  case HAP_F64: return 1e-12;
+  case HAP_F16: return 0x1p-11;
+  case HAP_BF16: return 0x1p-8;
+  default: return 1e-5;
+  }
+}
+
+/* Row-major C = A B on the GPU vs a CPU reference in double. */
 static void check_gemm(hap_dev *d, hap_dtype dt, int64_t m, int64_t n, int64_t k) {
   hap_err err = {0};
   size_t es = (size_t)hap_dtype_size(dt), mk = (size_t)(m * k), kn = (size_t)(k * n),
@@ -48,18 +81,10 @@ static void check_gemm(hap_dev *d, hap_dtype dt, int64_t m, int64_t n, int64_t k
     for (int64_t j = 0; j < n; j++)
       for (int64_t l = 0; l < k; l++)
         ref[i * n + j] += a[i * k + l] * b[l * n + j];
-  for (int64_t i = 0; i < m * k; i++) {
-    if (dt == HAP_F32)
-      ((float *)ha)[i] = (float)a[i];
-    else
-      ((double *)ha)[i] = a[i];
-  }
-  for (int64_t i = 0; i < k * n; i++) {
-    if (dt == HAP_F32)
-      ((float *)hb)[i] = (float)b[i];
-    else
-      ((double *)hb)[i] = b[i];
-  }
+  for (int64_t i = 0; i < m * k; i++)
+    store(dt, ha, i, a[i]);
+  for (int64_t i = 0; i < k * n; i++)
+    store(dt, hb, i, b[i]);
   hap_status st = d->ops->alloc(d, (size_t)(m * k) * es, &da, &err);
   if (st == HAP_OK)
     st = d->ops->alloc(d, (size_t)(k * n) * es, &db, &err);
@@ -78,12 +103,12 @@ static void check_gemm(hap_dev *d, hap_dtype dt, int64_t m, int64_t n, int64_t k
   CHECK(gemm_s > 0 && gemm_s < 1, "gemm device time %g s", gemm_s);
   double worst = 0;
   for (int64_t i = 0; i < m * n && st == HAP_OK; i++) {
-    double got = dt == HAP_F32 ? ((float *)hc)[i] : ((double *)hc)[i];
+    double got = load(dt, hc, i);
     double e = fabs(got - ref[i]) / (1.0 + fabs(ref[i]));
     worst = e > worst ? e : worst;
   }
-  CHECK(worst < (dt == HAP_F32 ? 1e-5 : 1e-12), "gemm %s %lldx%lldx%lld: worst error %g",
-        hap_dtype_name(dt), (long long)m, (long long)n, (long long)k, worst);
+  CHECK(worst <= gemm_tolerance(dt), "gemm %s %lldx%lldx%lld: worst error %g", hap_dtype_name(dt),
+        (long long)m, (long long)n, (long long)k, worst);
   printf("gemm %s %lldx%lldx%lld: worst relative error %.3g, %.1f us on the device\n",
          hap_dtype_name(dt), (long long)m, (long long)n, (long long)k, worst, gemm_s * 1e6);
 out:
@@ -116,6 +141,13 @@ static void check_device(hap_dev *d) {
     CHECK(d->ops->fill(d, HAP_F32, x, N, 2.5, &err) == HAP_OK, "fill: %s", err.msg);
     CHECK(d->ops->copy(d, h, x, sizeof h, &err) == HAP_OK, "copy: %s", err.msg);
     CHECK(h[0] == 2.5f && h[N - 1] == 2.5f, "fill gave %g .. %g", h[0], h[N - 1]);
+    CHECK(d->ops->fill(d, HAP_BF16, x, N, 1.00390625, &err) == HAP_OK, "fill: %s", err.msg);
+    CHECK(d->ops->copy(d, h, x, sizeof h, &err) == HAP_OK, "copy: %s", err.msg);
+    uint16_t b0 = 0, b1 = 0; /* 1 + 2^-8 is a tie in bfloat16: to even, 1.0 */
+    memcpy(&b0, (const char *)h, 2);
+    memcpy(&b1, (const char *)h + (size_t)2 * (N - 1), 2);
+    CHECK(hap_bf16_to_float(b0) == 1.0f && hap_bf16_to_float(b1) == 1.0f, "bf16 fill gave %g, %g",
+          (double)hap_bf16_to_float(b0), (double)hap_bf16_to_float(b1));
     CHECK(d->ops->fill(d, HAP_I32, x, N, 1, &err) == HAP_EUNSUPPORTED, "fill int32");
     hap_err_clear(&err);
   }
@@ -128,6 +160,10 @@ static void check_device(hap_dev *d) {
   check_gemm(d, HAP_F32, 67, 45, 33);
   check_gemm(d, HAP_F64, 67, 45, 33);
   check_gemm(d, HAP_F32, 512, 256, 384);
+  check_gemm(d, HAP_F16, 67, 45, 33);
+  check_gemm(d, HAP_BF16, 67, 45, 33);
+  check_gemm(d, HAP_F16, 512, 256, 384);
+  check_gemm(d, HAP_BF16, 512, 256, 384);
 }
 
 /* Collectives over NCCL on float32 device buffers, checked on the host. */

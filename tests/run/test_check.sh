@@ -9,6 +9,7 @@
 # tolerances --check must print for that policy; default 1e-04 each, fp32 SGD's). HAP_CHECK_ITERS:
 # timed iterations after the one warm-up (default 1; fp16 needs more, its first steps overflow).
 # HAP_CHECK_MODEL_SPECS: model specs (space-separated) to use instead of the list below.
+# HAP_RUN_ARGS: more hap-run arguments (space-separated), e.g. "--backend cuda".
 # Usage: test_check.sh HAP_SYNTH HAP_RUN RANKS CLUSTER [STRATEGIES [MODELS [POLICY [TOLERANCES]]]]
 set -u
 synth=$1 run=$2 ranks=$3 cluster=$4
@@ -45,8 +46,9 @@ for m in "${models[@]}"; do
       fail=$((fail + 1))
       continue
     fi
+    # shellcheck disable=SC2086 # HAP_RUN_ARGS: words on purpose
     if timeout 600 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c "$cluster" --check \
-      -n "${HAP_CHECK_ITERS:-1}" -w 1 -q \
+      -n "${HAP_CHECK_ITERS:-1}" -w 1 -q ${HAP_RUN_ARGS:-} \
       >"$tmp/out" 2>&1 && bash "$judge" "$tmp/out" $tolerances >"$tmp/said"; then
       pass=$((pass + 1))
       echo "ok   $m $s: $(cat "$tmp/said")"

@@ -4,6 +4,10 @@
 #           the CPU reference); exit 77 (ctest: skipped) when there is no usable GPU
 #   no-gpu: on a machine without a usable GPU, --backend cuda fails with exit 1 and exactly one
 #           error line from hap-run (no crash); exit 77 when there is a GPU
+#   policies: --check under every training policy of test_check_policies.sh (bf16 and fp16
+#           mixed precision on half GEMMs, Adam, AdamW, recomputation, micro-batches) for the mlp
+#           and the fine-grained gpt, on 1 rank and on 2 ranks sharing the GPU; exit 77 without
+#           a usable GPU
 #   replay: hap-profile --backend cuda --plan times the plan's compute tasks on the GPU (kernel
 #           rows in the profile, and an update bandwidth), and hap-run simulates on that profile;
 #           exit 77 without a usable GPU
@@ -41,6 +45,17 @@ check)
   bash "$(dirname "$0")/check_passed.sh" "$tmp/out" || { echo "FAIL: --check did not pass"; exit 1; }
   grep -q '^staging ' "$tmp/out" || { echo "FAIL: no staging line"; exit 1; }
   echo "test_gpu_run check: passed"
+  ;;
+policies)
+  [ "$gpu" -eq 1 ] || { echo "SKIP: no usable GPU"; exit 77; }
+  here=$(dirname "$0") failed=0
+  for ranks_cluster in "1 paper-homo:gpus_per_host=1,hosts=1" "2 paper-homo:gpus_per_host=2,hosts=1"; do
+    read -r ranks cluster <<<"$ranks_cluster"
+    HAP_RUN_ARGS="--backend cuda" bash "$here/test_check_policies.sh" "$synth" "$run" "$ranks" \
+      "$cluster" hap "^(mlp|gpt:.*fine)" || failed=$((failed + 1))
+  done
+  [ "$failed" -eq 0 ] || { echo "FAIL: $failed of 2 rank counts"; exit 1; }
+  echo "test_gpu_run policies: passed"
   ;;
 replay)
   [ "$gpu" -eq 1 ] || { echo "SKIP: no usable GPU"; exit 77; }

@@ -56,7 +56,7 @@ static hap_status kx_forward(const hap_kernel_call *c, void *const *out, hap_ker
     return hap_kernel_forward(c, out, st, err);
   hap_status pre = hap_kernel_check_forward(c, out, &e2);
   if (pre != HAP_OK) {
-    hap_status ks = hap_kx_forward_host(c, out, err);
+    hap_status ks = hap_kx_forward_host(c, out, HAP_F32, err);
     cr_assert_eq(ks, pre, "%s: %s", hap_op_name(c->op), err->msg);
     return ks;
   }
@@ -65,7 +65,7 @@ static hap_status kx_forward(const hap_kernel_call *c, void *const *out, hap_ker
     ref[o] = calloc(kx_bytes(&c->io->out[o], c->io->out_dtype[o]) + 8, 1);
   hap_err ce = {0};
   hap_status cs = hap_kernel_forward(c, ref, NULL, &ce);
-  hap_status ks = hap_kx_forward_host(c, out, err);
+  hap_status ks = hap_kx_forward_host(c, out, HAP_F32, err);
   cr_assert_eq(ks, cs, "%s forward: program %s (%s), CPU %s (%s)", hap_op_name(c->op),
                hap_status_str(ks), err->msg, hap_status_str(cs), ce.msg);
   if (ks == HAP_EINVAL)
@@ -88,7 +88,7 @@ static hap_status kx_backward(const hap_kernel_call *c, const float *const *dout
     return hap_kernel_backward(c, dout, din, st, err);
   hap_status pre = hap_kernel_check_backward(c, dout, din, &needed, &e2);
   if (pre != HAP_OK || !needed) {
-    hap_status ks = hap_kx_backward_host(c, dout, din, err);
+    hap_status ks = hap_kx_backward_host(c, dout, din, HAP_F32, err);
     cr_assert_eq(ks, pre, "%s: %s", hap_op_name(c->op), err->msg);
     return ks;
   }
@@ -111,7 +111,7 @@ static hap_status kx_backward(const hap_kernel_call *c, const float *const *dout
   }
   hap_err ce = {0};
   hap_status cs = hap_kernel_backward(c, dout, ref, NULL, &ce);
-  hap_status ks = hap_kx_backward_host(c, dout, din, err);
+  hap_status ks = hap_kx_backward_host(c, dout, din, HAP_F32, err);
   cr_assert_eq(ks, cs, "%s backward: program %s (%s), CPU %s (%s)", hap_op_name(c->op),
                hap_status_str(ks), err->msg, hap_status_str(cs), ce.msg);
   for (int i = 0; i < io->n_in; i++) {

@@ -81,7 +81,7 @@ static hap_status kx_fwd(void *ctx, const hap_kernel_call *c, void *const *out,
   *kernel_s = -1;
   *staging_s = 0;
   hap_kernel_state_free(st);
-  return hap_kx_forward_host(c, out, err);
+  return hap_kx_forward_host(c, out, HAP_F32, err);
 }
 
 static hap_status kx_bwd(void *ctx, const hap_kernel_call *c, const float *const *dout,
@@ -90,7 +90,7 @@ static hap_status kx_bwd(void *ctx, const hap_kernel_call *c, const float *const
   (void)ctx, (void)st;
   *kernel_s = -1;
   *staging_s = 0;
-  return hap_kx_backward_host(c, dout, din, err);
+  return hap_kx_backward_host(c, dout, din, HAP_F32, err);
 }
 
 static int compute_tasks(const hap_lowered *lw) {

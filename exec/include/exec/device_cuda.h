@@ -1,5 +1,6 @@
 /* device_cuda.h — the `cuda` device backend (backend.h) on one GPU: cudaMalloc'd memory, copies
- * and fills on the backend's own stream, GEMM through cuBLAS (float32, float64), an empty kernel,
+ * and fills on the backend's own stream, GEMM through cuBLAS (float32, float64; float16 and
+ * bfloat16 with float32 accumulation, as mixed precision multiplies), an empty kernel,
  * and a device timer: every kernel and copy is bracketed by two cudaEvents; last_s returns its
  * device time from CUPTI activity records (the span of the call's kernels, copies and memsets)
  * when CUPTI is free, else from the events; info.library says which, and when another tool

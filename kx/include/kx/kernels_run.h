@@ -1,6 +1,7 @@
 /* kernels_run.h — hap-run's compute on a GPU: kernel programs (kx.h) executed by CUDA (one launch
- * per pass, GEMMs through cuBLAS in plain FP32, no TF32), timed on the device with two cudaEvents
- * around the program.
+ * per pass, GEMMs through cuBLAS: plain FP32 without TF32, or mixed precision's float16/bfloat16
+ * operands with float32 accumulation), timed on the device with two cudaEvents around the
+ * program.
  *
  * Two call shapes, both hap_kernel_call plus buffers as in kernels/:
  *  - hap_cuda_kernel_forward / _backward take device pointers;
@@ -11,7 +12,7 @@
  * Ops without a program are HAP_EUNSUPPORTED "op 'X' has no CUDA kernel yet (hap-run --backend cpu
  * runs it)". No hap_kernel_state is kept (backward recomputes what it needs).
  * Built without CUDA, open returns HAP_ENOGPU (kernels_run_none.c).
- * NOTE: this code has been compiled but never run on a GPU (docs/execution.md).
+ * Run on an H200 (docs/execution.md); CI has no GPU and runs the same programs on the host (kx.h).
  * Ownership: open returns an owned context (hap_cuda_kernels_close); buffers are the caller's; the
  * context's device buffers (staging, scratch) grow to the largest call and live until close. */
 #ifndef HAP_KERNELS_RUN_H
@@ -28,6 +29,12 @@ typedef struct hap_cuda_kernels hap_cuda_kernels;
  * such usable GPU. */
 hap_status hap_cuda_kernels_open(int32_t device, hap_cuda_kernels **out, hap_err *err);
 void hap_cuda_kernels_close(hap_cuda_kernels *k);
+
+/* The GEMMs' operand format from now on (hap_kx_gemm_dtype_ok; HAP_F32 after open): with
+ * HAP_F16 or HAP_BF16, each GEMM converts its A and B on the device (round to nearest even) and
+ * multiplies them with float32 accumulation into its float32 C, as a policy's half compute
+ * copies are multiplied. HAP_EINVAL for other dtypes. */
+hap_status hap_cuda_kernels_set_gemm(hap_cuda_kernels *k, hap_dtype gemm, hap_err *err);
 
 /* Device pointers. *kernel_s: the program's device time, s. */
 hap_status hap_cuda_kernel_forward(hap_cuda_kernels *k, const hap_kernel_call *c, void *const *out,

@@ -4,7 +4,8 @@
  *
  * One program runs two ways: on the host (hap_kx_run_host: a loop per pass, GEMMs through
  * k_sgemm), which is what the CPU unit tests check against the CPU kernels, and on a GPU
- * (kernels_run.h: one CUDA launch per pass, GEMMs through cuBLAS). The element bodies are shared
+ * (kernels_run.h: one CUDA launch per pass, GEMMs through cuBLAS, in float32 or, for mixed
+ * precision, on float16/bfloat16 operands). The element bodies are shared
  * source (kx_body.h), so the host run exercises the same code the GPU runs.
  *
  * Ops with programs: linear, matmul, bmm, relu, gelu, sigmoid, tanh, rsqrt, pow, dropout, add,
@@ -68,20 +69,33 @@ void hap_kx_gemm_operands(const hap_kx_pass *p, int64_t t, int64_t off[3]);
 /* How many batches of a GEMM pass form one strided run, and the strides (elements) of a, b and
  * c from one batch of the run to the next: the innermost batch dimension, along which every
  * offset moves by a fixed stride. Runs start at multiples of the length. 1 where the batches'
- * C would overlap (a sum over batches into one C): those products run one after another. Both
+ * C would overlap (a sum over batches into one C) or A's or B's stride is negative: those
+ * products run one after another. Both
  * executors walk GEMM passes by these runs (the GPU: one strided-batched call per run). */
 int64_t hap_kx_gemm_run(const hap_kx_pass *p, int64_t stride[3]);
+
+/* Elements of operands a and b (span[0], span[1]) that a run of `run` batches reads, from its
+ * first batch's offsets (hap_kx_gemm_operands) with the run's strides (hap_kx_gemm_run's, >= 0):
+ * what a half-precision GEMM converts. Needs m, n, k > 0. */
+void hap_kx_gemm_spans(const hap_kx_pass *p, int64_t run, const int64_t stride[3], int64_t span[2]);
+
+/* GEMM operand formats the executors run: HAP_F32 (float32 products, no TF32), HAP_F16 and
+ * HAP_BF16 (mixed precision: A and B rounded to the format, round to nearest even; products
+ * accumulated and C kept in float32). */
+bool hap_kx_gemm_dtype_ok(hap_dtype gemm);
 
 /* The error of a set flag: index `value` at position `pos`. */
 hap_status hap_kx_index_error(const hap_kx_prog *p, int64_t pos, int64_t value, hap_err *err);
 
-/* Run a program on the host (slots as from hap_kx_slots; scratch and flag are allocated here). */
-hap_status hap_kx_run_host(const hap_kx_prog *p, void **slots, hap_err *err);
+/* Run a program on the host (slots as from hap_kx_slots; scratch and flag are allocated here),
+ * its GEMMs with operands in `gemm` (hap_kx_gemm_dtype_ok; else HAP_EINVAL). */
+hap_status hap_kx_run_host(const hap_kx_prog *p, void **slots, hap_dtype gemm, hap_err *err);
 
 /* Build and run on the host: the GPU kernels' logic, on CPU buffers (for tests). */
-hap_status hap_kx_forward_host(const hap_kernel_call *c, void *const *out, hap_err *err);
+hap_status hap_kx_forward_host(const hap_kernel_call *c, void *const *out, hap_dtype gemm,
+                               hap_err *err);
 hap_status hap_kx_backward_host(const hap_kernel_call *c, const float *const *dout,
-                                float *const *din, hap_err *err);
+                                float *const *din, hap_dtype gemm, hap_err *err);
 
 #ifdef __cplusplus
 }

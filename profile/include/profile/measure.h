@@ -83,6 +83,10 @@ typedef struct hap_measure_config {
  * Arrays point to static storage. */
 void hap_measure_defaults(hap_measure_config *cfg, bool quick);
 
+/* The GEMM sweep of a GPU (after hap_measure_defaults): larger shapes, and float16 and bfloat16
+ * GEMMs (float32 accumulation) beside float32, so the profile has their sustained rates. */
+void hap_measure_gpu_gemm(hap_measure_config *cfg, bool quick);
+
 /* Check a configuration: positive repetitions, strictly increasing positive sizes, known dtypes. */
 hap_status hap_measure_check(const hap_measure_config *cfg, hap_err *err);
 
