@@ -445,6 +445,16 @@ hap_status hap_cluster_validate(const hap_cluster *c, hap_err *err) {
   return HAP_OK;
 }
 
+hap_dtype hap_io_compute_dtype(const hap_op_io *io) {
+  for (int i = 0; i < io->n_in; i++)
+    if (hap_dtype_is_float(io->in_dtype[i]))
+      return io->in_dtype[i];
+  return io->out_dtype[0];
+}
+
+/* Mixed into the key of an application computed in float16 or bfloat16 (+ the dtype). */
+#define KEY_HALF_SALT 0x68616c6600000000ULL /* "half" */
+
 uint64_t hap_kernel_shape_key(const hap_op_io *io) {
   uint64_t h = HAP_KEY_HASH_BASIS; /* FNV-1a over ranks and dims */
   for (int i = 0; i < io->n_in; i++) {
@@ -452,6 +462,9 @@ uint64_t hap_kernel_shape_key(const hap_op_io *io) {
     for (int d = 0; d < io->in[i].rank; d++)
       h = hap_fnv1a_word(h, (uint64_t)io->in[i].dims[d]);
   }
+  hap_dtype format = hap_io_compute_dtype(io);
+  if (format == HAP_F16 || format == HAP_BF16)
+    h = hap_fnv1a_word(h, KEY_HALF_SALT + (uint64_t)format);
   return h;
 }
 

@@ -305,14 +305,6 @@ double hap_p2p_time(const hap_cluster *c, int32_t src, int32_t dst, double bytes
 
 /* ---- compute ------------------------------------------------------------------------------- */
 
-/* The dtype an application's FLOPs run in: its first float input's, else its first output's. */
-static hap_dtype compute_dtype(const hap_op_io *io) {
-  for (int i = 0; i < io->n_in; i++)
-    if (hap_dtype_is_float(io->in_dtype[i]))
-      return io->in_dtype[i];
-  return io->out_dtype[0];
-}
-
 bool hap_device_emulates_dtype(const hap_device *d, hap_dtype dtype) {
   return (dtype == HAP_F16 || dtype == HAP_BF16) && !(d->sustained_flops[dtype] > 0);
 }
@@ -320,7 +312,7 @@ bool hap_device_emulates_dtype(const hap_device *d, hap_dtype dtype) {
 double hap_compute_time(const hap_cluster *c, int32_t dev, hap_op op, const hap_op_io *io,
                         bool backward) {
   const hap_device *d = &c->devices[dev];
-  hap_dtype dtype = compute_dtype(io);
+  hap_dtype dtype = hap_io_compute_dtype(io);
   hap_op_io as_f32;
   if (hap_device_emulates_dtype(d, dtype)) {
     /* no half-precision arithmetic (a CPU): the application runs in float32 on float32 buffers,
@@ -336,9 +328,9 @@ double hap_compute_time(const hap_cluster *c, int32_t dev, hap_op op, const hap_
     io = &as_f32;
     dtype = HAP_F32;
   }
-  /* measured rows are float32 timings (profile/kernel_times.h): they serve no half-precision
-   * application on a device that has half-precision arithmetic of its own */
-  if (d->n_kernels > 0 && dtype != HAP_F16 && dtype != HAP_BF16) {
+  /* a row serves the application's shapes in its format (hap_kernel_shape_key): float32 rows
+   * no half-precision application on a device with half-precision arithmetic of its own */
+  if (d->n_kernels > 0) {
     const hap_kernel_sample *s = hap_device_kernel(d, op, backward, hap_kernel_shape_key(io));
     if (s != NULL)
       return s->seconds;

@@ -243,6 +243,9 @@ hap_status hap_kcase_row(const hap_kcase *kc, bool backward, const double *t, in
       break;
     at += (size_t)w;
   }
+  hap_dtype format = hap_io_compute_dtype(&kc->io);
+  if ((format == HAP_F16 || format == HAP_BF16) && at < sizeof row->shape)
+    snprintf(row->shape + at, sizeof row->shape - at, " in %s", hap_dtype_name(format));
   if (hap_p50_p95(t, reps, &row->p50_s, &row->p95_s) != HAP_OK)
     return hap_err_set(err, HAP_ENOMEM, "kernel timings: out of memory for percentiles");
   return HAP_OK;

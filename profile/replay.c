@@ -47,6 +47,18 @@ static bool same_case(const hap_kcase *a, const hap_kcase *b) {
          hap_kernel_shape_key(&a->io) == hap_kernel_shape_key(&b->io);
 }
 
+/* io as an application computed in `format`: its float32 inputs and outputs in that dtype. */
+static void computed_in(hap_op_io *io, hap_dtype format) {
+  if (format == HAP_F32)
+    return;
+  for (int32_t i = 0; i < io->n_in; i++)
+    if (io->in_dtype[i] == HAP_F32)
+      io->in_dtype[i] = format;
+  for (int32_t o = 0; o < io->n_out; o++)
+    if (io->out_dtype[o] == HAP_F32)
+      io->out_dtype[o] = format;
+}
+
 static bool empty_shard(const hap_kcase *kc) {
   for (int32_t i = 0; i < kc->io.n_in; i++)
     for (int32_t d = 0; d < kc->io.in[i].rank; d++)
@@ -182,9 +194,14 @@ hap_status hap_replay_kernel_rows(const hap_plan *p, const hap_graph *g, hap_com
   if (st == HAP_OK && (out = calloc((size_t)c.n + 1, sizeof *out)) == NULL)
     st = oom(err);
   int32_t n_out = 0;
-  for (int32_t i = 0; i < c.n && st == HAP_OK; i++)
-    if (c.filled[i] > 0) /* a task that never ran has no row: the model prices it */
-      st = hap_kcase_row(&c.v[i], c.v[i].bwd, c.sample[i], c.filled[i], &out[n_out++], err);
+  for (int32_t i = 0; i < c.n && st == HAP_OK; i++) {
+    if (c.filled[i] == 0) /* a task that never ran has no row: the model prices it */
+      continue;
+    hap_kcase kc = c.v[i];
+    hap_kcase_fix(&kc);
+    computed_in(&kc.io, o->gemm);
+    st = hap_kcase_row(&kc, kc.bwd, c.sample[i], c.filled[i], &out[n_out++], err);
+  }
   double upd_p95 = 0; /* the median iteration's rate: a noise burst spoils a few, not the mean */
   if (st == HAP_OK && c.n_upd_rates > 0 &&
       hap_p50_p95(c.upd_rate, c.n_upd_rates, update_Bps, &upd_p95) != HAP_OK)

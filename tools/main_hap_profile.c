@@ -412,6 +412,7 @@ typedef struct replay_ctx {
   /* --backend cuda: the GPU kernels hap-run runs (owned), as the replay's kernel table */
   hap_cuda_kernels *gpu;
   hap_run_kernels gpu_table;
+  hap_dtype gpu_gemm; /* the format its GEMMs compute in (the plan's policy) */
 } replay_ctx;
 
 static void replay_progress(void *arg, int32_t i, int32_t n) {
@@ -482,6 +483,7 @@ static hap_status replay_rows(void *arg, double speed, hap_profile_kernel **rows
                            .speed = speed,
                            .seed = 1,
                            .kernels = x->gpu != NULL ? &x->gpu_table : NULL,
+                           .gemm = x->gpu != NULL ? x->gpu_gemm : HAP_F32,
                            .progress = replay_progress,
                            .progress_arg = (void *)x->ps};
   hap_status st = x->pw != NULL ? replay_stages(x, &ro, rows, n_rows, update_Bps, err)
@@ -694,8 +696,9 @@ static int measure(int *argc, char ***argv, const measure_opts *o, const char *o
   if (st == HAP_OK && gpu_replay) {
     st = hap_cuda_kernels_open(hap_dev_cuda_index(dev), &rx.gpu, &err);
     const hap_train_policy *pol = rx.plan != NULL ? &rx.plan->policy : &rx.pl->policy;
+    rx.gpu_gemm = hap_policy_compute_dtype(pol);
     if (st == HAP_OK) /* the GEMMs of the plan's policy, as hap-run --backend cuda runs them */
-      st = hap_cuda_kernels_set_gemm(rx.gpu, hap_policy_compute_dtype(pol), &err);
+      st = hap_cuda_kernels_set_gemm(rx.gpu, rx.gpu_gemm, &err);
     rx.gpu_table =
         (hap_run_kernels){"cuda", rx.gpu, hap_cuda_staged_forward, hap_cuda_staged_backward};
   }

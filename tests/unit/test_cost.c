@@ -407,6 +407,36 @@ Test(cost, half_precision_on_a_device_without_it_is_float32) {
   }
 }
 
+/* Rows timed in half precision (a GPU's replay under a bf16 policy) are keyed with their format:
+ * they serve half-precision applications of their shapes on a device with half arithmetic, and
+ * neither float32 applications nor a device that runs the half ones in float32 (a CPU). */
+Test(cost, half_precision_rows_serve_half_precision_applications) {
+  hap_op_io io = linear_io(1024, 1024, 1024);
+  hap_op_io hb = in_dtype(io, HAP_BF16), hh = in_dtype(io, HAP_F16);
+  uint64_t k32 = hap_kernel_shape_key(&io), kb = hap_kernel_shape_key(&hb);
+  cr_assert(k32 != kb && kb != hap_kernel_shape_key(&hh) && k32 != hap_kernel_shape_key(&hh));
+  cr_assert_eq(hap_io_compute_dtype(&hb), HAP_BF16);
+  hap_kernel_sample ks[] = {{HAP_OP_LINEAR, false, k32, 1.25e-3},
+                            {HAP_OP_LINEAR, false, kb, 0.5e-3}};
+  hap_cluster *c = hap_cluster_create("half-rows");
+  hap_cluster_add_host(c, "h", (hap_link){A_INTRA, B_INTRA}, (hap_link){A_NIC, B_NIC}, NULL, NULL);
+  hap_device cpu = proto_device(1e11);
+  cpu.kind = HAP_DEVICE_CPU;
+  hap_device gpu = proto_device(1e13);
+  gpu.sustained_flops[HAP_BF16] = gpu.peak_flops[HAP_BF16] = 4e13;
+  cpu.kernels = gpu.kernels = ks;
+  cpu.n_kernels = gpu.n_kernels = 2;
+  cr_assert_eq(hap_cluster_add_device(c, "h:0", &cpu, NULL, NULL), HAP_OK);
+  cr_assert_eq(hap_cluster_add_device(c, "h:1", &gpu, NULL, NULL), HAP_OK);
+  expect_close(hap_compute_time(c, 1, HAP_OP_LINEAR, &hb, false), 0.5e-3);
+  expect_close(hap_compute_time(c, 1, HAP_OP_LINEAR, &io, false), 1.25e-3);
+  /* float16 has no row (and no rate on this GPU: it runs as float32, from the float32 row) */
+  expect_close(hap_compute_time(c, 1, HAP_OP_LINEAR, &hh, false), 1.25e-3);
+  /* the CPU runs bfloat16 in float32: the float32 row */
+  expect_close(hap_compute_time(c, 0, HAP_OP_LINEAR, &hb, false), 1.25e-3);
+  hap_cluster_destroy(c);
+}
+
 Test(cost, gemm_sweep_interpolation) {
   hap_device d = proto_device(1e13);
   hap_gemm_sample s[] = {{256, 256, 256, HAP_F32, 2e12}, {4096, 4096, 4096, HAP_F32, 8e12}};

@@ -131,3 +131,34 @@ Test(replay, a_row_is_one_run_of_the_task_own_kernels) {
   free(rows);
   teardown(&f);
 }
+
+/* Kernels whose GEMMs compute in bfloat16 (a GPU under a bf16 policy) give rows keyed as bfloat16
+ * applications, which half-precision applications on such a device look up (cluster/cost.c);
+ * float32 kernels (the CPU's, whatever the policy) give the float32 keys. Same rows otherwise. */
+Test(replay, rows_of_half_gemms_are_keyed_in_their_format) {
+  fixture f;
+  setup(&f, "mlp:layers=2,batch=16,seq=4,hidden=16", "precision=bf16");
+  hap_profile_kernel *rows[2] = {NULL, NULL};
+  int32_t n[2] = {0, 0};
+  for (int k = 0; k < 2; k++) {
+    hap_replay_options o = options(&fixed_table);
+    o.gemm = k ? HAP_BF16 : HAP_F32;
+    double upd = 0;
+    hap_err e = {0};
+    cr_assert_eq(hap_replay_kernel_rows(f.plan, f.g, &f.world, &o, &rows[k], &n[k], &upd, &e),
+                 HAP_OK, "%s", e.msg);
+  }
+  cr_assert_gt(n[0], 0);
+  cr_assert_eq(n[0], n[1]);
+  for (int32_t i = 0; i < n[0]; i++) {
+    cr_assert_eq(rows[0][i].op, rows[1][i].op);
+    cr_assert_neq(rows[0][i].shape_key, rows[1][i].shape_key, "row %d (%s)", i,
+                  hap_op_name(rows[0][i].op));
+    cr_assert(strstr(rows[1][i].shape, " in bfloat16") != NULL, "row %d: '%s'", i,
+              rows[1][i].shape);
+    cr_assert(strstr(rows[0][i].shape, " in ") == NULL, "row %d: '%s'", i, rows[0][i].shape);
+  }
+  free(rows[0]);
+  free(rows[1]);
+  teardown(&f);
+}

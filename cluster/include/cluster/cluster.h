@@ -189,7 +189,12 @@ hap_status hap_cluster_validate(const hap_cluster *c, hap_err *err);
 hap_status hap_cluster_of_devices(const hap_cluster *c, const int32_t *devices, int32_t n,
                                   const char *name, hap_cluster **out, hap_err *err);
 
-/* A stable 64-bit key of an op's input shapes (for measured kernel tables). */
+/* The dtype an application computes in: its first float input's, else its first output's. */
+hap_dtype hap_io_compute_dtype(const hap_op_io *io);
+
+/* A stable 64-bit key of an op's input shapes (for measured kernel tables), and of the format
+ * when it computes in float16 or bfloat16 (hap_io_compute_dtype): rows a GPU timed with
+ * half-precision GEMMs serve half-precision applications only, float32 rows the others. */
 uint64_t hap_kernel_shape_key(const hap_op_io *io);
 
 /* Device d's measured kernel row for (op, direction, hap_kernel_shape_key), found by binary

@@ -38,6 +38,11 @@ typedef struct hap_replay_options {
   double speed;                   /* emulated speed in (0, 1] */
   uint64_t seed;                  /* initial values (any: kernel times do not depend on the data) */
   const hap_run_kernels *kernels; /* the runner's kernel table; NULL: the CPU kernels */
+  /* The format the table's GEMMs compute in (kx/kernels_run.h hap_cuda_kernels_set_gemm). A half
+   * one keys the rows as applications in that format (hap_kernel_shape_key), which only
+   * half-precision applications on a device with half arithmetic look up. HAP_F32 (zero): float32,
+   * as the CPU kernels compute whatever the policy. */
+  hap_dtype gemm;
   hap_replay_progress_fn progress;
   void *progress_arg;
 } hap_replay_options;
