@@ -70,6 +70,11 @@ step profile_plan_gpt 90 mpirun -np 1 "$bin/hap-profile" measure --backend cuda 
   -o gpt.h5
 step run_gpt_check 120 mpirun -np 1 "$bin/hap-run" gpt.json --backend cuda --check -n 3 \
   --sim-cluster gpt.h5
+step synth_gpt_bf16 60 "$bin/hap-synth" "$gpt" -c "$prof" --policy precision=bf16 -o gpt-bf16.json
+step profile_plan_gpt_bf16 90 mpirun -np 1 "$bin/hap-profile" measure --backend cuda \
+  --plan gpt-bf16.json -o gpt-bf16.h5
+step run_gpt_bf16_check 120 mpirun -np 1 "$bin/hap-run" gpt-bf16.json --backend cuda --check \
+  -n 3 --sim-cluster gpt-bf16.h5
 big='mlp:layers=4,batch=64,seq=128,hidden=1024'
 step synth_big 60 "$bin/hap-synth" "$big" -c "$prof" -o big.json
 step profile_plan 90 mpirun -np 1 "$bin/hap-profile" measure --backend cuda --plan big.json \
