@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# hap-run against PyTorch on this machine (issue 19): the same small models (tests/import/models.py,
+# imported into hap with hap-import torch, so both run exactly the same function), one thread per
+# rank. One rank: PyTorch eager vs hap-run. Two ranks: PyTorch DistributedDataParallel (gloo,
+# loopback) vs hap-run's dp-ev plan and hap's own plan, the global batch split over the ranks.
+# Each time is the median of ITERS training iterations (forward, cross-entropy, backward, SGD)
+# after 3 warm-ups, measured in one run of this script; ratio = hap / PyTorch (below 1: hap
+# faster). Prints a markdown table.
+# Needs /usr/bin/python3 with torch (scripts/setup-debian.sh --test or --import); without it says
+# so and exits 0.
+# Usage: reports/vs-pytorch.sh [BUILD_DIR [ITERS [MODELS]]]  (MODELS: comma-separated names of
+# the table below, default all)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+iters=${2:-10}
+only=${3:-}
+bin="$build/bin"
+if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  echo "vs-pytorch.sh: /usr/bin/python3 has no torch (scripts/setup-debian.sh --import): nothing to compare"
+  exit 0
+fi
+for t in hap-import hap-synth hap-run; do
+  [ -x "$bin/$t" ] || { echo "vs-pytorch.sh: build first ($bin/$t missing)" >&2; exit 1; }
+done
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+export OMP_NUM_THREADS=1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+models=tests/import/models.py
+vgg19_cfg='cfg=(1,1,"M",2,2,"M",4,4,4,4,"M",8,8,8,8,"M",8,8,8,8,"M")'
+# name | factory | inputs and factory arguments (hap-import's and vs_pytorch.py's -i / -a)
+cases=(
+  "mlp|mlp|-i x:float32[128,1024] -a width=1024 -a hidden=1024 -a layers=4 -a classes=10"
+  "bert|encoder|-i tokens:int64[8,64] -a vocab=512 -a width=256 -a heads=4 -a layers=2 -a seq=64"
+  "vit|vit|-i x:float32[16,3,32,32] -a image=32 -a patch=4 -a width=256 -a heads=4 -a layers=2"
+  "vgg19|vgg|-i x:float32[16,3,32,32] -a width=8 -a $vgg19_cfg"
+)
+hap_time() { # PLAN RANKS: hap-run's median iteration, s
+  local plan=$1 ranks=$2 launch=()
+  [ "$ranks" -gt 1 ] && launch=(mpirun -np "$ranks")
+  "${launch[@]}" "$bin/hap-run" "$plan" -n "$iters" -w 3 -q -f json >"$tmp/run.json"
+  /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["measured_p50_s"])' \
+    "$tmp/run.json"
+}
+torch_time() { # RANKS ARGS...: PyTorch's median iteration, s
+  local ranks=$1
+  shift
+  /usr/bin/python3 reports/vs_pytorch.py "$models" "$@" --ranks "$ranks" --iters "$iters" |
+    /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["median_s"])'
+}
+ms() { /usr/bin/python3 -c "import sys; print('%.2f' % (1e3 * float(sys.argv[1])))" "$1"; }
+ratio() { /usr/bin/python3 -c "import sys; print('%.2f' % (float(sys.argv[1]) / float(sys.argv[2])))" "$1" "$2"; }
+
+echo "| model | PyTorch eager, 1 rank ms | hap-run, 1 rank ms | ratio | DDP, 2 ranks ms | hap dp-ev, 2 ranks ms | ratio | hap's plan, 2 ranks ms | ratio |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+for c in "${cases[@]}"; do
+  IFS='|' read -r name factory spec <<<"$c"
+  [ -z "$only" ] || [[ ",$only," == *",$name,"* ]] || continue
+  # shellcheck disable=SC2206 # the spec's words are separate arguments
+  args=($spec)
+  "$bin/hap-import" torch "$models:$factory" "${args[@]}" --loss cross_entropy -o "$tmp/g.json" -q
+  "$bin/hap-synth" "$tmp/g.json" -c cpu-2:gpus_per_host=1 -o "$tmp/p1.json" -q
+  "$bin/hap-synth" "$tmp/g.json" -c cpu-2 -s dp-ev -o "$tmp/dp.json" -q
+  "$bin/hap-synth" "$tmp/g.json" -c cpu-2 -o "$tmp/hap.json" -q
+  t1=$(torch_time 1 "$factory" "${args[@]}")
+  h1=$(hap_time "$tmp/p1.json" 1)
+  t2=$(torch_time 2 "$factory" "${args[@]}")
+  h2=$(hap_time "$tmp/dp.json" 2)
+  hh=$(hap_time "$tmp/hap.json" 2)
+  echo "| $name | $(ms "$t1") | $(ms "$h1") | $(ratio "$h1" "$t1") | $(ms "$t2") | $(ms "$h2") | $(ratio "$h2" "$t2") | $(ms "$hh") | $(ratio "$hh" "$t2") |"
+done
