@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The CPU kernels before and after (issue 19, acceptance 4): every distinct application of the
+# vs-pytorch.sh models (tests/import/models.py imported with hap-import torch: mlp, bert, vit,
+# vgg19), forward and backward, timed by tests/bench/bench_kernels.c in two builds — BASE_BUILD
+# (before) and BUILD (after) — one model at a time, the two builds alternating, so that both
+# see the same machine. One thread (OPENBLAS_NUM_THREADS=1). Prints a markdown table per model:
+# p50 of REPS calls per case, before, after and after / before, the per-iteration total (the sum
+# of count x p50), and the rows that got more than 10 % slower.
+# Without BASE_BUILD it prints the one build's times.
+# Needs /usr/bin/python3 with torch to import the models (scripts/setup-debian.sh --test);
+# without it says so and exits 0.
+# Usage: reports/bench-kernels.sh BUILD [BASE_BUILD [REPS [MODELS]]]  (MODELS: comma-separated)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:?usage: reports/bench-kernels.sh BUILD [BASE_BUILD [REPS [MODELS]]]}
+base=${2:-}
+reps=${3:-20}
+only=${4:-}
+if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  echo "bench-kernels.sh: /usr/bin/python3 has no torch (scripts/setup-debian.sh --import): no models to time"
+  exit 0
+fi
+for b in "$build" ${base:+"$base"}; do
+  [ -x "$b/bin/bench_kernels" ] || { echo "bench-kernels.sh: $b/bin/bench_kernels missing (build first)" >&2; exit 1; }
+done
+[ -x "$build/bin/hap-import" ] || { echo "bench-kernels.sh: $build/bin/hap-import missing" >&2; exit 1; }
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+models=tests/import/models.py
+vgg19_cfg='cfg=(1,1,"M",2,2,"M",4,4,4,4,"M",8,8,8,8,"M",8,8,8,8,"M")'
+# the configurations of reports/vs-pytorch.sh: name | factory | hap-import's -i / -a
+cases=(
+  "mlp|mlp|-i x:float32[128,1024] -a width=1024 -a hidden=1024 -a layers=4 -a classes=10"
+  "bert|encoder|-i tokens:int64[8,64] -a vocab=512 -a width=256 -a heads=4 -a layers=2 -a seq=64"
+  "vit|vit|-i x:float32[16,3,32,32] -a image=32 -a patch=4 -a width=256 -a heads=4 -a layers=2"
+  "vgg19|vgg|-i x:float32[16,3,32,32] -a width=8 -a $vgg19_cfg"
+)
+for c in "${cases[@]}"; do
+  IFS='|' read -r name factory spec <<<"$c"
+  [ -z "$only" ] || [[ ",$only," == *",$name,"* ]] || continue
+  # shellcheck disable=SC2206 # the spec's words are separate arguments
+  args=($spec)
+  "$build/bin/hap-import" torch "$models:$factory" "${args[@]}" --loss cross_entropy \
+    -o "$tmp/$name.json" -q
+  # before, after, before, after: each build's rows are the faster of its two runs (less noise
+  # from the machine's own swings), and both builds see the same minutes
+  for round in 1 2; do
+    if [ -n "$base" ]; then
+      "$base/bin/bench_kernels" "$tmp/$name.json" "$reps" >"$tmp/$name.before.$round"
+    fi
+    "$build/bin/bench_kernels" "$tmp/$name.json" "$reps" >"$tmp/$name.after.$round"
+  done
+  python3 - "$name" "$tmp" "${base:+yes}" <<'EOF'
+import sys
+
+name, tmp, have_base = sys.argv[1], sys.argv[2], sys.argv[3] == "yes"
+
+def rows(which):
+    best = {}
+    order = []
+    for rnd in (1, 2):
+        for line in open(f"{tmp}/{name}.{which}.{rnd}"):
+            op, d, count, p50, _p95, shape = line.rstrip("\n").split("\t")
+            key = (op, d, shape)
+            if key not in best:
+                order.append(key)
+                best[key] = (int(count), float(p50))
+            else:
+                best[key] = (best[key][0], min(best[key][1], float(p50)))
+    return order, best
+
+order, after = rows("after")
+before = rows("before")[1] if have_base else {}
+print(f"\n#### {name}\n")
+if have_base:
+    print("| op | dir | count | shapes | before us | after us | after / before |")
+    print("|---|---|---:|---|---:|---:|---:|")
+else:
+    print("| op | dir | count | shapes | us |")
+    print("|---|---|---:|---|---:|")
+tot_b = tot_a = 0.0
+slower = []
+for key in order:
+    op, d, shape = key
+    count, ta = after[key]
+    tot_a += count * ta
+    if have_base:
+        tb = before.get(key, (count, float("nan")))[1]
+        tot_b += count * tb
+        r = ta / tb if tb > 0 else float("nan")
+        if r > 1.10 and ta - tb > 5:
+            slower.append(f"{op} {d} {shape}")
+        print(f"| {op} | {d} | {count} | {shape} | {tb:.1f} | {ta:.1f} | {r:.2f} |")
+    else:
+        print(f"| {op} | {d} | {count} | {shape} | {ta:.1f} |")
+if have_base:
+    print(f"| **total per iteration** | | | | {tot_b / 1e3:.2f} ms | {tot_a / 1e3:.2f} ms | "
+          f"{tot_a / tot_b:.2f} |")
+    print(f"\nSlower by more than 10 % (and 5 us): {', '.join(slower) if slower else 'none'}")
+else:
+    print(f"| **total per iteration** | | | | {tot_a / 1e3:.2f} ms |")
+EOF
+done
