@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kern_internal.h"
+#include "kern_math.h"
 
 /* ---- multi_head_attention -------------------------------------------------------------------- */
 
@@ -119,19 +120,9 @@ hap_status k_mha_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_stat
       k_sgemm(false, true, d.l, d.s, d.hd, (float)d.scale, qh, d.p, kh, d.p, 0.0f, a, d.s);
       for (int64_t i = 0; i < d.l; i++) {
         float *row = a + i * d.s;
-        double mx = -INFINITY, z = 0;
-        for (int64_t j = 0; j < d.s; j++) {
-          if (mask)
-            row[j] += mask[i * d.s + j];
-          mx = fmax(mx, row[j]);
-        }
-        for (int64_t j = 0; j < d.s; j++) {
-          double e = mx == -INFINITY ? 0 : exp(row[j] - mx); /* a fully masked row: zeros */
-          row[j] = (float)e;
-          z += e;
-        }
-        for (int64_t j = 0; j < d.s; j++)
-          row[j] = z > 0 ? (float)(row[j] / z) : 0.0f;
+        for (int64_t j = 0; mask && j < d.s; j++)
+          row[j] += mask[i * d.s + j];
+        k_softmax_row(row, row, d.s, false); /* a fully masked row: zeros */
       }
       const float *ad = a;
       if (drop) {
@@ -154,14 +145,19 @@ hap_status k_mha_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_stat
   return HAP_OK;
 }
 
-/* Column sums of g [m, n] into db [n]. */
-static void col_sums(const float *g, int64_t m, int64_t n, float *db) {
-  for (int64_t j = 0; j < n; j++) {
-    double acc = 0;
-    for (int64_t i = 0; i < m; i++)
-      acc += g[i * n + j];
-    db[j] += (float)acc;
-  }
+/* Column sums of g [m, n] into db [n], in double, row by row (the same additions in the same
+ * order per column as a column walk, but reading memory in order). */
+static hap_status col_sums(const float *g, int64_t m, int64_t n, float *db, hap_err *err) {
+  double *acc = k_calloc((size_t)n, sizeof(double), err);
+  if (acc == NULL)
+    return HAP_ENOMEM;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++)
+      acc[j] += g[i * n + j];
+  for (int64_t j = 0; j < n; j++)
+    db[j] += (float)acc[j];
+  free(acc);
+  return HAP_OK;
 }
 
 hap_status k_mha_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
@@ -185,8 +181,9 @@ hap_status k_mha_bwd(const hap_kernel_call *c, const float *const *dout, float *
   const float *g = dout[0], *w_in = c->in[MHA_W_IN], *w_out = c->in[MHA_W_OUT];
   if (io->in_grad[MHA_W_OUT]) /* dW_out [e, p] += g^T ctx */
     k_sgemm(true, false, d.e, d.p, nl, 1.0f, g, d.e, s.ctx, d.p, 1.0f, din[MHA_W_OUT], d.p);
+  hap_status st_sum = HAP_OK;
   if (io->in_grad[MHA_B_OUT] && !k_once_zero(c, MHA_B_OUT))
-    col_sums(g, nl, d.e, din[MHA_B_OUT]);
+    st_sum = col_sums(g, nl, d.e, din[MHA_B_OUT], err);
   k_sgemm(false, false, nl, d.p, d.e, 1.0f, g, d.e, w_out, d.p, 0.0f, dctx, d.p);
   float keep_scale = (float)(1 / (1 - d.drop));
   for (int64_t b = 0; b < d.n; b++)
@@ -202,13 +199,11 @@ hap_status k_mha_bwd(const hap_kernel_call *c, const float *const *dout, float *
       k_sgemm(false, true, d.l, d.s, d.hd, 1.0f, dctx + oq, d.p, s.v + ok, d.p, 0.0f, da, d.s);
       k_sgemm(true, false, d.s, d.hd, d.l, 1.0f, adv, d.s, dctx + oq, d.p, 1.0f, dv + ok, d.p);
       for (int64_t i = 0; i < d.l; i++) {
-        double dot = 0;
-        for (int64_t j = 0; j < d.s; j++) {
-          int64_t at = i * d.s + j;
-          if (d.drop > 0) /* through the mask: kept weights were scaled, dropped ones are 0 */
-            da[at] = mha_keep(c, &d, b, h, i, j) ? da[at] * keep_scale : 0.0f;
-          dot += (double)da[at] * a[at];
+        for (int64_t j = 0; d.drop > 0 && j < d.s; j++) {
+          int64_t at = i * d.s + j; /* through the mask: kept weights were scaled, dropped 0 */
+          da[at] = mha_keep(c, &d, b, h, i, j) ? da[at] * keep_scale : 0.0f;
         }
+        double dot = k_dot_f64(da + i * d.s, a + i * d.s, d.s);
         for (int64_t j = 0; j < d.s; j++) {
           int64_t at = i * d.s + j;
           ds[at] = (float)(a[at] * (da[at] - dot));
@@ -229,14 +224,14 @@ hap_status k_mha_bwd(const hap_kernel_call *c, const float *const *dout, float *
     if (io->in_grad[MHA_W_IN]) /* dW_in[t] [p, e] += dproj^T x */
       k_sgemm(true, false, d.p, d.e, rows[t], 1.0f, dproj[t], d.p, c->in[t], d.e, 1.0f,
               din[MHA_W_IN] + t * d.p * d.e, d.e);
-    if (io->in_grad[MHA_B_IN])
-      col_sums(dproj[t], rows[t], d.p, din[MHA_B_IN] + t * d.p);
+    if (io->in_grad[MHA_B_IN] && st_sum == HAP_OK)
+      st_sum = col_sums(dproj[t], rows[t], d.p, din[MHA_B_IN] + t * d.p, err);
     if (io->in_grad[t]) /* dx [rows, e] += dproj W_in[t] */
       k_sgemm(false, false, rows[t], d.e, d.p, 1.0f, dproj[t], d.p, wt, d.e, 1.0f, din[t], d.e);
   }
   free(scratch);
   hap_kernel_state_free(&tmp);
-  return HAP_OK;
+  return st_sum;
 }
 
 /* ---- top2_gating ----------------------------------------------------------------------------- */

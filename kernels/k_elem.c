@@ -6,11 +6,34 @@
 #include <string.h>
 
 #include "kern_internal.h"
+#include "kern_math.h"
 
 /* ---- unary ----------------------------------------------------------------------------------- */
 
 static const double INV_SQRT2 = 0.70710678118654752440;
 static const double INV_SQRT_2PI = 0.39894228040143267794;
+
+/* y = x Phi(x) (float32 erf, kern_math.h) */
+K_VECTOR_CLONES static void gelu_fwd(const float *x, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    y[i] = 0.5f * x[i] * (1.0f + k_erff(x[i] * (float)INV_SQRT2));
+}
+
+/* dx += g (Phi(x) + x phi(x)) */
+K_VECTOR_CLONES static void gelu_bwd(const float *x, const float *g, float *dx, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    float v = x[i];
+    float d = 0.5f * (1.0f + k_erff(v * (float)INV_SQRT2)) +
+              v * (float)INV_SQRT_2PI * k_expf(-0.5f * v * v);
+    dx[i] += g[i] * d;
+  }
+}
+
+/* y = 1 / (1 + e^-x) (float32 exp: 0 below x = -89, 1 above) */
+K_VECTOR_CLONES static void sigmoid_fwd(const float *x, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    y[i] = 1.0f / (1.0f + k_expf(-x[i]));
+}
 
 static double dropout_p(const hap_kernel_call *c) { return k_attr_f(c->io, HAP_OP_DROPOUT, "p"); }
 
@@ -28,14 +51,8 @@ hap_status k_unary_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_st
       y[i] = v > 0 ? v : 0.0f;
     }
     break;
-  case HAP_OP_GELU:
-    for (int64_t i = 0; i < n; i++)
-      y[i] = (float)(0.5 * x[i] * (1 + erf(x[i] * INV_SQRT2)));
-    break;
-  case HAP_OP_SIGMOID:
-    for (int64_t i = 0; i < n; i++)
-      y[i] = (float)(1 / (1 + exp(-(double)x[i])));
-    break;
+  case HAP_OP_GELU: gelu_fwd(x, y, n); break;
+  case HAP_OP_SIGMOID: sigmoid_fwd(x, y, n); break;
   case HAP_OP_TANH:
     for (int64_t i = 0; i < n; i++)
       y[i] = (float)tanh((double)x[i]);
@@ -80,13 +97,7 @@ hap_status k_unary_bwd(const hap_kernel_call *c, const float *const *dout, float
       dx[i] += x[i] > 0 ? gi : 0.0f;
     }
     break;
-  case HAP_OP_GELU:
-    for (int64_t i = 0; i < n; i++) {
-      double v = x[i];
-      double d = 0.5 * (1 + erf(v * INV_SQRT2)) + v * INV_SQRT_2PI * exp(-0.5 * v * v);
-      dx[i] += (float)(g[i] * d);
-    }
-    break;
+  case HAP_OP_GELU: gelu_bwd(x, g, dx, n); break;
   case HAP_OP_SIGMOID:
     for (int64_t i = 0; i < n; i++)
       dx[i] += g[i] * y[i] * (1 - y[i]);
@@ -150,12 +161,116 @@ static void odo_next(k_odo *d) {
   }
 }
 
-static float apply_binary(hap_op op, float a, float b) {
+/* Rows of an output walked with two strided operands: the output's dims coalesced wherever both
+ * operands' strides allow (same-shape tensors become one row), dims of size 1 dropped; the last
+ * remaining dim is the row, the others an odometer. */
+typedef struct k_rowit {
+  int rank; /* outer dims */
+  int64_t dims[HAP_MAX_DIMS], idx[HAP_MAX_DIMS], st[2][HAP_MAX_DIMS];
+  int64_t len, inner[2]; /* row length; each operand's stride along the row */
+  int64_t at[2];         /* each operand's offset of the current row's first element */
+  int64_t rows;
+} k_rowit;
+
+static void rowit_init(k_rowit *it, const hap_shape *o, const int64_t *st0, const int64_t *st1) {
+  memset(it, 0, sizeof *it);
+  int64_t dims[HAP_MAX_DIMS], st[2][HAP_MAX_DIMS];
+  int n = 0; /* coalesced dims, innermost first */
+  bool empty = false;
+  for (int d = o->rank - 1; d >= 0; d--) {
+    int64_t len = o->dims[d], s0 = st0 ? st0[d] : 0, s1 = st1 ? st1[d] : 0;
+    empty = empty || len == 0;
+    if (len == 1)
+      continue;
+    if (n > 0 && s0 == st[0][n - 1] * dims[n - 1] && s1 == st[1][n - 1] * dims[n - 1]) {
+      dims[n - 1] *= len; /* contiguous with the dim inside it for both operands */
+      continue;
+    }
+    dims[n] = len;
+    st[0][n] = s0;
+    st[1][n] = s1;
+    n++;
+  }
+  it->len = n > 0 ? dims[0] : 1;
+  it->inner[0] = n > 0 ? st[0][0] : 0;
+  it->inner[1] = n > 0 ? st[1][0] : 0;
+  it->rows = empty ? 0 : 1;
+  for (int k = 1; k < n; k++) { /* outer dims, outermost first */
+    int i = n - 1 - k;
+    it->dims[i] = dims[k];
+    it->st[0][i] = st[0][k];
+    it->st[1][i] = st[1][k];
+    it->rows *= dims[k];
+  }
+  it->rank = n > 0 ? n - 1 : 0;
+  if (empty)
+    it->len = 0;
+}
+
+static void rowit_next(k_rowit *it) {
+  for (int i = it->rank - 1; i >= 0; i--) {
+    it->idx[i]++;
+    it->at[0] += it->st[0][i];
+    it->at[1] += it->st[1][i];
+    if (it->idx[i] < it->dims[i])
+      return;
+    it->at[0] -= it->st[0][i] * it->dims[i];
+    it->at[1] -= it->st[1][i] * it->dims[i];
+    it->idx[i] = 0;
+  }
+}
+
+/* y[j] = a[j sa] OP b[j sb] for j < n, with the unit and zero strides as plain vector loops. */
+#define K_BINARY_ROW(OP)                                                                           \
+  do {                                                                                             \
+    if (sa == 1 && sb == 1)                                                                        \
+      for (int64_t j = 0; j < n; j++)                                                              \
+        y[j] = a[j] OP b[j];                                                                       \
+    else if (sa == 1 && sb == 0)                                                                   \
+      for (int64_t j = 0; j < n; j++)                                                              \
+        y[j] = a[j] OP b[0];                                                                       \
+    else if (sa == 0 && sb == 1)                                                                   \
+      for (int64_t j = 0; j < n; j++)                                                              \
+        y[j] = a[0] OP b[j];                                                                       \
+    else                                                                                           \
+      for (int64_t j = 0; j < n; j++)                                                              \
+        y[j] = a[j * sa] OP b[j * sb];                                                             \
+  } while (0)
+
+static void binary_row(hap_op op, const float *a, int64_t sa, const float *b, int64_t sb, float *y,
+                       int64_t n) {
   switch (op) {
-  case HAP_OP_ADD: return a + b;
-  case HAP_OP_SUB: return a - b;
-  case HAP_OP_MUL: return a * b;
-  default: return a / b;
+  case HAP_OP_ADD: K_BINARY_ROW(+); break;
+  case HAP_OP_SUB: K_BINARY_ROW(-); break;
+  case HAP_OP_MUL: K_BINARY_ROW(*); break;
+  default: K_BINARY_ROW(/); break;
+  }
+}
+
+/* The operands of a binary call as strided views of the output: a zero operand (BIAS_ONCE off
+ * rank 0) and a scalar read one float with stride 0. */
+typedef struct k_operands {
+  const float *a, *b;
+  int64_t sa[HAP_MAX_DIMS], sb[HAP_MAX_DIMS];
+  float a0, b0; /* the stride-0 values */
+} k_operands;
+
+static void operands_of(const hap_kernel_call *c, k_operands *v) {
+  const hap_op_io *io = c->io;
+  const hap_shape *o = &io->out[0];
+  memset(v, 0, sizeof *v);
+  v->a = c->in[0];
+  k_bcast_strides(&io->in[0], o, v->sa);
+  if (k_once_zero(c, 0)) {
+    v->a = &v->a0;
+    memset(v->sa, 0, sizeof v->sa);
+  }
+  if (io->n_in > 1 && !k_once_zero(c, 1)) {
+    v->b = c->in[1];
+    k_bcast_strides(&io->in[1], o, v->sb);
+  } else { /* a scalar, or a zero operand */
+    v->b0 = io->n_in > 1 || k_scalar_zero(c) ? 0.0f : (float)k_attr_f(io, c->op, "scalar");
+    v->b = &v->b0;
   }
 }
 
@@ -163,25 +278,52 @@ hap_status k_binary_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_s
                         hap_err *err) {
   (void)st;
   (void)err;
-  const hap_op_io *io = c->io;
-  const hap_shape *o = &io->out[0];
-  const float *a = c->in[0], *b = io->n_in > 1 ? c->in[1] : NULL;
+  k_operands v;
+  operands_of(c, &v);
   float *y = out[0];
-  bool za = k_once_zero(c, 0), zb = io->n_in > 1 && k_once_zero(c, 1);
-  float scalar = k_scalar_zero(c) ? 0.0f : (float)k_attr_f(io, c->op, "scalar");
-  int64_t sa[HAP_MAX_DIMS], sb[HAP_MAX_DIMS];
-  k_bcast_strides(&io->in[0], o, sa);
-  if (b != NULL)
-    k_bcast_strides(&io->in[1], o, sb);
-  k_odo d;
-  odo_init(&d, o, sa, b ? sb : NULL);
-  int64_t n = k_numel(o);
-  for (int64_t f = 0; f < n; f++, odo_next(&d)) {
-    float av = za ? 0.0f : a[d.at[0]];
-    float bv = b == NULL ? scalar : zb ? 0.0f : b[d.at[1]];
-    y[f] = apply_binary(c->op, av, bv);
-  }
+  k_rowit it;
+  rowit_init(&it, &c->io->out[0], v.sa, v.sb);
+  for (int64_t r = 0; r < it.rows; r++, rowit_next(&it))
+    binary_row(c->op, v.a + it.at[0], it.inner[0], v.b + it.at[1], it.inner[1], y + r * it.len,
+               it.len);
   return HAP_OK;
+}
+
+/* The gradient of one operand along a row: the term for output element j (g the output
+ * gradient, a and b the operands), added to a float gradient (same shape as the output) or to
+ * a double accumulator (a broadcast operand: several output elements add to one element). */
+static double binary_term(hap_op op, bool of_a, double g, double a, double b) {
+  switch (op) {
+  case HAP_OP_ADD: return g;
+  case HAP_OP_SUB: return of_a ? g : -g;
+  case HAP_OP_MUL: return of_a ? g * b : g * a;
+  default: return of_a ? g / b : -g * a / (b * b);
+  }
+}
+
+/* dx[j] += term(j) for a full operand (unit stride), as float32 vector loops where the term is a
+ * float32 operation with the same result as the double one rounded (sums and products of two
+ * floats); division stays in double. */
+static void binary_grad_row(hap_op op, bool of_a, const float *g, const float *a, int64_t sa,
+                            const float *b, int64_t sb, float *dx, int64_t n) {
+  const float *other = of_a ? b : a;
+  int64_t so = of_a ? sb : sa;
+  if (op == HAP_OP_ADD || (op == HAP_OP_SUB && of_a)) {
+    for (int64_t j = 0; j < n; j++)
+      dx[j] += g[j];
+  } else if (op == HAP_OP_SUB) {
+    for (int64_t j = 0; j < n; j++)
+      dx[j] -= g[j];
+  } else if (op == HAP_OP_MUL && so == 1) {
+    for (int64_t j = 0; j < n; j++)
+      dx[j] += g[j] * other[j];
+  } else if (op == HAP_OP_MUL && so == 0) {
+    for (int64_t j = 0; j < n; j++)
+      dx[j] += g[j] * other[0];
+  } else {
+    for (int64_t j = 0; j < n; j++)
+      dx[j] += (float)binary_term(op, of_a, g[j], a[j * sa], b[j * sb]);
+  }
 }
 
 hap_status k_binary_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
@@ -189,63 +331,48 @@ hap_status k_binary_bwd(const hap_kernel_call *c, const float *const *dout, floa
   (void)st;
   const hap_op_io *io = c->io;
   const hap_shape *o = &io->out[0];
-  const float *a = c->in[0], *b = io->n_in > 1 ? c->in[1] : NULL, *g = dout[0];
-  bool za = k_once_zero(c, 0), zb = io->n_in > 1 && k_once_zero(c, 1);
-  float scalar = k_scalar_zero(c) ? 0.0f : (float)k_attr_f(io, c->op, "scalar");
-  bool want_a = io->in_grad[0] && !za, want_b = b != NULL && io->in_grad[1] && !zb;
-  if (g == NULL || (!want_a && !want_b))
+  const float *g = dout[0];
+  bool want[2] = {io->in_grad[0] && !k_once_zero(c, 0),
+                  io->n_in > 1 && io->in_grad[1] && !k_once_zero(c, 1)};
+  if (g == NULL || (!want[0] && !want[1]))
     return HAP_OK;
-  int64_t na = k_numel(&io->in[0]), nb = b ? k_numel(&io->in[1]) : 0, n = k_numel(o);
-  double *ga = want_a ? k_calloc((size_t)na, sizeof(double), err) : NULL;
-  double *gb = want_b ? k_calloc((size_t)nb, sizeof(double), err) : NULL;
-  if ((want_a && ga == NULL) || (want_b && gb == NULL)) {
-    free(ga);
-    free(gb);
-    return HAP_ENOMEM;
-  }
-  int64_t sa[HAP_MAX_DIMS], sb[HAP_MAX_DIMS];
-  k_bcast_strides(&io->in[0], o, sa);
-  if (b != NULL)
-    k_bcast_strides(&io->in[1], o, sb);
-  k_odo d;
-  odo_init(&d, o, sa, b ? sb : NULL);
-  for (int64_t f = 0; f < n; f++, odo_next(&d)) {
-    double av = za ? 0.0 : a[d.at[0]];
-    double bv = b == NULL ? scalar : zb ? 0.0 : b[d.at[1]];
-    double gv = g[f];
-    switch (c->op) {
-    case HAP_OP_ADD:
-      if (ga)
-        ga[d.at[0]] += gv;
-      if (gb)
-        gb[d.at[1]] += gv;
-      break;
-    case HAP_OP_SUB:
-      if (ga)
-        ga[d.at[0]] += gv;
-      if (gb)
-        gb[d.at[1]] -= gv;
-      break;
-    case HAP_OP_MUL:
-      if (ga)
-        ga[d.at[0]] += gv * bv;
-      if (gb)
-        gb[d.at[1]] += gv * av;
-      break;
-    default:
-      if (ga)
-        ga[d.at[0]] += gv / bv;
-      if (gb)
-        gb[d.at[1]] -= gv * av / (bv * bv);
-      break;
+  k_operands v;
+  operands_of(c, &v);
+  int64_t n = k_numel(o);
+  /* a broadcast operand (fewer elements than the output) sums its terms in double scratch */
+  double *acc[2] = {NULL, NULL};
+  int64_t n_in[2] = {0, 0};
+  for (int k = 0; k < 2; k++) {
+    n_in[k] = want[k] ? k_numel(&io->in[k]) : 0;
+    if (want[k] && n_in[k] < n &&
+        (acc[k] = k_calloc((size_t)n_in[k], sizeof(double), err)) == NULL) {
+      free(acc[0]);
+      return HAP_ENOMEM;
     }
   }
-  for (int64_t i = 0; ga && i < na; i++)
-    din[0][i] += (float)ga[i];
-  for (int64_t i = 0; gb && i < nb; i++)
-    din[1][i] += (float)gb[i];
-  free(ga);
-  free(gb);
+  k_rowit it;
+  rowit_init(&it, o, v.sa, v.sb);
+  for (int64_t r = 0; r < it.rows; r++, rowit_next(&it)) {
+    const float *gr = g + r * it.len, *ar = v.a + it.at[0], *br = v.b + it.at[1];
+    for (int k = 0; k < 2; k++) {
+      if (!want[k])
+        continue;
+      if (acc[k] == NULL) { /* same shape as the output: this row of it */
+        binary_grad_row(c->op, k == 0, gr, ar, it.inner[0], br, it.inner[1], din[k] + r * it.len,
+                        it.len);
+        continue;
+      }
+      double *ak = acc[k] + it.at[k];
+      int64_t sk = it.inner[k];
+      for (int64_t j = 0; j < it.len; j++)
+        ak[j * sk] += binary_term(c->op, k == 0, gr[j], ar[j * it.inner[0]], br[j * it.inner[1]]);
+    }
+  }
+  for (int k = 0; k < 2; k++) {
+    for (int64_t i = 0; acc[k] != NULL && i < n_in[k]; i++)
+      din[k][i] += (float)acc[k][i];
+    free(acc[k]);
+  }
   return HAP_OK;
 }
 
@@ -257,7 +384,78 @@ k_rows k_rows_of(const hap_kernel_call *c) {
   return (k_rows){k_prod(x, 0, d), x->dims[d], k_prod(x, d + 1, x->rank)};
 }
 
-/* A row of all -inf gives zeros (softmax) or -inf (log_softmax). */
+K_VECTOR_CLONES void k_softmax_row(const float *x, float *y, int64_t len, bool log_form) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < len; j++)
+    mx = x[j] > mx ? x[j] : mx;
+  if (mx == -INFINITY) { /* empty or fully masked */
+    for (int64_t j = 0; j < len; j++)
+      y[j] = log_form ? -INFINITY : 0.0f;
+    return;
+  }
+  if (!log_form) {
+    for (int64_t j = 0; j < len; j++)
+      y[j] = k_expf(x[j] - mx);
+    double inv = 1 / k_sum_f64(y, len);
+    for (int64_t j = 0; j < len; j++)
+      y[j] = (float)(y[j] * inv);
+    return;
+  }
+  double part[8] = {0, 0, 0, 0, 0, 0, 0, 0}, z = 0;
+  for (int64_t j = 0; j < len; j++)
+    y[j] = x[j] - mx;
+  int64_t j = 0;
+  for (; j + 8 <= len; j += 8)
+    for (int k = 0; k < 8; k++)
+      part[k] += k_expf(y[j + k]);
+  for (; j < len; j++)
+    z += k_expf(y[j]);
+  for (int k = 0; k < 8; k++)
+    z += part[k];
+  float lz = (float)log(z);
+  for (j = 0; j < len; j++)
+    y[j] -= lz;
+}
+
+K_VECTOR_CLONES void k_lse_columns(const float *x, int64_t rows, int64_t cols, float *mx, double *z,
+                                   double *lse) {
+  for (int64_t j = 0; j < cols; j++) {
+    mx[j] = -INFINITY;
+    z[j] = 0;
+  }
+  for (int64_t k = 0; k < rows; k++)
+    for (int64_t j = 0; j < cols; j++)
+      mx[j] = x[k * cols + j] > mx[j] ? x[k * cols + j] : mx[j];
+  for (int64_t k = 0; k < rows; k++)
+    for (int64_t j = 0; j < cols; j++)
+      z[j] += k_expf(x[k * cols + j] - mx[j]);
+  for (int64_t j = 0; j < cols; j++)
+    lse[j] = mx[j] == -INFINITY ? -INFINITY : mx[j] + log(z[j]);
+}
+
+K_VECTOR_CLONES void k_add_softmax_columns(const float *x, int64_t rows, int64_t cols,
+                                           const double *lse, double scale, float *dx) {
+  for (int64_t k = 0; k < rows; k++)
+    for (int64_t j = 0; j < cols; j++)
+      dx[k * cols + j] += (float)(scale * k_expf((float)(x[k * cols + j] - lse[j])));
+}
+
+/* softmax: dx += y (g - sum g y); log_softmax: dx += g - exp(y) sum g. */
+K_VECTOR_CLONES static void softmax_row_bwd(const float *y, const float *g, float *dx, int64_t len,
+                                            bool log_form) {
+  if (log_form) {
+    float s = (float)k_sum_f64(g, len);
+    for (int64_t j = 0; j < len; j++)
+      dx[j] += g[j] - k_expf(y[j]) * s;
+    return;
+  }
+  double s = k_dot_f64(g, y, len);
+  for (int64_t j = 0; j < len; j++)
+    dx[j] += (float)(y[j] * (g[j] - s));
+}
+
+/* A row of all -inf gives zeros (softmax) or -inf (log_softmax). Rows along the last dim take the
+ * vector path (k_softmax_row); other dims the strided one below. */
 hap_status k_softmax_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
                          hap_err *err) {
   (void)st;
@@ -266,6 +464,11 @@ hap_status k_softmax_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_
   float *y = out[0];
   k_rows r = k_rows_of(c);
   bool log_form = c->op == HAP_OP_LOG_SOFTMAX;
+  if (r.inner == 1) {
+    for (int64_t o = 0; o < r.outer; o++)
+      k_softmax_row(x + o * r.len, y + o * r.len, r.len, log_form);
+    return HAP_OK;
+  }
   for (int64_t o = 0; o < r.outer; o++)
     for (int64_t i = 0; i < r.inner; i++) {
       int64_t base = o * r.len * r.inner + i;
@@ -296,6 +499,11 @@ hap_status k_softmax_bwd(const hap_kernel_call *c, const float *const *dout, flo
   float *dx = din[0];
   k_rows r = k_rows_of(c);
   bool log_form = c->op == HAP_OP_LOG_SOFTMAX;
+  if (r.inner == 1) {
+    for (int64_t o = 0; o < r.outer; o++)
+      softmax_row_bwd(y + o * r.len, g + o * r.len, dx + o * r.len, r.len, log_form);
+    return HAP_OK;
+  }
   for (int64_t o = 0; o < r.outer; o++)
     for (int64_t i = 0; i < r.inner; i++) {
       int64_t base = o * r.len * r.inner + i;
@@ -419,6 +627,26 @@ void k_gather_plan(const hap_kernel_call *c, k_gather *p) {
   }
 }
 
+/* One gathered row of `len` elements of `es` bytes: y[j] = x[j * stride]. */
+static void gather_row(const char *x, int64_t stride, char *y, int64_t len, size_t es) {
+  if (stride == 1) {
+    memcpy(y, x, (size_t)len * es);
+  } else if (es == sizeof(float)) {
+    const float *xf = (const float *)x;
+    float *yf = (float *)y;
+    for (int64_t j = 0; j < len; j++)
+      yf[j] = xf[j * stride];
+  } else if (es == sizeof(int64_t)) {
+    const int64_t *xi = (const int64_t *)x;
+    int64_t *yi = (int64_t *)y;
+    for (int64_t j = 0; j < len; j++)
+      yi[j] = xi[j * stride];
+  } else {
+    for (int64_t j = 0; j < len; j++)
+      memcpy(y + (size_t)j * es, x + (size_t)(j * stride) * es, es);
+  }
+}
+
 hap_status k_layout_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
                         hap_err *err) {
   (void)st;
@@ -435,10 +663,11 @@ hap_status k_layout_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_s
       memcpy(y, x, (size_t)n * es);
     return HAP_OK;
   }
-  k_odo d;
-  odo_init(&d, o, p.st, NULL);
-  for (int64_t f = 0; f < n; f++, odo_next(&d))
-    memcpy(y + (size_t)f * es, x + (size_t)(p.base + d.at[0]) * es, es);
+  k_rowit it;
+  rowit_init(&it, o, p.st, NULL);
+  for (int64_t r = 0; r < it.rows; r++, rowit_next(&it))
+    gather_row(x + (size_t)(p.base + it.at[0]) * es, it.inner[0], y + (size_t)(r * it.len) * es,
+               it.len, es);
   return HAP_OK;
 }
 
@@ -457,10 +686,15 @@ hap_status k_layout_bwd(const hap_kernel_call *c, const float *const *dout, floa
       dx[f] += g[f];
     return HAP_OK;
   }
-  k_odo d;
-  odo_init(&d, o, p.st, NULL);
-  for (int64_t f = 0; f < n; f++, odo_next(&d))
-    dx[p.base + d.at[0]] += g[f];
+  k_rowit it;
+  rowit_init(&it, o, p.st, NULL);
+  for (int64_t r = 0; r < it.rows; r++, rowit_next(&it)) {
+    float *dr = dx + p.base + it.at[0];
+    const float *gr = g + r * it.len;
+    int64_t s = it.inner[0];
+    for (int64_t j = 0; j < it.len; j++)
+      dr[j * s] += gr[j];
+  }
   return HAP_OK;
 }
 

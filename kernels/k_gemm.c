@@ -315,63 +315,191 @@ static conv_dims conv_dims_of(const hap_op_io *io) {
                      k_attr_i(io, HAP_OP_CONV2D, "padding")};
 }
 
-/* col [C*kh*kw, ho*wo] from one image x [C, H, W] (zero padding). */
-static void im2col(const conv_dims *d, const float *x, float *col) {
+/* The output columns ox whose input column jx = ox * stride + j - pad lies in [0, w): [*lo, *hi).
+ */
+static void conv_valid_cols(const conv_dims *d, int64_t j, int64_t *lo, int64_t *hi) {
+  int64_t a = d->pad - j, b = d->w + d->pad - j; /* need a <= ox * stride < b */
+  *lo = a <= 0 ? 0 : (a + d->stride - 1) / d->stride;
+  *hi = b <= 0 ? 0 : (b + d->stride - 1) / d->stride;
+  *hi = *hi < d->wo ? *hi : d->wo;
+  *lo = *lo < *hi ? *lo : *hi;
+}
+
+/* dst[0 .. n) = src[0 .. n): memcpy for long runs, a plain loop for short ones (where a call
+ * costs more than the copy). */
+static void copy_run(float *dst, const float *src, int64_t n) {
+  if (n >= 16) {
+    memcpy(dst, src, (size_t)n * sizeof(float));
+    return;
+  }
+  for (int64_t i = 0; i < n; i++)
+    dst[i] = src[i];
+}
+
+/* Small feature maps (output rows shorter than 16): per kernel tap (i, j), the input offset in a
+ * channel plane that each output position p reads, -1 in the padding; one table serves every
+ * channel and image, so a column row is one flat gather with no per-row overhead. */
+static int32_t *conv_taps(const conv_dims *d, hap_err *err) {
   int64_t hw = d->ho * d->wo;
+  int32_t *t = k_malloc((size_t)(d->kh * d->kw * hw), sizeof(int32_t), err);
+  if (t == NULL)
+    return NULL;
+  for (int64_t i = 0; i < d->kh; i++)
+    for (int64_t j = 0; j < d->kw; j++)
+      for (int64_t oy = 0; oy < d->ho; oy++)
+        for (int64_t ox = 0; ox < d->wo; ox++) {
+          int64_t iy = oy * d->stride + i - d->pad, jx = ox * d->stride + j - d->pad;
+          bool in = iy >= 0 && iy < d->h && jx >= 0 && jx < d->w;
+          t[(i * d->kw + j) * hw + oy * d->wo + ox] = in ? (int32_t)(iy * d->w + jx) : -1;
+        }
+  return t;
+}
+
+static bool conv_small(const conv_dims *d) { return d->wo < 16; }
+
+/* col [C*kh*kw, ho*wo] (row r at col + r * ld) from one image x [C, H, W] (zero padding). Small
+ * maps gather through `taps` (conv_taps); large ones go row by row, the padding as zero runs and
+ * the inside as a copy (contiguous when stride is 1). */
+static void im2col(const conv_dims *d, const float *x, float *col, int64_t ld,
+                   const int32_t *taps) {
+  if (taps != NULL) {
+    int64_t hw = d->ho * d->wo, n_taps = d->kh * d->kw;
+    for (int64_t ci = 0; ci < d->c; ci++)
+      for (int64_t t = 0; t < n_taps; t++) {
+        const float *plane = x + ci * d->h * d->w;
+        const int32_t *at = taps + t * hw;
+        float *row = col + (ci * n_taps + t) * ld;
+        for (int64_t p = 0; p < hw; p++) {
+          int32_t a = at[p] >= 0 ? at[p] : 0;
+          float v = plane[a];
+          row[p] = at[p] >= 0 ? v : 0.0f;
+        }
+      }
+    return;
+  }
   for (int64_t ci = 0; ci < d->c; ci++)
     for (int64_t i = 0; i < d->kh; i++)
       for (int64_t j = 0; j < d->kw; j++) {
-        float *row = col + ((ci * d->kh + i) * d->kw + j) * hw;
+        float *row = col + ((ci * d->kh + i) * d->kw + j) * ld;
+        int64_t lo, hi;
+        conv_valid_cols(d, j, &lo, &hi);
         for (int64_t oy = 0; oy < d->ho; oy++) {
+          float *dst = row + oy * d->wo;
           int64_t iy = oy * d->stride + i - d->pad;
-          for (int64_t ox = 0; ox < d->wo; ox++) {
-            int64_t jx = ox * d->stride + j - d->pad;
-            bool in = iy >= 0 && iy < d->h && jx >= 0 && jx < d->w;
-            row[oy * d->wo + ox] = in ? x[(ci * d->h + iy) * d->w + jx] : 0.0f;
+          if (iy < 0 || iy >= d->h) {
+            for (int64_t ox = 0; ox < d->wo; ox++)
+              dst[ox] = 0.0f;
+            continue;
           }
+          const float *src = x + (ci * d->h + iy) * d->w; /* ox reads src[ox * stride + off] */
+          int64_t off = j - d->pad;
+          for (int64_t ox = 0; ox < lo; ox++)
+            dst[ox] = 0.0f;
+          if (d->stride == 1 && hi > lo)
+            copy_run(dst + lo, src + lo + off, hi - lo);
+          else
+            for (int64_t ox = lo; ox < hi; ox++)
+              dst[ox] = src[ox * d->stride + off];
+          for (int64_t ox = hi; ox < d->wo; ox++)
+            dst[ox] = 0.0f;
         }
       }
 }
 
-/* dx [C, H, W] += the columns of col scattered back. */
-static void col2im(const conv_dims *d, const float *col, float *dx) {
-  int64_t hw = d->ho * d->wo;
+/* dx [C, H, W] += the columns of col (row r at col + r * ld) scattered back (the inverse walk of
+ * im2col, through `taps` for small maps). */
+static void col2im(const conv_dims *d, const float *col, int64_t ld, float *dx,
+                   const int32_t *taps) {
+  if (taps != NULL) {
+    int64_t hw = d->ho * d->wo, n_taps = d->kh * d->kw;
+    for (int64_t ci = 0; ci < d->c; ci++)
+      for (int64_t t = 0; t < n_taps; t++) {
+        float *plane = dx + ci * d->h * d->w;
+        const int32_t *at = taps + t * hw;
+        const float *row = col + (ci * n_taps + t) * ld;
+        for (int64_t p = 0; p < hw; p++)
+          if (at[p] >= 0)
+            plane[at[p]] += row[p];
+      }
+    return;
+  }
   for (int64_t ci = 0; ci < d->c; ci++)
     for (int64_t i = 0; i < d->kh; i++)
       for (int64_t j = 0; j < d->kw; j++) {
-        const float *row = col + ((ci * d->kh + i) * d->kw + j) * hw;
+        const float *row = col + ((ci * d->kh + i) * d->kw + j) * ld;
+        int64_t lo, hi;
+        conv_valid_cols(d, j, &lo, &hi);
         for (int64_t oy = 0; oy < d->ho; oy++) {
           int64_t iy = oy * d->stride + i - d->pad;
           if (iy < 0 || iy >= d->h)
             continue;
-          for (int64_t ox = 0; ox < d->wo; ox++) {
-            int64_t jx = ox * d->stride + j - d->pad;
-            if (jx >= 0 && jx < d->w)
-              dx[(ci * d->h + iy) * d->w + jx] += row[oy * d->wo + ox];
-          }
+          const float *src = row + oy * d->wo;
+          float *dst = dx + (ci * d->h + iy) * d->w; /* ox adds to dst[ox * stride + off] */
+          int64_t off = j - d->pad;
+          for (int64_t ox = lo; ox < hi; ox++)
+            dst[ox * d->stride + off] += src[ox];
         }
       }
+}
+
+/* Images per GEMM: small feature maps (fewer than 256 output positions) batch images until a
+ * GEMM has about 256 columns, keeping the column buffer under 2^18 floats (1 MiB, a core's L2);
+ * larger maps go one image at a time (a batch there only adds the regrouping copies). */
+static int64_t conv_batch(const conv_dims *d) {
+  int64_t hw = d->ho * d->wo, per_image = d->c * d->kh * d->kw * hw;
+  if (hw <= 0 || per_image <= 0)
+    return 1;
+  int64_t nb = 256 / hw, fit = ((int64_t)1 << 18) / per_image;
+  nb = nb < fit ? nb : fit;
+  nb = nb < d->n ? nb : d->n;
+  return nb > 1 ? nb : 1;
+}
+
+/* dst [O, m * hw] <-> src [m, O, hw]: the batch's images side by side per channel (to_cols), or
+ * back. */
+static void conv_regroup(const float *src, float *dst, int64_t m, int64_t o, int64_t hw,
+                         bool to_cols) {
+  for (int64_t k = 0; k < m; k++)
+    for (int64_t c = 0; c < o; c++) {
+      const float *a = to_cols ? src + (k * o + c) * hw : src + c * m * hw + k * hw;
+      float *b = to_cols ? dst + c * m * hw + k * hw : dst + (k * o + c) * hw;
+      copy_run(b, a, hw);
+    }
 }
 
 hap_status k_conv2d_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
                         hap_err *err) {
   (void)st;
   conv_dims d = conv_dims_of(c->io);
-  int64_t ck = d.c * d.kh * d.kw, hw = d.ho * d.wo;
-  float *col = k_calloc((size_t)(ck * hw), sizeof(float), err);
-  if (col == NULL)
+  int64_t ck = d.c * d.kh * d.kw, hw = d.ho * d.wo, nb = conv_batch(&d);
+  float *col = k_malloc((size_t)(ck * nb * hw), sizeof(float), err); /* written in full */
+  float *yt = nb > 1 ? k_malloc((size_t)(d.o * nb * hw), sizeof(float), err) : NULL;
+  int32_t *taps = conv_small(&d) ? conv_taps(&d, err) : NULL;
+  if (col == NULL || (nb > 1 && yt == NULL) || (conv_small(&d) && taps == NULL)) {
+    free(col);
+    free(yt);
+    free(taps);
     return HAP_ENOMEM;
+  }
   const float *x = c->in[0], *w = c->in[1];
   const float *b = c->io->n_in > 2 && !k_once_zero(c, 2) ? c->in[2] : NULL;
   float *y = out[0];
-  for (int64_t i = 0; i < d.n; i++) {
-    float *yi = y + i * d.o * hw;
-    im2col(&d, x + i * d.c * d.h * d.w, col);
-    k_sgemm(false, false, d.o, hw, ck, 1.0f, w, ck, col, hw, 0.0f, yi, hw);
-    for (int64_t o = 0; b && o < d.o; o++)
-      for (int64_t p = 0; p < hw; p++)
-        yi[o * hw + p] += b[o];
+  for (int64_t i0 = 0; i0 < d.n; i0 += nb) {
+    int64_t m = d.n - i0 < nb ? d.n - i0 : nb, ld = m * hw;
+    for (int64_t k = 0; k < m; k++)
+      im2col(&d, x + (i0 + k) * d.c * d.h * d.w, col + k * hw, ld, taps);
+    float *yi = y + i0 * d.o * hw;
+    /* y [O, m hw] = W [O, ck] col [ck, m hw], regrouped into [m, O, hw] */
+    k_sgemm(false, false, d.o, ld, ck, 1.0f, w, ck, col, ld, 0.0f, m > 1 ? yt : yi, ld);
+    if (m > 1)
+      conv_regroup(yt, yi, m, d.o, hw, false);
+    for (int64_t k = 0; b && k < m; k++)
+      for (int64_t o = 0; o < d.o; o++)
+        for (int64_t p = 0; p < hw; p++)
+          yi[(k * d.o + o) * hw + p] += b[o];
   }
+  free(taps);
+  free(yt);
   free(col);
   return HAP_OK;
 }
@@ -381,34 +509,48 @@ hap_status k_conv2d_bwd(const hap_kernel_call *c, const float *const *dout, floa
   (void)st;
   const hap_op_io *io = c->io;
   conv_dims d = conv_dims_of(io);
-  int64_t ck = d.c * d.kh * d.kw, hw = d.ho * d.wo;
-  float *col = k_calloc((size_t)(ck * hw), sizeof(float), err);
-  if (col == NULL)
-    return HAP_ENOMEM;
-  const float *x = c->in[0], *w = c->in[1], *g = dout[0];
+  int64_t ck = d.c * d.kh * d.kw, hw = d.ho * d.wo, nb = conv_batch(&d);
   bool want_b = io->n_in > 2 && io->in_grad[2] && !k_once_zero(c, 2);
+  float *col = k_malloc((size_t)(ck * nb * hw), sizeof(float), err); /* written in full */
+  float *gt = nb > 1 ? k_malloc((size_t)(d.o * nb * hw), sizeof(float), err) : NULL;
   double *db = want_b ? k_calloc((size_t)d.o, sizeof(double), err) : NULL;
-  if (want_b && db == NULL) {
+  int32_t *taps = conv_small(&d) ? conv_taps(&d, err) : NULL;
+  if (col == NULL || (nb > 1 && gt == NULL) || (want_b && db == NULL) ||
+      (conv_small(&d) && taps == NULL)) {
     free(col);
+    free(gt);
+    free(db);
+    free(taps);
     return HAP_ENOMEM;
   }
-  for (int64_t i = 0; i < d.n; i++) {
-    const float *gi = g + i * d.o * hw;
-    if (io->in_grad[1]) { /* dW [O, ck] += g_i [O, hw] col^T */
-      im2col(&d, x + i * d.c * d.h * d.w, col);
-      k_sgemm(false, true, d.o, ck, hw, 1.0f, gi, hw, col, hw, 1.0f, din[1], ck);
+  const float *x = c->in[0], *w = c->in[1], *g = dout[0];
+  for (int64_t i0 = 0; i0 < d.n; i0 += nb) {
+    int64_t m = d.n - i0 < nb ? d.n - i0 : nb, ld = m * hw;
+    const float *gi = g + i0 * d.o * hw, *gc = gi; /* gc: g of the batch as [O, m hw] */
+    if (m > 1) {
+      conv_regroup(gi, gt, m, d.o, hw, true);
+      gc = gt;
     }
-    if (io->in_grad[0]) { /* dcol [ck, hw] = W^T g_i, scattered into dx */
-      k_sgemm(true, false, ck, hw, d.o, 1.0f, w, ck, gi, hw, 0.0f, col, hw);
-      col2im(&d, col, din[0] + i * d.c * d.h * d.w);
+    if (io->in_grad[1]) { /* dW [O, ck] += g [O, m hw] col^T */
+      for (int64_t k = 0; k < m; k++)
+        im2col(&d, x + (i0 + k) * d.c * d.h * d.w, col + k * hw, ld, taps);
+      k_sgemm(false, true, d.o, ck, ld, 1.0f, gc, ld, col, ld, 1.0f, din[1], ck);
     }
-    for (int64_t o = 0; db && o < d.o; o++)
-      for (int64_t p = 0; p < hw; p++)
-        db[o] += gi[o * hw + p];
+    if (io->in_grad[0]) { /* dcol [ck, m hw] = W^T g, scattered into dx */
+      k_sgemm(true, false, ck, ld, d.o, 1.0f, w, ck, gc, ld, 0.0f, col, ld);
+      for (int64_t k = 0; k < m; k++)
+        col2im(&d, col + k * hw, ld, din[0] + (i0 + k) * d.c * d.h * d.w, taps);
+    }
+    for (int64_t k = 0; db && k < m; k++)
+      for (int64_t o = 0; o < d.o; o++)
+        for (int64_t p = 0; p < hw; p++)
+          db[o] += gi[(k * d.o + o) * hw + p];
   }
   for (int64_t o = 0; db && o < d.o; o++)
     din[2][o] += (float)db[o];
+  free(taps);
   free(db);
+  free(gt);
   free(col);
   return HAP_OK;
 }

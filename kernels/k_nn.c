@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kern_internal.h"
+#include "kern_math.h"
 
 /* ---- max_pool2d (state: the argmax of every output, an input flat index) --------------------- */
 
@@ -187,6 +188,26 @@ ln_dims k_ln_dims_of(const hap_op_io *io) {
   return (ln_dims){inner ? k_numel(x) / inner : 0, inner, k_attr_f(io, HAP_OP_LAYER_NORM, "eps")};
 }
 
+/* One normalised row: statistics in double (two passes, 8 partial sums each), y in double
+ * rounded once. */
+K_VECTOR_CLONES static void ln_row_fwd(const float *xr, const float *w, const float *b,
+                                       int64_t inner, double eps, float *yr, float *mean_out,
+                                       float *rstd_out) {
+  double mean = k_sum_f64(xr, inner) / (double)inner;
+  double var = k_sum_sq_dev_f64(xr, inner, mean) / (double)inner;
+  double rstd = 1 / sqrt(var + eps);
+  *mean_out = (float)mean;
+  *rstd_out = (float)rstd;
+  for (int64_t j = 0; j < inner; j++) {
+    double v = (xr[j] - mean) * rstd;
+    if (w)
+      v *= w[j];
+    if (b)
+      v += b[j];
+    yr[j] = (float)v;
+  }
+}
+
 hap_status k_layer_norm_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
                             hap_err *err) {
   ln_dims d = k_ln_dims_of(c->io);
@@ -196,29 +217,51 @@ hap_status k_layer_norm_fwd(const hap_kernel_call *c, void *const *out, hap_kern
   const float *x = c->in[0];
   const float *w = c->io->n_in > 1 ? c->in[1] : NULL, *b = c->io->n_in > 2 ? c->in[2] : NULL;
   float *y = out[0];
-  for (int64_t r = 0; r < d.rows; r++) {
-    const float *xr = x + r * d.inner;
-    double mean = 0, var = 0;
-    for (int64_t j = 0; j < d.inner; j++)
-      mean += xr[j];
-    mean /= (double)d.inner;
-    for (int64_t j = 0; j < d.inner; j++)
-      var += (xr[j] - mean) * (xr[j] - mean);
-    var /= (double)d.inner;
-    double rstd = 1 / sqrt(var + d.eps);
-    stats[r] = (float)mean;
-    stats[d.rows + r] = (float)rstd;
-    for (int64_t j = 0; j < d.inner; j++) {
-      double v = (xr[j] - mean) * rstd;
-      if (w)
-        v *= w[j];
-      if (b)
-        v += b[j];
-      y[r * d.inner + j] = (float)v;
-    }
-  }
+  for (int64_t r = 0; r < d.rows; r++)
+    ln_row_fwd(x + r * d.inner, w, b, d.inner, d.eps, y + r * d.inner, &stats[r],
+               &stats[d.rows + r]);
   k_state_end(st, buf);
   return HAP_OK;
+}
+
+/* One row's backward: the weight and bias sums into acc_w, acc_b (double, per column) and, when
+ * dx is given, dx += rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)). */
+K_VECTOR_CLONES static void ln_row_bwd(const float *xr, const float *gr, const float *w,
+                                       double mean, double rstd, int64_t inner, double *acc_w,
+                                       double *acc_b, float *dx) {
+  double p1[8] = {0, 0, 0, 0, 0, 0, 0, 0}, p2[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  double s1 = 0, s2 = 0; /* sum dxhat, sum dxhat * xhat */
+  int64_t j = 0;
+  for (; j + 8 <= inner; j += 8)
+    for (int k = 0; k < 8; k++) {
+      double xh = (xr[j + k] - mean) * rstd;
+      double dxh = w ? (double)gr[j + k] * w[j + k] : gr[j + k];
+      p1[k] += dxh;
+      p2[k] += dxh * xh;
+      acc_w[j + k] += (double)gr[j + k] * xh;
+      acc_b[j + k] += gr[j + k];
+    }
+  for (; j < inner; j++) {
+    double xh = (xr[j] - mean) * rstd;
+    double dxh = w ? (double)gr[j] * w[j] : gr[j];
+    s1 += dxh;
+    s2 += dxh * xh;
+    acc_w[j] += (double)gr[j] * xh;
+    acc_b[j] += gr[j];
+  }
+  if (dx == NULL)
+    return;
+  for (int k = 0; k < 8; k++) {
+    s1 += p1[k];
+    s2 += p2[k];
+  }
+  s1 /= (double)inner;
+  s2 /= (double)inner;
+  for (j = 0; j < inner; j++) {
+    double xh = (xr[j] - mean) * rstd;
+    double dxh = w ? (double)gr[j] * w[j] : gr[j];
+    dx[j] += (float)(rstd * (dxh - s1 - xh * s2));
+  }
 }
 
 hap_status k_layer_norm_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
@@ -236,28 +279,9 @@ hap_status k_layer_norm_bwd(const hap_kernel_call *c, const float *const *dout, 
     hap_kernel_state_free(&tmp);
     return HAP_ENOMEM;
   }
-  for (int64_t r = 0; r < d.rows; r++) {
-    const float *xr = x + r * d.inner, *gr = g + r * d.inner;
-    double mean = stats[r], rstd = stats[d.rows + r];
-    double s1 = 0, s2 = 0; /* sum dxhat, sum dxhat * xhat */
-    for (int64_t j = 0; j < d.inner; j++) {
-      double xh = (xr[j] - mean) * rstd;
-      double dxh = w ? (double)gr[j] * w[j] : gr[j];
-      s1 += dxh;
-      s2 += dxh * xh;
-      acc[j] += (double)gr[j] * xh;
-      acc[d.inner + j] += gr[j];
-    }
-    if (!io->in_grad[0])
-      continue;
-    s1 /= (double)d.inner;
-    s2 /= (double)d.inner;
-    for (int64_t j = 0; j < d.inner; j++) {
-      double xh = (xr[j] - mean) * rstd;
-      double dxh = w ? (double)gr[j] * w[j] : gr[j];
-      din[0][r * d.inner + j] += (float)(rstd * (dxh - s1 - xh * s2));
-    }
-  }
+  for (int64_t r = 0; r < d.rows; r++)
+    ln_row_bwd(x + r * d.inner, g + r * d.inner, w, stats[r], stats[d.rows + r], d.inner, acc,
+               acc + d.inner, io->in_grad[0] ? din[0] + r * d.inner : NULL);
   for (int64_t j = 0; j < d.inner; j++) {
     if (want_w)
       din[1][j] += (float)acc[j];
@@ -290,17 +314,16 @@ static hap_status loss_target(const hap_kernel_call *c, const loss_dims *d, int6
   return HAP_OK;
 }
 
-/* log-sum-exp over the classes of target position (i, j). */
-static double lse_at(const float *x, const loss_dims *d, int64_t i, int64_t j) {
-  const float *p = x + i * d->classes * d->inner + j;
-  double mx = -INFINITY, z = 0;
-  for (int64_t k = 0; k < d->classes; k++)
-    mx = fmax(mx, p[k * d->inner]);
-  if (mx == -INFINITY)
-    return mx;
-  for (int64_t k = 0; k < d->classes; k++)
-    z += exp(p[k * d->inner] - mx);
-  return mx + log(z);
+/* Scratch for k_lse_columns: mx [inner] floats, then z and lse [inner] doubles. */
+static void *lse_scratch(const loss_dims *d, float **mx, double **z, double **lse, hap_err *err) {
+  int64_t inner = d->inner > 0 ? d->inner : 1;
+  double *buf = k_malloc((size_t)(3 * inner), sizeof(double), err);
+  if (buf == NULL)
+    return NULL;
+  *z = buf;
+  *lse = buf + inner;
+  *mx = (float *)(buf + 2 * inner);
+  return buf;
 }
 
 hap_status k_loss_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
@@ -308,16 +331,30 @@ hap_status k_loss_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_sta
   (void)st;
   loss_dims d = k_loss_dims_of(c);
   const float *x = c->in[0];
+  bool ce = c->op == HAP_OP_CROSS_ENTROPY;
+  float *mx = NULL;
+  double *z = NULL, *lse = NULL;
+  void *scratch = ce ? lse_scratch(&d, &mx, &z, &lse, err) : NULL;
+  if (ce && scratch == NULL)
+    return HAP_ENOMEM;
   double total = 0;
-  for (int64_t i = 0; i < d.n; i++)
+  hap_status st_t = HAP_OK;
+  for (int64_t i = 0; i < d.n && st_t == HAP_OK; i++) {
+    if (ce)
+      k_lse_columns(x + i * d.classes * d.inner, d.classes, d.inner, mx, z, lse);
     for (int64_t j = 0; j < d.inner; j++) {
       int64_t cls;
-      HAP_TRY(loss_target(c, &d, i * d.inner + j, &cls, err));
+      if ((st_t = loss_target(c, &d, i * d.inner + j, &cls, err)) != HAP_OK)
+        break;
       double lp = x[(i * d.classes + cls) * d.inner + j];
-      if (c->op == HAP_OP_CROSS_ENTROPY)
-        lp -= lse_at(x, &d, i, j);
+      if (ce)
+        lp -= lse[j];
       total -= lp;
     }
+  }
+  free(scratch);
+  if (st_t != HAP_OK)
+    return st_t;
   ((float *)out[0])[0] = (float)(total / d.count);
   return HAP_OK;
 }
@@ -329,17 +366,26 @@ hap_status k_loss_bwd(const hap_kernel_call *c, const float *const *dout, float 
   const float *x = c->in[0];
   double scale = dout[0][0] / d.count;
   float *dx = din[0];
-  for (int64_t i = 0; i < d.n; i++)
-    for (int64_t j = 0; j < d.inner; j++) {
-      int64_t cls;
-      HAP_TRY(loss_target(c, &d, i * d.inner + j, &cls, err));
-      int64_t base = i * d.classes * d.inner + j;
-      if (c->op == HAP_OP_CROSS_ENTROPY) {
-        double lse = lse_at(x, &d, i, j);
-        for (int64_t k = 0; k < d.classes; k++)
-          dx[base + k * d.inner] += (float)(scale * exp(x[base + k * d.inner] - lse));
-      }
-      dx[base + cls * d.inner] -= (float)scale;
+  bool ce = c->op == HAP_OP_CROSS_ENTROPY;
+  float *mx = NULL;
+  double *z = NULL, *lse = NULL;
+  void *scratch = ce ? lse_scratch(&d, &mx, &z, &lse, err) : NULL;
+  if (ce && scratch == NULL)
+    return HAP_ENOMEM;
+  hap_status st_t = HAP_OK;
+  for (int64_t i = 0; i < d.n && st_t == HAP_OK; i++) {
+    int64_t base = i * d.classes * d.inner;
+    if (ce) { /* dx += scale softmax(x) */
+      k_lse_columns(x + base, d.classes, d.inner, mx, z, lse);
+      k_add_softmax_columns(x + base, d.classes, d.inner, lse, scale, dx + base);
     }
-  return HAP_OK;
+    for (int64_t j = 0; j < d.inner; j++) { /* dx -= scale at the target */
+      int64_t cls;
+      if ((st_t = loss_target(c, &d, i * d.inner + j, &cls, err)) != HAP_OK)
+        break;
+      dx[base + cls * d.inner + j] -= (float)scale;
+    }
+  }
+  free(scratch);
+  return st_t;
 }

@@ -36,6 +36,15 @@ hap_status k_conv2d_bwd(const hap_kernel_call *c, const float *const *dout, floa
                         const hap_kernel_state *st, hap_err *err);
 
 /* k_elem.c */
+/* Softmax (or log_softmax) of one contiguous row x [len] into y (may be x): float32 exp
+ * (kern_math.h), the normaliser summed in double; a row of all -inf gives zeros (-inf). */
+void k_softmax_row(const float *x, float *y, int64_t len, bool log_form);
+/* Log-sum-exp down the columns of x [rows, cols]: lse[j] (-inf for a column of -inf), with
+ * scratch mx [cols] and z [cols]; float32 exp, sums in double. */
+void k_lse_columns(const float *x, int64_t rows, int64_t cols, float *mx, double *z, double *lse);
+/* dx [rows, cols] += scale exp(x - lse[column]): a softmax down the columns, scaled. */
+void k_add_softmax_columns(const float *x, int64_t rows, int64_t cols, const double *lse,
+                           double scale, float *dx);
 hap_status k_unary_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
                        hap_err *err);
 hap_status k_unary_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,

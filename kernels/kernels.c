@@ -119,6 +119,13 @@ void *k_calloc(size_t n, size_t size, hap_err *err) {
   return p;
 }
 
+void *k_malloc(size_t n, size_t size, hap_err *err) {
+  void *p = malloc((n > 0 ? n : 1) * size);
+  if (p == NULL)
+    hap_err_set(err, HAP_ENOMEM, "kernels: out of memory allocating %zu x %zu bytes", n, size);
+  return p;
+}
+
 hap_status k_state_begin(hap_kernel_state *st, hap_op op, size_t n_bytes, void **data,
                          hap_err *err) {
   void *p = k_calloc(n_bytes, 1, err);

@@ -149,8 +149,20 @@ Test(run_kernels, a_refused_op_names_the_task) {
   teardown(&f);
 }
 
-/* Every parameter gradient of run r against the reference, 1e-4 of the largest. */
+/* Every parameter gradient of run r against the reference, 1e-4 of the largest of its tensor —
+ * or of 1e-3 of the largest of the model, for gradients that are zero in exact arithmetic (the
+ * key bias of attention: softmax ignores a constant added to a row) and so only rounding noise,
+ * which two correct implementations round differently. */
 static void expect_grads(const fixture *f, hap_run *r, const hap_reference *ref) {
+  double model_scale = 0;
+  for (int32_t t = 0; t < f->g->n_tensors; t++) {
+    const hap_tensor *ten = &f->g->tensors[t];
+    if (ten->kind != HAP_TENSOR_PARAMETER || !ten->requires_grad)
+      continue;
+    const float *want = hap_reference_grad(ref, t);
+    for (int64_t i = 0; i < hap_tensor_numel(ten); i++)
+      model_scale = fmax(model_scale, fabs((double)want[i]));
+  }
   for (int32_t t = 0; t < f->g->n_tensors; t++) {
     const hap_tensor *ten = &f->g->tensors[t];
     if (ten->kind != HAP_TENSOR_PARAMETER || !ten->requires_grad)
@@ -160,7 +172,7 @@ static void expect_grads(const fixture *f, hap_run *r, const hap_reference *ref)
     hap_err e = {0};
     cr_assert_eq(hap_run_gather_grad(r, t, got, &e), HAP_OK, "%s", e.msg);
     const float *want = hap_reference_grad(ref, t);
-    double scale = 1e-30;
+    double scale = fmax(1e-30, 1e-3 * model_scale);
     for (int64_t i = 0; i < n; i++)
       scale = fmax(scale, fabs((double)want[i]));
     for (int64_t i = 0; i < n; i++)

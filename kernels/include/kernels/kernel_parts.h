@@ -52,6 +52,9 @@ static inline int64_t k_gpos_at(const k_gpos *g, int64_t f) {
 /* calloc of n elements of size bytes (at least one, so empty shards get a valid pointer);
  * NULL on failure, with err set. */
 void *k_calloc(size_t n, size_t size, hap_err *err);
+/* The same without zeroing, for scratch the caller writes in full before reading (large
+ * buffers: calloc would clear them on every call). */
+void *k_malloc(size_t n, size_t size, hap_err *err);
 /* The state buffer a forward fills: in st when given (replacing what it held), else a scratch
  * buffer the kernel releases with k_state_end. Zero-filled. */
 hap_status k_state_begin(hap_kernel_state *st, hap_op op, size_t n_bytes, void **data,
