@@ -686,6 +686,33 @@ hap_status k_layout_bwd(const hap_kernel_call *c, const float *const *dout, floa
       dx[f] += g[f];
     return HAP_OK;
   }
+  if (c->op == HAP_OP_TRANSPOSE || c->op == HAP_OP_PERMUTE) {
+    /* a bijection: walk dx in order, gathering from g (writes in order, reads strided) */
+    const hap_shape *x = &c->io->in[0];
+    int64_t os[HAP_MAX_DIMS], gs[HAP_MAX_DIMS] = {0}; /* gs[d]: g's stride along x's dim d */
+    k_strides(o, os);
+    if (c->op == HAP_OP_TRANSPOSE) {
+      int a = k_norm_dim(k_attr_i(c->io, c->op, "dim0"), x->rank);
+      int b = k_norm_dim(k_attr_i(c->io, c->op, "dim1"), x->rank);
+      memcpy(gs, os, sizeof gs);
+      gs[a] = os[b];
+      gs[b] = os[a];
+    } else { /* out dim i is x's dim perm[i] */
+      const hap_attr_value *perm = k_attr(c->io, c->op, "dims");
+      for (int i = 0; i < x->rank; i++)
+        gs[k_norm_dim(perm->u.ints.v[i], x->rank)] = os[i];
+    }
+    k_rowit it;
+    rowit_init(&it, x, gs, NULL);
+    for (int64_t r = 0; r < it.rows; r++, rowit_next(&it)) {
+      float *dr = dx + r * it.len;
+      const float *gr = g + it.at[0];
+      int64_t s = it.inner[0];
+      for (int64_t j = 0; j < it.len; j++)
+        dr[j] += gr[j * s];
+    }
+    return HAP_OK;
+  }
   k_rowit it;
   rowit_init(&it, o, p.st, NULL);
   for (int64_t r = 0; r < it.rows; r++, rowit_next(&it)) {

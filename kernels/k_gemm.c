@@ -442,12 +442,12 @@ static void col2im(const conv_dims *d, const float *col, int64_t ld, float *dx,
       }
 }
 
-/* Images per GEMM: small feature maps (fewer than 256 output positions) batch images until a
+/* Images per GEMM: small feature maps (fewer than 64 output positions) batch images until a
  * GEMM has about 256 columns, keeping the column buffer under 2^18 floats (1 MiB, a core's L2);
  * larger maps go one image at a time (a batch there only adds the regrouping copies). */
 static int64_t conv_batch(const conv_dims *d) {
   int64_t hw = d->ho * d->wo, per_image = d->c * d->kh * d->kw * hw;
-  if (hw <= 0 || per_image <= 0)
+  if (hw <= 0 || hw >= 64 || per_image <= 0)
     return 1;
   int64_t nb = 256 / hw, fit = ((int64_t)1 << 18) / per_image;
   nb = nb < fit ? nb : fit;

@@ -314,6 +314,19 @@ static hap_status loss_target(const hap_kernel_call *c, const loss_dims *d, int6
   return HAP_OK;
 }
 
+/* log-sum-exp of one contiguous row of classes (inner = 1), double-precision exp: the vector
+ * column walk does not pay for a single column. */
+static double lse_row(const float *p, int64_t classes) {
+  double mx = -INFINITY, z = 0;
+  for (int64_t k = 0; k < classes; k++)
+    mx = fmax(mx, p[k]);
+  if (mx == -INFINITY)
+    return mx;
+  for (int64_t k = 0; k < classes; k++)
+    z += exp(p[k] - mx);
+  return mx + log(z);
+}
+
 /* Scratch for k_lse_columns: mx [inner] floats, then z and lse [inner] doubles. */
 static void *lse_scratch(const loss_dims *d, float **mx, double **z, double **lse, hap_err *err) {
   int64_t inner = d->inner > 0 ? d->inner : 1;
@@ -340,7 +353,9 @@ hap_status k_loss_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_sta
   double total = 0;
   hap_status st_t = HAP_OK;
   for (int64_t i = 0; i < d.n && st_t == HAP_OK; i++) {
-    if (ce)
+    if (ce && d.inner == 1)
+      lse[0] = lse_row(x + i * d.classes, d.classes);
+    else if (ce)
       k_lse_columns(x + i * d.classes * d.inner, d.classes, d.inner, mx, z, lse);
     for (int64_t j = 0; j < d.inner; j++) {
       int64_t cls;
@@ -375,7 +390,11 @@ hap_status k_loss_bwd(const hap_kernel_call *c, const float *const *dout, float 
   hap_status st_t = HAP_OK;
   for (int64_t i = 0; i < d.n && st_t == HAP_OK; i++) {
     int64_t base = i * d.classes * d.inner;
-    if (ce) { /* dx += scale softmax(x) */
+    if (ce && d.inner == 1) { /* dx += scale softmax(x) */
+      double l = lse_row(x + base, d.classes);
+      for (int64_t k = 0; k < d.classes; k++)
+        dx[base + k] += (float)(scale * exp(x[base + k] - l));
+    } else if (ce) {
       k_lse_columns(x + base, d.classes, d.inner, mx, z, lse);
       k_add_softmax_columns(x + base, d.classes, d.inner, lse, scale, dx + base);
     }

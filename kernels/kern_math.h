@@ -43,9 +43,9 @@ static inline double k_dot_f64(const float *a, const float *b, int64_t n) {
 
 #endif
 
-/* 2^n for integer-valued float n in [-126, 127], by building the exponent bits. */
-static inline float k_pow2i(float n) {
-  int32_t bits = ((int32_t)n + 127) << 23;
+/* 2^n for n in [-126, 127], by building the exponent bits. */
+static inline float k_pow2i(int32_t n) {
+  int32_t bits = (n + 127) << 23;
   float r;
   memcpy(&r, &bits, sizeof r);
   return r;
@@ -71,8 +71,8 @@ static inline float k_expf(float x) {
   p = p * r + 1.0f;
   /* 2^n as two normal factors (n in [-150, 129]): subnormal results and overflow come out of the
    * final products */
-  float n1 = (float)((int32_t)n / 2);
-  float y = p * k_pow2i(n1) * k_pow2i(n - n1);
+  int32_t ni = (int32_t)n, n1 = ni >> 1; /* floor(n / 2) */
+  float y = p * k_pow2i(n1) * k_pow2i(ni - n1);
   y = x < -104.0f ? 0.0f : y;
   return x != x ? x : y; /* NaN in, NaN out */
 }

@@ -56,9 +56,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: bench_kernels GRAPH.json [REPS] [WARMUP]\n");
     return 2;
   }
-  int reps = argc > 2 ? atoi(argv[2]) : 20, warmup = argc > 3 ? atoi(argv[3]) : 3;
-  if (reps < 1 || warmup < 0) {
-    fprintf(stderr, "bench_kernels: REPS must be >= 1 and WARMUP >= 0\n");
+  long reps = argc > 2 ? strtol(argv[2], NULL, 10) : 20;
+  long warmup = argc > 3 ? strtol(argv[3], NULL, 10) : 3;
+  if (reps < 1 || reps > 100000 || warmup < 0 || warmup > 100000) {
+    fprintf(stderr, "bench_kernels: REPS must be 1..100000 and WARMUP 0..100000\n");
     return 2;
   }
   hap_err err = {0};
@@ -90,7 +91,8 @@ int main(int argc, char **argv) {
   for (int32_t i = 0; i < n_cases && rc == 0; i++) {
     hap_profile_kernel rows[2];
     int32_t n_rows = 0;
-    if (hap_kcase_time(&cases[i].kc, reps, warmup, 1.0, rows, &n_rows, &err) != HAP_OK) {
+    if (hap_kcase_time(&cases[i].kc, (int32_t)reps, (int32_t)warmup, 1.0, rows, &n_rows, &err) !=
+        HAP_OK) {
       fprintf(stderr, "bench_kernels: %s %s: %s\n", argv[1], hap_op_name(cases[i].kc.op), err.msg);
       rc = 1;
       break;
