@@ -145,21 +145,6 @@ hap_status k_mha_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_stat
   return HAP_OK;
 }
 
-/* Column sums of g [m, n] into db [n], in double, row by row (the same additions in the same
- * order per column as a column walk, but reading memory in order). */
-static hap_status col_sums(const float *g, int64_t m, int64_t n, float *db, hap_err *err) {
-  double *acc = k_calloc((size_t)n, sizeof(double), err);
-  if (acc == NULL)
-    return HAP_ENOMEM;
-  for (int64_t i = 0; i < m; i++)
-    for (int64_t j = 0; j < n; j++)
-      acc[j] += g[i * n + j];
-  for (int64_t j = 0; j < n; j++)
-    db[j] += (float)acc[j];
-  free(acc);
-  return HAP_OK;
-}
-
 hap_status k_mha_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
                      const hap_kernel_state *st, hap_err *err) {
   const hap_op_io *io = c->io;
@@ -183,7 +168,7 @@ hap_status k_mha_bwd(const hap_kernel_call *c, const float *const *dout, float *
     k_sgemm(true, false, d.e, d.p, nl, 1.0f, g, d.e, s.ctx, d.p, 1.0f, din[MHA_W_OUT], d.p);
   hap_status st_sum = HAP_OK;
   if (io->in_grad[MHA_B_OUT] && !k_once_zero(c, MHA_B_OUT))
-    st_sum = col_sums(g, nl, d.e, din[MHA_B_OUT], err);
+    st_sum = k_add_col_sums(g, nl, d.e, din[MHA_B_OUT], err);
   k_sgemm(false, false, nl, d.p, d.e, 1.0f, g, d.e, w_out, d.p, 0.0f, dctx, d.p);
   float keep_scale = (float)(1 / (1 - d.drop));
   for (int64_t b = 0; b < d.n; b++)
@@ -225,7 +210,7 @@ hap_status k_mha_bwd(const hap_kernel_call *c, const float *const *dout, float *
       k_sgemm(true, false, d.p, d.e, rows[t], 1.0f, dproj[t], d.p, c->in[t], d.e, 1.0f,
               din[MHA_W_IN] + t * d.p * d.e, d.e);
     if (io->in_grad[MHA_B_IN] && st_sum == HAP_OK)
-      st_sum = col_sums(dproj[t], rows[t], d.p, din[MHA_B_IN] + t * d.p, err);
+      st_sum = k_add_col_sums(dproj[t], rows[t], d.p, din[MHA_B_IN] + t * d.p, err);
     if (io->in_grad[t]) /* dx [rows, e] += dproj W_in[t] */
       k_sgemm(false, false, rows[t], d.e, d.p, 1.0f, dproj[t], d.p, wt, d.e, 1.0f, din[t], d.e);
   }

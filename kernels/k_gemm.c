@@ -7,7 +7,7 @@
 #include "kern_internal.h"
 
 /* Column sums of g [m, n] added to db [n] (double accumulation). */
-static hap_status add_col_sums(const float *g, int64_t m, int64_t n, float *db, hap_err *err) {
+hap_status k_add_col_sums(const float *g, int64_t m, int64_t n, float *db, hap_err *err) {
   double *acc = k_calloc((size_t)n, sizeof(double), err);
   if (acc == NULL)
     return HAP_ENOMEM;
@@ -56,7 +56,7 @@ hap_status k_linear_bwd(const hap_kernel_call *c, const float *const *dout, floa
   if (io->in_grad[1]) /* dW [n, k] += g^T [n, m] x [m, k] */
     k_sgemm(true, false, d.n, d.k, d.m, 1.0f, g, d.n, x, d.k, 1.0f, din[1], d.k);
   if (io->n_in > 2 && io->in_grad[2] && !k_once_zero(c, 2))
-    return add_col_sums(g, d.m, d.n, din[2], err);
+    return k_add_col_sums(g, d.m, d.n, din[2], err);
   return HAP_OK;
 }
 

@@ -35,6 +35,9 @@ hap_status k_conv2d_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_s
 hap_status k_conv2d_bwd(const hap_kernel_call *c, const float *const *dout, float *const *din,
                         const hap_kernel_state *st, hap_err *err);
 
+/* Column sums of g [m, n] added to db [n], in double, reading g row by row (k_gemm.c). */
+hap_status k_add_col_sums(const float *g, int64_t m, int64_t n, float *db, hap_err *err);
+
 /* k_elem.c */
 /* Softmax (or log_softmax) of one contiguous row x [len] into y (may be x): float32 exp
  * (kern_math.h), the normaliser summed in double; a row of all -inf gives zeros (-inf). */
