@@ -45,15 +45,17 @@ static inline double k_dot_f64(const float *a, const float *b, int64_t n) {
 
 /* 2^n for n in [-126, 127], by building the exponent bits. */
 static inline float k_pow2i(int32_t n) {
-  int32_t bits = (n + 127) << 23;
+  uint32_t bits = (uint32_t)(n + 127) << 23;
   float r;
   memcpy(&r, &bits, sizeof r);
   return r;
 }
 
 static inline float k_expf(float x) {
-  /* clamp into the range where the two-factor scale below stays normal */
-  float xc = x < -104.0f ? -104.0f : x > 89.0f ? 89.0f : x;
+  /* clamp into the range where the two-factor scale below stays normal; NaN goes to -104 so the
+   * integer conversion below stays defined (the NaN is returned at the end) */
+  float xc = x > -104.0f ? x : -104.0f;
+  xc = xc < 89.0f ? xc : 89.0f;
   /* n = round(x / ln 2) by the 1.5 x 2^23 shift (round to nearest even under the default mode) */
   const float shift = 12582912.0f;
   float n = (xc * 1.44269504088896341f + shift) - shift;
