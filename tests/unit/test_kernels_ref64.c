@@ -315,6 +315,24 @@ Test(kernels_ref64, conv2d) {
   in_f(&c, SHAPE(2, 2, 3, 2));
   in_f(&c, SHAPE(2));
   check(&c);
+  /* output rows of 16 and more take the row-run paths of im2col and col2im */
+  begin(&c, HAP_OP_CONV2D); /* "same" along x (rows as wide as the input's), fewer rows out */
+  set_i(&c, "padding", 1);
+  in_f(&c, SHAPE(2, 2, 5, 18));
+  in_f(&c, SHAPE(3, 2, 5, 3));
+  in_f(&c, SHAPE(3));
+  check(&c);
+  begin(&c, HAP_OP_CONV2D); /* no padding: narrower rows out */
+  in_f(&c, SHAPE(1, 2, 4, 19));
+  in_f(&c, SHAPE(2, 2, 3, 3));
+  check(&c);
+  begin(&c, HAP_OP_CONV2D); /* stride 2 */
+  set_i(&c, "stride", 2);
+  set_i(&c, "padding", 1);
+  in_f(&c, SHAPE(1, 2, 5, 33));
+  in_f(&c, SHAPE(2, 2, 3, 3));
+  in_f(&c, SHAPE(2));
+  check(&c);
 }
 
 Test(kernels_ref64, max_pool2d) {
