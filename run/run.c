@@ -22,6 +22,7 @@
 #include "run/reference.h"
 
 #include "fault.h"
+#include "grad_buckets.h"
 
 /* A (tensor, layout) made available, as this rank's buffer. */
 typedef struct rprop {
@@ -137,6 +138,7 @@ struct hap_run {
   int32_t n_slots, cur_slot;
   bool open_backward;             /* the open micro-batch's op */
   int32_t world_rank, world_size; /* HAP_FAULT's ranks: the world's (a stage's comm is its group) */
+  hap_buckets *buckets; /* overlapped gradient sums (options.overlap_bucket_bytes); NULL */
 };
 
 /* ---- the CPU kernel table ------------------------------------------------------------------ */
@@ -695,6 +697,10 @@ hap_status hap_run_create(hap_lowered *lw, const hap_graph *g, hap_comm *comm,
   if ((st = build(r, err)) != HAP_OK || (st = plan_policy(r, err)) != HAP_OK ||
       (st = pick_fault(r, err)) != HAP_OK || (r->ls != NULL && (st = first_slot(r, err)) != HAP_OK))
     goto fail;
+  if (o->overlap_bucket_bytes > 0 && r->micro == 1 && r->half == HAP_F32 && r->ls == NULL &&
+      lw->replicas <= 1 &&
+      (st = hap_buckets_create(r->comm, o->overlap_bucket_bytes, &r->buckets, err)) != HAP_OK)
+    goto fail;
   *out = r;
   return HAP_OK;
 fail:
@@ -712,6 +718,7 @@ void hap_run_destroy(hap_run *r) {
       free_slot_arrays(&r->slots[s]);
   free(r->slots);
   free(r->per_slot);
+  hap_buckets_destroy(r->buckets);
   if (r->comm != r->world)
     hap_comm_destroy(r->comm);
   hap_comm_destroy(r->across);
@@ -1152,6 +1159,8 @@ static hap_status comm_task(hap_run *r, const hap_task *k, hap_err *err) {
       return HAP_ENOMEM;
     if (k->coll == HAP_COLL_ALL_REDUCE && r->props[p].zero_rows)
       return reduce_rows(r, p, err);
+    if (k->coll == HAP_COLL_ALL_REDUCE && r->buckets != NULL) /* summed at the first update */
+      return hap_buckets_add(r->buckets, gp, hap_box_numel(&r->props[p].box), err);
     if (k->coll == HAP_COLL_ALL_REDUCE) /* replicated: sum the partial gradients in place */
       return sum_all(r, gp, gp, hap_box_numel(&r->props[p].box), false, err);
     /* ZeRO: each rank keeps its shard's gradient, summed over the micro-batches */
@@ -1445,7 +1454,10 @@ static hap_status run_task(hap_run *r, const hap_task *k, int32_t t, double *ker
     break;
   case HAP_TASK_LOCAL: st = local(r, k, err); break;
   case HAP_TASK_COLLECTIVE: st = comm_task(r, k, err); break;
-  default: return update(r, k, err);
+  default: /* an update reads the summed gradients */
+    if (r->buckets != NULL)
+      HAP_TRY(hap_buckets_finish(r->buckets, err));
+    return update(r, k, err);
   }
   if (st == HAP_OK)
     round_grads(r, k);
@@ -1528,12 +1540,16 @@ hap_status hap_run_iteration(hap_run *r, double *start_s, double *end_s, hap_err
         r->seeded = true;
       }
       HAP_TRY(run_timed(r, t, start_s, end_s, err));
+      if (r->buckets != NULL && hap_buckets_pending(r->buckets))
+        HAP_TRY(hap_buckets_progress(r->buckets, err));
     }
     if (!r->seeded) { /* a task list without backward tasks: the loss is still counted */
       HAP_TRY(seed_loss(r, err));
       r->seeded = true;
     }
   }
+  if (r->buckets != NULL)
+    HAP_TRY(hap_buckets_finish(r->buckets, err));
   end_iteration(r);
   return HAP_OK;
 }
@@ -1756,6 +1772,10 @@ hap_status hap_run_gather_grad(hap_run *r, int32_t tensor, float *full, hap_err 
 
 hap_run_steps hap_run_steps_taken(const hap_run *r) {
   return (hap_run_steps){r->opt_steps, r->skipped_steps, r->scaler.scale};
+}
+
+int64_t hap_run_overlap_buckets(const hap_run *r) {
+  return r->buckets != NULL ? hap_buckets_started(r->buckets) : -1;
 }
 
 int32_t hap_run_task_runs(const hap_run *r, int32_t t, double *own_s) {

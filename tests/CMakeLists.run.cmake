@@ -109,6 +109,10 @@ if(TARGET hap-run AND TARGET hap-synth AND HAP_MPIRUN)
   add_test(NAME run_check_sfb
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_check_sfb.sh
                    $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-run> $<TARGET_FILE:hap-sim>)
+  # hap-run --overlap: bucketed gradient sums checked, reported, refused where they do not apply
+  add_test(NAME run_overlap
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_overlap.sh $<TARGET_FILE:hap-synth>
+                   $<TARGET_FILE:hap-run> ${HAP_CHECK_MODELS})
   add_test(NAME run_end_to_end
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/run/test_run.sh $<TARGET_FILE:hap-synth>
                    $<TARGET_FILE:hap-run>)
@@ -119,7 +123,7 @@ if(TARGET hap-run AND TARGET hap-synth AND HAP_MPIRUN)
                    $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-run> ${HAP_FAULTS_MODE})
   set(HAP_RUN_TESTS run_check_2ranks run_check_4ranks run_check_megatron run_check_pipeline
                     run_check_segments run_check_sfb run_check_alpa run_check_galvatron run_end_to_end
-                    run_comm_mpi
+                    run_comm_mpi run_overlap
                     run_check_faults ${HAP_POLICY_TESTS})
   set_tests_properties(${HAP_RUN_TESTS} PROPERTIES LABELS "mpi;run" TIMEOUT 900 RUN_SERIAL TRUE)
   if(HAP_SANITIZE)

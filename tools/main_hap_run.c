@@ -80,6 +80,10 @@ static void usage(FILE *f) {
           "                         in bf16/fp16; any NaN or Inf fails; needs --warmup +\n"
           "                         --iters >= 2, and fp16 two steps its loss scale did not skip)\n"
           "      --threads N        OpenBLAS threads per rank (default 1, as hap-profile)\n"
+          "      --overlap MB       sum the replicated parameters' gradients in buckets of MB\n"
+          "                         MiB, each started as soon as it fills, so the sums overlap\n"
+          "                         the rest of the backward pass (DDP's default is 25); 0: each\n"
+          "                         gradient's all-reduce blocks (default 0)\n"
           "      --seed S           parameters, inputs and dropout (default 1)\n"
           "      --weights FILE     start from these parameters, buffers and inputs instead\n"
           "                         (a hap-weights HDF5 file: hap-import --weights)\n"
@@ -103,6 +107,7 @@ typedef struct opts {
   bool check, quiet, cuda;
   uint64_t seed;
   double lr, timeout_s;
+  double overlap_mb; /* --overlap: gradient bucket size, MiB; 0 off */
   double *speeds;
   int32_t n_speeds;
   hap_format format;
@@ -296,7 +301,7 @@ static int cmp_abs_err(const void *a, const void *b) {
  * staging_s: the largest rank's mean host<->device copy time per iteration (cuda), s. */
 static void report(const opts *o, const hap_plan_sim *ps, const double *iter_s, int n_iter,
                    const double *meas, int32_t n_ranks, double staging_s, const double *losses,
-                   int n_losses, hap_run_steps steps) {
+                   int n_losses, hap_run_steps steps, double buckets_per_iter) {
   const hap_lowered *lw = ps->lw;
   double *v = malloc((size_t)n_iter * sizeof *v);
   task_err *errs = malloc((size_t)lw->n_tasks * (size_t)n_ranks * sizeof *errs);
@@ -333,6 +338,8 @@ static void report(const opts *o, const hap_plan_sim *ps, const double *iter_s, 
     hap_jw_str(&w, o->cuda ? "cuda" : "cpu");
     hap_jw_key(&w, "staging_s");
     hap_jw_double(&w, staging_s);
+    hap_jw_key(&w, "overlap_buckets_per_iteration"); /* -1: off */
+    hap_jw_double(&w, buckets_per_iter);
     json_training(&w, &sum);
     hap_jw_end_object(&w);
     hap_jw_finish(&w);
@@ -344,6 +351,13 @@ static void report(const opts *o, const hap_plan_sim *ps, const double *iter_s, 
       printf("staging     %.3f ms per iteration copying compute tasks' data between host and GPU "
              "(not in task times; task times are cudaEvent kernel times)\n",
              1e3 * staging_s);
+    if (o->overlap_mb > 0 && buckets_per_iter >= 0)
+      printf("overlap     %.0f gradient buckets per iteration of up to %g MiB, each summed while "
+             "the backward pass goes on (the simulation keeps communication on the rank's cores)\n",
+             buckets_per_iter, o->overlap_mb);
+    else if (o->overlap_mb > 0)
+      printf("overlap     off for this plan: --overlap applies to float32 plans of one "
+             "micro-batch, without replicas or pipeline stages\n");
     print_training(&sum);
     if (isfinite(med_rel))
       printf("tasks       median |measured - simulated| / simulated over %d compute tasks >= "
@@ -545,7 +559,8 @@ static hap_run_options run_options(const opts *o, int me, hap_cuda_kernels *ck,
                         .lr = o->lr,
                         .speed = o->n_speeds > 0 ? o->speeds[me] : 1,
                         .current_task = &current_task,
-                        .on_task = rearm};
+                        .on_task = rearm,
+                        .overlap_bucket_bytes = (int64_t)(o->overlap_mb * 1048576.0)};
   *cuda = (hap_run_kernels){"cuda", ck, hap_cuda_staged_forward, hap_cuda_staged_backward};
   if (o->cuda)
     ro.kernels = cuda;
@@ -705,8 +720,9 @@ static int run(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster *c, hap_
     if (meas != NULL) {
       for (size_t i = 0; i < nt * (size_t)comm->size; i++)
         meas[i] = all_end[i] - all_start[i];
+      int64_t buckets = hap_run_overlap_buckets(run);
       report(o, ps, iter_s + o->warmup, o->iters, meas, comm->size, staging_max, losses, total,
-             hap_run_steps_taken(run));
+             hap_run_steps_taken(run), buckets < 0 ? -1 : (double)buckets / total);
       free(meas);
     }
     if (o->trace != NULL &&
@@ -810,6 +826,9 @@ static void report_pipeline(const opts *o, const hap_pipeline *pl, const hap_pip
   }
   printf("pipeline    %d stages on %d device groups, %s, %d micro-batches\n", pl->n_stages,
          pl->n_groups, hap_pipe_schedule_name(pl->schedule), pl->policy.micro_batches);
+  if (o->overlap_mb > 0)
+    printf("overlap     off for this plan: --overlap applies to float32 plans of one "
+           "micro-batch, without replicas or pipeline stages\n");
   print_iteration(&sum);
   printf("simulated   %.3f ms (%s, every device on one engine; bubble %.1f%%)  error %+.1f%%\n",
          1e3 * sum.sim, cluster_name, 100 * ps->mean_bubble, 100 * sum.e);
@@ -1118,7 +1137,8 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
     OPT_THREADS,
     OPT_REPORT,
     OPT_WEIGHTS,
-    OPT_DUMP_GRADS
+    OPT_DUMP_GRADS,
+    OPT_OVERLAP
   };
   static const struct option long_opts[] = {
       {"model", required_argument, NULL, 'm'},
@@ -1126,6 +1146,7 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
       {"sim-cluster", required_argument, NULL, OPT_SIM_CLUSTER},
       {"backend", required_argument, NULL, 'b'},
       {"threads", required_argument, NULL, OPT_THREADS},
+      {"overlap", required_argument, NULL, OPT_OVERLAP},
       {"iters", required_argument, NULL, 'n'},
       {"warmup", required_argument, NULL, 'w'},
       {"trace", required_argument, NULL, 't'},
@@ -1177,6 +1198,11 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
       if (hap_cli_parse_int("--threads", optarg, 1, 1024, &v, &err) != HAP_OK)
         return hap_report_usage(prog, rank, "%s", err.msg);
       o->threads = (int)v;
+      break;
+    case OPT_OVERLAP:
+      if (hap_cli_parse_double("--overlap", optarg, 0, 65536, &o->overlap_mb, NULL) != HAP_OK)
+        return hap_report_usage(prog, rank,
+                                "--overlap wants a bucket size in MiB, 0..65536, got '%s'", optarg);
       break;
     case OPT_SEED:
       if (hap_cli_parse_int("--seed", optarg, 0, INT32_MAX, &v, NULL) != HAP_OK)

@@ -9,6 +9,7 @@
  * element), 2 when the communicator cannot start (e.g. a malformed HAP_MPI_PIECE_BYTES: its
  * message on stderr). Usage: test_comm_mpi [--max-elems N] (skip sizes above N elements per
  * block: tiny pieces over megabytes take minutes). */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,36 @@ static void all_reduce(hap_comm *c, int64_t n, float *a, float *b, float *want) 
   expect_ok(c->ops->all_reduce(c, a, a, n, HAP_F32, HAP_REDUCE_SUM, &err), &err,
             "all_reduce in place");
   expect_same("all_reduce in place", c->rank, n, a, want, n);
+}
+
+/* all_reduce_start in place on two buffers at once (a blocking collective in between), progressed
+ * by reduce_test and finished by reduce_wait. */
+static void all_reduce_nb(hap_comm *c, int64_t n, float *a, float *b, float *want) {
+  hap_err err = {0};
+  for (int64_t i = 0; i < n; i++) {
+    a[i] = value(c->rank, i);
+    b[i] = 2 * value(c->rank, i);
+    want[i] = 0;
+    for (int r = 0; r < c->size; r++)
+      want[i] += value(r, i);
+  }
+  expect_ok(c->ops->all_reduce_start(c, a, n, HAP_F32, HAP_REDUCE_SUM, &err), &err,
+            "all_reduce_start");
+  expect_ok(c->ops->barrier(c, &err), &err, "barrier between started reductions");
+  expect_ok(c->ops->all_reduce_start(c, b, n, HAP_F32, HAP_REDUCE_SUM, &err), &err,
+            "all_reduce_start (second)");
+  bool done = false;
+  expect_ok(c->ops->reduce_test(c, &done, &err), &err, "reduce_test");
+  expect_ok(c->ops->reduce_wait(c, &err), &err, "reduce_wait");
+  expect_ok(c->ops->reduce_test(c, &done, &err), &err, "reduce_test after the wait");
+  if (!done) {
+    printf("FAIL: reduce_test after reduce_wait says not done\n");
+    failures++;
+  }
+  expect_same("all_reduce_start", c->rank, n, a, want, n);
+  for (int64_t i = 0; i < n; i++)
+    want[i] *= 2;
+  expect_same("all_reduce_start (second)", c->rank, n, b, want, n);
 }
 
 /* Even all-gather of n floats per rank, and an uneven one (rank r gives n + r floats, placed in
@@ -159,6 +190,7 @@ int main(int argc, char **argv) {
   }
   for (size_t k = 0; k < sizeof sizes / sizeof sizes[0] && sizes[k] <= max_elems; k++) {
     all_reduce(c, sizes[k], a, b, want);
+    all_reduce_nb(c, sizes[k], a, b, want);
     all_gather(c, sizes[k], a, b, want);
     reduce_scatter(c, sizes[k], a, b, want);
   }

@@ -1,7 +1,8 @@
 /* comm.h — the communication table every execution backend implements (docs/execution.md):
  * collectives (all-reduce, all-gather(v), reduce-scatter(v), all-to-all(v), broadcast),
- * point-to-point send/recv (and sends that do not wait: send_start, send_wait), barrier, and
- * splitting a communicator into groups. Contract: every call is blocking and collective over the
+ * point-to-point send/recv (and sends that do not wait: send_start, send_wait), all-reduces that
+ * do not wait (all_reduce_start, reduce_test, reduce_wait), barrier, and splitting a communicator
+ * into groups. Contract: every call is blocking and collective over the
  * communicator unless it says otherwise (send and recv involve two ranks). Data calls move bytes;
  * reductions take a dtype (float32, float64, int32, int64) and an operation. Byte counts and
  * element counts are >= 0; a backend returns HAP_EUNSUPPORTED for a count it cannot carry (MPI:
@@ -12,6 +13,7 @@
 #ifndef HAP_COMM_H
 #define HAP_COMM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/status.h"
@@ -65,6 +67,18 @@ typedef struct hap_comm_ops {
                            hap_err *err);
   /* Wait until every send this rank started on c has completed (not collective). */
   hap_status (*send_wait)(hap_comm *c, hap_err *err);
+  /* Reductions that do not wait (gradient buckets overlapping the backward pass): buf[0..count)
+   * becomes the op over ranks of every rank's buf, in place, once reduce_wait has returned; buf
+   * stays untouched until then. Every rank starts the same reductions in the same order; blocking
+   * collectives on c may come in between (they keep their order). They progress inside
+   * reduce_test, reduce_wait and other calls on c. NULL in a backend that has none: the caller
+   * reduces with all_reduce instead. */
+  hap_status (*all_reduce_start)(hap_comm *c, void *buf, int64_t count, hap_dtype dtype,
+                                 hap_reduce_op op, hap_err *err);
+  /* Progress the started reductions without blocking; *done: every one has completed. */
+  hap_status (*reduce_test)(hap_comm *c, bool *done, hap_err *err);
+  /* Wait until every reduction started on c has completed. */
+  hap_status (*reduce_wait)(hap_comm *c, hap_err *err);
 } hap_comm_ops;
 
 struct hap_comm {

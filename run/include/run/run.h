@@ -82,6 +82,11 @@ typedef struct hap_run_options {
   void (*on_task)(void *ctx, int32_t task);
   void *on_task_ctx;
   const hap_run_stage *stage; /* NULL: an ordinary plan (copied at create) */
+  /* > 0: the replicated parameters' gradient all-reduces go in buckets of this many bytes whose
+   * sums overlap the rest of the backward pass (hap-run --overlap; docs/execution.md "Overlap");
+   * the comm must have all_reduce_start. Applies to float32 plans of one micro-batch and no
+   * pipeline; other all-reduces, and every all-reduce under 0, block. */
+  int64_t overlap_bucket_bytes;
 } hap_run_options;
 
 typedef struct hap_run hap_run;
@@ -158,6 +163,11 @@ typedef struct hap_run_steps {
   double loss_scale;
 } hap_run_steps;
 hap_run_steps hap_run_steps_taken(const hap_run *r);
+
+/* Gradient buckets whose sums this runner has started so far (hap_run_options.
+ * overlap_bucket_bytes), or -1 when it does not overlap them (the option is 0, or the plan is not
+ * one it applies to). */
+int64_t hap_run_overlap_buckets(const hap_run *r);
 
 /* How often task t ran in the last iteration (its micro-batches), and in *own_s the time of
  * those runs without the recomputation that ran inside them (s; host clock, or the kernel
