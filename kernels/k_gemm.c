@@ -585,10 +585,13 @@ static void transpose_into(const float *src, int64_t m, int64_t n, float *dst) {
       dst[j * m + i] = src[i * n + j];
 }
 
-/* The weight gradient as dW^T [ck, O] = col g^T, an NN GEMM, rather than dW = g col^T (NT):
- * OpenBLAS 0.3.21 runs the NN form 1.1-1.7x faster from 16 output channels and the NT form faster
- * below (measured on the VGG19 layers, docs/kernels.md). */
-static bool conv_dw_transposed(const conv_dims *d) { return d->o >= 16 && d->ho * d->wo >= 64; }
+/* The weight gradient as dW^T [ck, O] = col g^T, an NN GEMM, rather than dW = g col^T (NT), for
+ * 16 to 64 output channels and maps of 64 positions or more: there OpenBLAS 0.3.21 runs the NN
+ * form 1.1-1.7x faster (measured on VGG19's layers, docs/kernels.md), and transposing g (O rows)
+ * costs little; with 256 channels (ViT's patch embedding) the transpose ate the gain. */
+static bool conv_dw_transposed(const conv_dims *d) {
+  return d->o >= 16 && d->o <= 64 && d->ho * d->wo >= 64;
+}
 
 /* db[o] += the sum of g [m, O, hw] over images and positions, in double. */
 __attribute__((noinline)) static void conv_bias_grad(const float *g, int64_t m, int64_t o,

@@ -27,16 +27,10 @@ done
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-models=tests/import/models.py
-vgg19_cfg='cfg=(1,1,"M",2,2,"M",4,4,4,4,"M",8,8,8,8,"M",8,8,8,8,"M")'
-# the configurations of reports/vs-pytorch.sh: name | factory | hap-import's -i / -a
-cases=(
-  "mlp|mlp|-i x:float32[128,1024] -a width=1024 -a hidden=1024 -a layers=4 -a classes=10"
-  "bert|encoder|-i tokens:int64[8,64] -a vocab=512 -a width=256 -a heads=4 -a layers=2 -a seq=64"
-  "vit|vit|-i x:float32[16,3,32,32] -a image=32 -a patch=4 -a width=256 -a heads=4 -a layers=2"
-  "vgg19|vgg|-i x:float32[16,3,32,32] -a width=8 -a $vgg19_cfg"
-)
-for c in "${cases[@]}"; do
+# shellcheck source=reports/vs-pytorch-models.sh
+. reports/vs-pytorch-models.sh
+models=$vs_pytorch_models
+for c in "${vs_pytorch_cases[@]}"; do
   IFS='|' read -r name factory spec <<<"$c"
   [ -z "$only" ] || [[ ",$only," == *",$name,"* ]] || continue
   # shellcheck disable=SC2206 # the spec's words are separate arguments

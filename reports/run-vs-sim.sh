@@ -12,7 +12,8 @@
 # POLICY (optional): a training policy for every plan, as hap-synth --policy takes it (e.g.
 # optimizer=adam,recompute=full,micro_batches=4 or precision=bf16); hap-profile --plan and hap-run
 # run the plans under it. MODELS (optional): the models to run, comma-separated (default
-# mlp,bert-base,vit,vgg19).
+# mlp,bert-base,vit,vgg19). HAP_RUN_ARGS (environment, optional): more hap-run arguments for every
+# run, e.g. "--overlap 4" (issue 19: gradient buckets that overlap the backward pass).
 # Usage: reports/run-vs-sim.sh [BUILD_DIR] [replay|loop] [REPEATS] [POLICY] [MODELS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,8 +52,9 @@ for speeds in 1,1 1,0.5; do
         "${mpi[@]}" "$bin/hap-profile" measure --backend cpu --quick --quiet "${emu[@]}" \
           --plan "$tmp/plan0.json" --model "$m" --cluster "$tmp/p0.h5" --kernel-timing "$timing" \
           -o "$tmp/p.h5"
+        # shellcheck disable=SC2086 # HAP_RUN_ARGS: words on purpose
         "${mpi[@]}" "$bin/hap-run" "$tmp/plan0.json" -m "$m" -c "$tmp/p0.h5" \
-          --sim-cluster "$tmp/p.h5" -n 10 -w 3 "${emu[@]}" -f json >"$tmp/r$r.json"
+          --sim-cluster "$tmp/p.h5" -n 10 -w 3 "${emu[@]}" ${HAP_RUN_ARGS:-} -f json >"$tmp/r$r.json"
       done
       python3 - "$speeds" "$m" "$s" "$tmp"/r[0-9]*.json <<'PY'
 import json, statistics, sys

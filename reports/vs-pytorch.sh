@@ -27,15 +27,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_TH
 export OMP_NUM_THREADS=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-models=tests/import/models.py
-vgg19_cfg='cfg=(1,1,"M",2,2,"M",4,4,4,4,"M",8,8,8,8,"M",8,8,8,8,"M")'
-# name | factory | inputs and factory arguments (hap-import's and vs_pytorch.py's -i / -a)
-cases=(
-  "mlp|mlp|-i x:float32[128,1024] -a width=1024 -a hidden=1024 -a layers=4 -a classes=10"
-  "bert|encoder|-i tokens:int64[8,64] -a vocab=512 -a width=256 -a heads=4 -a layers=2 -a seq=64"
-  "vit|vit|-i x:float32[16,3,32,32] -a image=32 -a patch=4 -a width=256 -a heads=4 -a layers=2"
-  "vgg19|vgg|-i x:float32[16,3,32,32] -a width=8 -a $vgg19_cfg"
-)
+# shellcheck source=reports/vs-pytorch-models.sh
+. reports/vs-pytorch-models.sh
+models=$vs_pytorch_models
 hap_time() { # PLAN RANKS: hap-run's median iteration, s
   local plan=$1 ranks=$2 launch=()
   [ "$ranks" -gt 1 ] && launch=(mpirun -np "$ranks")
@@ -54,7 +48,7 @@ ratio() { /usr/bin/python3 -c "import sys; print('%.2f' % (float(sys.argv[1]) / 
 
 echo "| model | PyTorch eager, 1 rank ms | hap-run, 1 rank ms | ratio | DDP, 2 ranks ms | hap dp-ev, 2 ranks ms | ratio | hap's plan, 2 ranks ms | ratio |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-for c in "${cases[@]}"; do
+for c in "${vs_pytorch_cases[@]}"; do
   IFS='|' read -r name factory spec <<<"$c"
   [ -z "$only" ] || [[ ",$only," == *",$name,"* ]] || continue
   # shellcheck disable=SC2206 # the spec's words are separate arguments

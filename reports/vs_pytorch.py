@@ -1,9 +1,10 @@
 """PyTorch's side of reports/vs-pytorch.sh: the training iteration of a model of
 tests/import/models.py (forward, cross-entropy, backward, SGD step) timed in PyTorch eager on one
-process, or under DistributedDataParallel (gloo, loopback) on several, each with one thread.
+process, or under DistributedDataParallel (gloo, loopback) on several, each with --threads
+intra-op threads (default 1).
 
 Usage: vs_pytorch.py MODELS.py FACTORY --input NAME:DTYPE[DIMS]... [--arg KEY=VALUE]...
-       [--ranks N] [--iters N] [--warmup N]
+       [--ranks N] [--iters N] [--warmup N] [--threads N]
 Prints one JSON line: {"ranks": N, "median_s": ..., "iters": N} (rank 0's wall time per
 iteration, median). The inputs are the global batch; with N ranks each takes 1/N of dim 0.
 """
@@ -69,7 +70,7 @@ def timed(model, batch, iters, warmup, sync):
 
 
 def worker(rank, args, inputs, kwargs, result_path):
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = load_factory(args.models, args.factory)(**kwargs)
     gen = torch.Generator().manual_seed(0)
@@ -96,6 +97,7 @@ def main():
     p.add_argument("--ranks", type=int, default=1)
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
     inputs = [parse_input(s) for s in args.input]
     kwargs = {}

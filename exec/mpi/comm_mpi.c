@@ -19,6 +19,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A piece of a non-blocking all-reduce, not yet started. */
+typedef struct nb_piece {
+  void *buf;
+  int count;
+  MPI_Datatype type;
+  MPI_Op op;
+} nb_piece;
+
+/* Pieces of non-blocking all-reduces in flight at once: more only thrash the caches (411 MB as
+ * 100 pieces started together took 1.2x the blocking call on dev-2c). */
+enum { NB_ACTIVE = 2 };
+
 /* MPI requests in flight. */
 typedef struct requests {
   MPI_Request *r;
@@ -30,7 +42,12 @@ typedef struct mpi_impl {
   int owned;           /* MPI_Comm_free on destroy (not the world) */
   int64_t piece_bytes; /* largest buffer of one MPI call of a pieced collective; 0: no pieces */
   requests sends;      /* started and not yet waited for (send_start) */
-  requests reducing;   /* all_reduce_start's, not yet waited for */
+  /* all_reduce_start's pieces: at most NB_ACTIVE in flight on nb_comm, the rest queued in the
+   * order they were started */
+  MPI_Comm nb_comm; /* a duplicate of comm (made at the first start), MPI_COMM_NULL before */
+  requests reducing;
+  nb_piece *queue;
+  int64_t n_queued, next_queued, cap_queued;
 } mpi_impl;
 
 static MPI_Comm comm_of(hap_comm *c) { return ((mpi_impl *)c->impl)->comm; }
@@ -417,7 +434,27 @@ static hap_status mpi_send_wait(hap_comm *c, hap_err *err) {
   return wait_all(c, &((mpi_impl *)c->impl)->sends, err);
 }
 
-/* In place, in pieces of at most piece_bytes as mpi_all_reduce goes (one request per piece). */
+/* Start queued pieces while fewer than NB_ACTIVE are in flight. They go on their own communicator
+ * (nb_comm): when a piece starts depends on when the one before it finished, so it may fall
+ * before a blocking collective on one rank and after it on another; MPI orders collectives per
+ * communicator, so the two streams cannot mismatch. */
+static hap_status pump(hap_comm *c, hap_err *err) {
+  mpi_impl *m = c->impl;
+  while (m->reducing.n < NB_ACTIVE && m->next_queued < m->n_queued) {
+    MPI_Request *r = next_request(&m->reducing, "MPI_Iallreduce", err);
+    if (r == NULL)
+      return HAP_ENOMEM;
+    const nb_piece *p = &m->queue[m->next_queued++];
+    HAP_TRY(check(c, MPI_Iallreduce(MPI_IN_PLACE, p->buf, p->count, p->type, p->op, m->nb_comm, r),
+                  "MPI_Iallreduce", err));
+    m->reducing.n++;
+  }
+  if (m->next_queued == m->n_queued)
+    m->n_queued = m->next_queued = 0;
+  return HAP_OK;
+}
+
+/* In place, in pieces of at most piece_bytes as mpi_all_reduce goes, queued for pump. */
 static hap_status mpi_all_reduce_start(hap_comm *c, void *buf, int64_t count, hap_dtype dtype,
                                        hap_reduce_op op, hap_err *err) {
   MPI_Datatype t = MPI_DATATYPE_NULL;
@@ -428,34 +465,46 @@ static hap_status mpi_all_reduce_start(hap_comm *c, void *buf, int64_t count, ha
     return hap_err_set(err, HAP_EINVAL, "mpi: MPI_Iallreduce count %lld, expected >= 0",
                        (long long)count);
   mpi_impl *m = c->impl;
+  if (m->nb_comm == MPI_COMM_NULL) /* collective: every rank's first start */
+    HAP_TRY(check(c, MPI_Comm_dup(m->comm, &m->nb_comm), "MPI_Comm_dup", err));
   int64_t es = hap_dtype_size(dtype);
   int64_t per = in_pieces(c, count * es) ? piece_elems(c, es, 1) : (count > 0 ? count : 1);
   HAP_TRY(fits_int(per < count ? per : count, "MPI_Iallreduce", err));
-  for (int64_t off = 0; off < count; off += per) {
-    MPI_Request *r = next_request(&m->reducing, "MPI_Iallreduce", err);
-    if (r == NULL)
-      return HAP_ENOMEM;
-    int n = (int)clamp_piece(count - off, per);
-    HAP_TRY(check(c, MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + off * es, n, t, o, m->comm, r),
-                  "MPI_Iallreduce", err));
-    m->reducing.n++;
+  int64_t pieces = (count + per - 1) / per;
+  if (m->n_queued + pieces > m->cap_queued) {
+    int64_t cap = 2 * (m->n_queued + pieces);
+    nb_piece *grown = realloc(m->queue, (size_t)cap * sizeof *grown);
+    if (grown == NULL)
+      return hap_err_set(err, HAP_ENOMEM, "mpi: MPI_Iallreduce: out of memory");
+    m->queue = grown;
+    m->cap_queued = cap;
   }
-  return HAP_OK;
+  for (int64_t off = 0; off < count; off += per)
+    m->queue[m->n_queued++] =
+        (nb_piece){(char *)buf + off * es, (int)clamp_piece(count - off, per), t, o};
+  return pump(c, err);
 }
 
 static hap_status mpi_reduce_test(hap_comm *c, bool *done, hap_err *err) {
-  requests *q = &((mpi_impl *)c->impl)->reducing;
+  mpi_impl *m = c->impl;
+  requests *q = &m->reducing;
   int flag = 1;
   if (q->n > 0)
     HAP_TRY(check(c, MPI_Testall(q->n, q->r, &flag, MPI_STATUSES_IGNORE), "MPI_Testall", err));
   if (flag)
     q->n = 0;
-  *done = flag != 0;
+  HAP_TRY(pump(c, err));
+  *done = q->n == 0;
   return HAP_OK;
 }
 
 static hap_status mpi_reduce_wait(hap_comm *c, hap_err *err) {
-  return wait_all(c, &((mpi_impl *)c->impl)->reducing, err);
+  mpi_impl *m = c->impl;
+  do {
+    HAP_TRY(wait_all(c, &m->reducing, err));
+    HAP_TRY(pump(c, err));
+  } while (m->reducing.n > 0);
+  return HAP_OK;
 }
 
 static hap_status mpi_barrier(hap_comm *c, hap_err *err) {
@@ -493,6 +542,9 @@ static void mpi_destroy(hap_comm *c) {
     MPI_Comm_free(&m->comm);
   free(m->sends.r);
   free(m->reducing.r);
+  free(m->queue);
+  if (m->nb_comm != MPI_COMM_NULL)
+    MPI_Comm_free(&m->nb_comm);
   free(m);
   free(c);
 }
@@ -533,6 +585,7 @@ static hap_status wrap(MPI_Comm comm, int owned, int64_t piece_bytes, hap_comm *
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   m->comm = comm;
+  m->nb_comm = MPI_COMM_NULL;
   m->owned = owned;
   m->piece_bytes = piece_bytes;
   c->ops = &mpi_ops;
