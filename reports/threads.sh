@@ -4,7 +4,8 @@
 # each time the median of ITERS iterations after 3 warm-ups, measured in one run of this script.
 # hap-run's threads are OpenBLAS's (its GEMMs); its other kernels run on one thread. PyTorch
 # threads its GEMMs (the same OpenBLAS) and its own elementwise and convolution kernels (OpenMP,
-# oneDNN). Prints a markdown table: times for 1 and THREADS threads, each one's speedup, and
+# oneDNN), with OMP_WAIT_POLICY=PASSIVE: OpenMP threads spinning beside OpenBLAS's made its mlp
+# 1.6x slower on 2 threads than passive ones did. Prints a markdown table: times for 1 and THREADS threads, each one's speedup, and
 # hap / PyTorch at THREADS. Without torch in /usr/bin/python3 the PyTorch columns say so.
 # Usage: reports/threads.sh [BUILD_DIR [ITERS [THREADS [MODELS]]]]  (MODELS: comma-separated)
 set -euo pipefail
@@ -34,7 +35,7 @@ hap_time() { # THREADS: hap-run's median iteration on one rank, s
 torch_time() { # THREADS ARGS...: PyTorch's median iteration, s
   local n=$1
   shift
-  OPENBLAS_NUM_THREADS=$n OMP_NUM_THREADS=$n /usr/bin/python3 reports/vs_pytorch.py \
+  OPENBLAS_NUM_THREADS=$n OMP_NUM_THREADS=$n OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 reports/vs_pytorch.py \
     "$vs_pytorch_models" "$@" --threads "$n" --iters "$iters" |
     /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["median_s"])'
 }

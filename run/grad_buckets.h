@@ -2,8 +2,8 @@
  * docs/execution.md "Overlap"), as PyTorch DDP's buckets do: each gradient summed over every rank
  * is copied into the open bucket of a staging area when its all-reduce task comes; a bucket whose
  * size reaches the bucket bytes has its sum started without waiting (comm all_reduce_start), and
- * compute goes on. A gradient of at least the bucket bytes is a bucket by itself, summed in place
- * (no copies). hap_buckets_progress, called between tasks, lets the started sums advance
+ * compute goes on. A gradient of at least the bucket bytes, or of 64 KiB, is summed in place on
+ * its own (no copies): buckets gather the small gradients. hap_buckets_progress, called between tasks, lets the started sums advance
  * (Open MPI's shared-memory transport moves data only inside MPI calls); hap_buckets_finish starts
  * the last, partial bucket, waits for all of them and copies each sum back into its gradient.
  * Between add and finish a gradient's buffer must not change (the runner finishes before the
