@@ -84,8 +84,8 @@ typedef struct hap_run_options {
   const hap_run_stage *stage; /* NULL: an ordinary plan (copied at create) */
   /* > 0: the replicated parameters' gradient all-reduces go in buckets of this many bytes whose
    * sums overlap the rest of the backward pass (hap-run --overlap; docs/execution.md "Overlap");
-   * the comm must have all_reduce_start. Applies to float32 plans of one micro-batch and no
-   * pipeline; other all-reduces, and every all-reduce under 0, block. */
+   * the comm must have all_reduce_start. Applies to float32 plans of one micro-batch without
+   * replicas or pipeline stages; other all-reduces, and every all-reduce under 0, block. */
   int64_t overlap_bucket_bytes;
 } hap_run_options;
 
