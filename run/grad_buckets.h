@@ -3,13 +3,13 @@
  * is copied into the open bucket of a staging area when its all-reduce task comes; a bucket whose
  * size reaches the bucket bytes has its sum started without waiting (comm all_reduce_start), and
  * compute goes on. A gradient of at least the bucket bytes, or of 64 KiB, is summed in place on
- * its own (no copies): buckets gather the small gradients. hap_buckets_progress, called between tasks, lets the started sums advance
- * (Open MPI's shared-memory transport moves data only inside MPI calls); hap_buckets_finish starts
- * the last, partial bucket, waits for all of them and copies each sum back into its gradient.
- * Between add and finish a gradient's buffer must not change (the runner finishes before the
- * first update). Internal to run/.
- * Ownership: hap_buckets_create returns an owned set freed with hap_buckets_destroy; it borrows
- * the comm, whose ops must have all_reduce_start, reduce_test and reduce_wait. */
+ * its own (no copies): buckets gather the small gradients. hap_buckets_progress, called between
+ * tasks, lets the started sums advance (Open MPI's shared-memory transport moves data only inside
+ * MPI calls); hap_buckets_finish starts the last, partial bucket, waits for all of them and copies
+ * each sum back into its gradient. Between add and finish a gradient's buffer must not change (the
+ * runner finishes before the first update). Internal to run/. Ownership: hap_buckets_create returns
+ * an owned set freed with hap_buckets_destroy; it borrows the comm, whose ops must have
+ * all_reduce_start, reduce_test and reduce_wait. */
 #ifndef HAP_RUN_GRAD_BUCKETS_H
 #define HAP_RUN_GRAD_BUCKETS_H
 

@@ -8,7 +8,8 @@
  * 1.3 s in one call and 0.08 s in 4 MiB pieces, a reduce-scatter 3.9 s against 0.10 s; all-gather
  * 0.07-1.9 s in one call, 0.07 s in pieces; all-to-all and point-to-point showed no such cliff
  * (tests/bench/bench_comm_mpi, reports/BENCHMARKS.md). NCCL and DDP's gradient buckets move large
- * tensors in pieces too. */
+ * tensors in pieces too. all_reduce_start queues its pieces the same way and keeps at most
+ * NB_ACTIVE of them in flight, on a duplicate of the communicator (pump, below). */
 #include "exec/comm_mpi.h"
 
 #include <errno.h>
