@@ -29,14 +29,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # shellcheck source=reports/vs-pytorch-models.sh
 . reports/vs-pytorch-models.sh
-models=$vs_pytorch_models
 for c in "${vs_pytorch_cases[@]}"; do
-  IFS='|' read -r name factory spec <<<"$c"
-  [ -z "$only" ] || [[ ",$only," == *",$name,"* ]] || continue
-  # shellcheck disable=SC2206 # the spec's words are separate arguments
-  args=($spec)
-  "$build/bin/hap-import" torch "$models:$factory" "${args[@]}" --loss cross_entropy \
-    -o "$tmp/$name.json" -q
+  vs_pytorch_import "$c" "$only" "$build/bin/hap-import" "$tmp/cur.json" || continue
+  mv "$tmp/cur.json" "$tmp/$name.json"
   # before, after, before, after: each build's rows are the faster of its two runs (less noise
   # from the machine's own swings), and both builds see the same minutes
   for round in 1 2; do

@@ -30,12 +30,7 @@ trap 'rm -rf "$tmp"' EXIT
 echo "| model | --overlap MiB | sums started per iteration | measured ms (median of $repeats runs) | vs the first size |"
 echo "|---|---:|---:|---:|---:|"
 for c in "${vs_pytorch_cases[@]}"; do
-  IFS='|' read -r name factory spec <<<"$c"
-  [ -z "$only" ] || [[ ",$only," == *",$name,"* ]] || continue
-  # shellcheck disable=SC2206 # the spec's words are separate arguments
-  args=($spec)
-  "$bin/hap-import" torch "$vs_pytorch_models:$factory" "${args[@]}" --loss cross_entropy \
-    -o "$tmp/g.json" -q
+  vs_pytorch_import "$c" "$only" "$bin/hap-import" "$tmp/g.json" || continue
   "$bin/hap-synth" "$tmp/g.json" -c cpu-2 -s dp-ev -o "$tmp/dp.json" -q
   for r in $(seq "$repeats"); do # round robin over the sizes, so drifts hit them alike
     for mb in ${sizes//,/ }; do
@@ -43,6 +38,7 @@ for c in "${vs_pytorch_cases[@]}"; do
         >"$tmp/run-$mb-$r.json"
     done
   done
+  # shellcheck disable=SC2086 # the sizes: words on purpose
   /usr/bin/python3 - "$name" "$tmp" "$repeats" ${sizes//,/ } <<'PY'
 import json, statistics, sys
 name, tmp, repeats, sizes = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]

@@ -43,12 +43,7 @@ fmt() { /usr/bin/python3 -c "import sys; print(sys.argv[1] % eval(sys.argv[2]))"
 echo "| model | hap-run 1 thread ms | hap-run $threads ms | speedup | PyTorch 1 thread ms | PyTorch $threads ms | speedup | hap / PyTorch at $threads |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 for c in "${vs_pytorch_cases[@]}"; do
-  IFS='|' read -r name factory spec <<<"$c"
-  [ -z "$only" ] || [[ ",$only," == *",$name,"* ]] || continue
-  # shellcheck disable=SC2206 # the spec's words are separate arguments
-  args=($spec)
-  "$bin/hap-import" torch "$vs_pytorch_models:$factory" "${args[@]}" --loss cross_entropy \
-    -o "$tmp/g.json" -q
+  vs_pytorch_import "$c" "$only" "$bin/hap-import" "$tmp/g.json" || continue
   "$bin/hap-synth" "$tmp/g.json" -c cpu-2:gpus_per_host=1 -o "$tmp/p1.json" -q
   h1=$(hap_time 1)
   hn=$(hap_time "$threads")

@@ -11,3 +11,15 @@ vs_pytorch_cases=(
   "vit|vit|-i x:float32[16,3,32,32] -a image=32 -a patch=4 -a width=256 -a heads=4 -a layers=2"
   "vgg19|vgg|-i x:float32[16,3,32,32] -a width=8 -a $vgg19_cfg"
 )
+
+# vs_pytorch_import CASE MODELS HAP_IMPORT OUT: case CASE of vs_pytorch_cases into name, factory
+# and args (the -i / -a words), then imported with HAP_IMPORT into the hap graph OUT. Returns 1
+# when MODELS (comma-separated names; empty: all) leaves the case out; a failed import ends the
+# script.
+vs_pytorch_import() {
+  IFS='|' read -r name factory spec <<<"$1"
+  [ -z "$2" ] || [[ ",$2," == *",$name,"* ]] || return 1
+  read -ra args <<<"$spec"
+  "$3" torch "$vs_pytorch_models:$factory" "${args[@]}" --loss cross_entropy -o "$4" -q ||
+    { echo "hap-import failed for $name" >&2; exit 1; }
+}

@@ -29,7 +29,6 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # shellcheck source=reports/vs-pytorch-models.sh
 . reports/vs-pytorch-models.sh
-models=$vs_pytorch_models
 hap_time() { # PLAN RANKS: hap-run's median iteration, s
   local plan=$1 ranks=$2 launch=()
   [ "$ranks" -gt 1 ] && launch=(mpirun -np "$ranks")
@@ -40,7 +39,7 @@ hap_time() { # PLAN RANKS: hap-run's median iteration, s
 torch_time() { # RANKS ARGS...: PyTorch's median iteration, s
   local ranks=$1
   shift
-  /usr/bin/python3 reports/vs_pytorch.py "$models" "$@" --ranks "$ranks" --iters "$iters" |
+  /usr/bin/python3 reports/vs_pytorch.py "$vs_pytorch_models" "$@" --ranks "$ranks" --iters "$iters" |
     /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["median_s"])'
 }
 ms() { /usr/bin/python3 -c "import sys; print('%.2f' % (1e3 * float(sys.argv[1])))" "$1"; }
@@ -49,11 +48,7 @@ ratio() { /usr/bin/python3 -c "import sys; print('%.2f' % (float(sys.argv[1]) / 
 echo "| model | PyTorch eager, 1 rank ms | hap-run, 1 rank ms | ratio | DDP, 2 ranks ms | hap dp-ev, 2 ranks ms | ratio | hap's plan, 2 ranks ms | ratio |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for c in "${vs_pytorch_cases[@]}"; do
-  IFS='|' read -r name factory spec <<<"$c"
-  [ -z "$only" ] || [[ ",$only," == *",$name,"* ]] || continue
-  # shellcheck disable=SC2206 # the spec's words are separate arguments
-  args=($spec)
-  "$bin/hap-import" torch "$models:$factory" "${args[@]}" --loss cross_entropy -o "$tmp/g.json" -q
+  vs_pytorch_import "$c" "$only" "$bin/hap-import" "$tmp/g.json" || continue
   "$bin/hap-synth" "$tmp/g.json" -c cpu-2:gpus_per_host=1 -o "$tmp/p1.json" -q
   "$bin/hap-synth" "$tmp/g.json" -c cpu-2 -s dp-ev -o "$tmp/dp.json" -q
   "$bin/hap-synth" "$tmp/g.json" -c cpu-2 -o "$tmp/hap.json" -q
