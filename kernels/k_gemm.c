@@ -403,8 +403,8 @@ static void add_run(float *restrict dst, const float *restrict src, int64_t n) {
 }
 
 /* col [C*kh*kw, ho*wo] (row r at col + r * ld) from one image x [C, H, W] (zero padding). Small
- * maps gather through `taps` (conv_taps); large ones go row by row, the padding as zero runs and
- * the inside as a copy (contiguous when stride is 1). */
+ * maps gather through `taps` (conv_taps); conv_flat maps copy each tap's shifted run at once;
+ * others go row by row, the padding as zero runs and the inside as a copy. */
 static void im2col(const conv_dims *d, const float *x, float *col, int64_t ld,
                    const int32_t *taps) {
   if (taps != NULL) {
