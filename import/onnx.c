@@ -13,6 +13,7 @@
  * Transpose -> permute; ReduceMean, ReduceSum; Gather on an initializer (axis 0) -> embedding;
  * LayerNormalization -> layer_norm; Identity and Dropout -> the same tensor. */
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +54,20 @@ typedef struct ctx {
   char bad_ops[512];   /* distinct unsupported op types, ", "-separated */
   char why[400];       /* the current node's reason */
   const char *buffers; /* hap_onnx_options.buffers */
+  hap_strmap expand;   /* Expand output -> node index: a class token awaiting its Concat */
+  size_t cur;          /* the node being mapped */
+  struct fuse {        /* per node: GELU written out (x * 0.5 * (1 + erf(x / sqrt 2))) */
+    uint8_t kind;      /* FUSE_NONE, FUSE_SKIP (inside one), FUSE_GELU (its last node) */
+    const char *x;     /* FUSE_GELU: GELU's input */
+  } * fuse;
+  struct made { /* buffers whose values the import computed (a mask, constant indices) */
+    int32_t tensor;
+    void *data; /* float32 or int64, the tensor's dtype */
+  } * made;
+  int32_t n_made, cap_made;
 } ctx;
+
+enum { FUSE_NONE = 0, FUSE_SKIP, FUSE_GELU };
 
 /* ---- constants ------------------------------------------------------------------------------ */
 
@@ -243,15 +257,33 @@ static bool listed(const char *list, const char *name) {
   return false;
 }
 
-/* The hap tensor of value `name`: mapped before, or a float initializer made a parameter (a
- * buffer when hap_onnx_options.buffers names it) now. */
-static bool tensor(ctx *c, const char *name, int32_t *id) {
+static bool as_const(ctx *c, const char *name, struct fval *f);
+static bool const_tensor(ctx *c, const char *name, struct fval *f, int32_t *id);
+
+/* The hap tensor of value `name`: mapped before, a float initializer made a parameter (a buffer
+ * when hap_onnx_options.buffers names it) now, or a constant (a Constant node's output or a value
+ * folded here) made a buffer holding its values. */
+static bool tensor_of(ctx *c, const char *name, bool buffer, int32_t *id);
+static bool tensor(ctx *c, const char *name, int32_t *id) { return tensor_of(c, name, false, id); }
+
+/* tensor(), with an initializer made a buffer whatever --buffers says when `buffer` (state no
+ * gradient reaches, such as batch norm's running statistics). */
+static bool tensor_of(ctx *c, const char *name, bool buffer, int32_t *id) {
   *id = hap_strmap_get(&c->val, name);
   if (*id >= 0)
     return true;
+  if (hap_strmap_get(&c->expand, name) >= 0)
+    return fail(c,
+                "'%s' is an Expand, which hap maps only as a class token appended by Concat "
+                "([x, expand(token)] along dim 1: cls_append)",
+                name);
   int32_t i = hap_strmap_get(&c->init, name);
-  if (i < 0)
+  if (i < 0) {
+    struct fval f;
+    if (as_const(c, name, &f))
+      return const_tensor(c, name, &f, id);
     return fail(c, "input '%s' is not produced by any node, graph input or initializer", name);
+  }
   const Onnx__TensorProto *t = c->gp->initializer[i];
   hap_dtype dt;
   hap_shape s = {.rank = (int32_t)t->n_dims};
@@ -261,7 +293,7 @@ static bool tensor(ctx *c, const char *name, int32_t *id) {
   for (size_t k = 0; k < t->n_dims; k++)
     s.dims[k] = t->dims[k];
   hap_err e = {0};
-  bool trainable = dt == HAP_F32 && !listed(c->buffers, name);
+  bool trainable = dt == HAP_F32 && !buffer && !listed(c->buffers, name);
   if (hap_graph_add_tensor(c->g, name, trainable ? HAP_TENSOR_PARAMETER : HAP_TENSOR_BUFFER, dt, &s,
                            id, &e) != HAP_OK)
     return fail(c, "initializer '%s': %s", name, e.msg);
@@ -518,10 +550,12 @@ static bool part(ctx *c, const char *base, const char *suffix, hap_op op, const 
   return true;
 }
 
-/* Parameter or buffer `name` ([C]) reshaped to [C, 1, ...] for `rank`-dim inputs. */
-static bool column(ctx *c, const char *base, const char *name, int32_t rank, int32_t *id) {
+/* Parameter or buffer `name` ([C]) reshaped to [C, 1, ...] for `rank`-dim inputs; a buffer
+ * whatever --buffers says when `buffer`. */
+static bool column(ctx *c, const char *base, const char *name, int32_t rank, bool buffer,
+                   int32_t *id) {
   int32_t t;
-  if (!tensor(c, name, &t))
+  if (!tensor_of(c, name, buffer, &t))
     return false;
   const hap_shape *s = shape_of(c, t);
   if (s->rank != 1)
@@ -572,12 +606,12 @@ static bool map_batch_norm(ctx *c, const Onnx__NodeProto *n, int32_t *in) {
         !part(c, o, ".var", HAP_OP_MEAN, &t, 1, &red, &var))
       return false;
   } else {
-    if (!column(c, o, n->input[3], rank, &m))
+    if (!column(c, o, n->input[3], rank, true, &m))
       return false;
     ins[0] = in[0];
     ins[1] = m;
     if (!part(c, o, ".centered", HAP_OP_SUB, ins, 2, NULL, &d) ||
-        !column(c, o, n->input[4], rank, &var))
+        !column(c, o, n->input[4], rank, true, &var))
       return false;
   }
   hap_attrs add_eps;
@@ -588,11 +622,13 @@ static bool map_batch_norm(ctx *c, const Onnx__NodeProto *n, int32_t *in) {
     return false;
   ins[0] = d;
   ins[1] = t;
-  if (!part(c, o, ".normed", HAP_OP_MUL, ins, 2, NULL, &t) || !column(c, o, n->input[1], rank, &w))
+  if (!part(c, o, ".normed", HAP_OP_MUL, ins, 2, NULL, &t) ||
+      !column(c, o, n->input[1], rank, false, &w))
     return false;
   ins[0] = t;
   ins[1] = w;
-  if (!part(c, o, ".scaled", HAP_OP_MUL, ins, 2, NULL, &t) || !column(c, o, n->input[2], rank, &b))
+  if (!part(c, o, ".scaled", HAP_OP_MUL, ins, 2, NULL, &t) ||
+      !column(c, o, n->input[2], rank, false, &b))
     return false;
   ins[0] = t;
   ins[1] = b;
@@ -600,6 +636,36 @@ static bool map_batch_norm(ctx *c, const Onnx__NodeProto *n, int32_t *in) {
 }
 
 /* ---- shape arithmetic, folded ---------------------------------------------------------------- */
+
+/* Whether value `name` feeds only comparisons and conditions: every reader is Equal, Cast to
+ * bool, Where's condition, or a Slice, Reshape, Unsqueeze or Squeeze of it whose output is such a
+ * value too. A float initializer read so is a mask (GPT-2's causal `bias` buffer): a constant. */
+static bool mask_only(const ctx *c, const char *name, int depth) {
+  int readers = 0;
+  if (depth > 16)
+    return false;
+  for (size_t i = 0; i < c->gp->n_output; i++)
+    if (c->gp->output[i]->name != NULL && strcmp(c->gp->output[i]->name, name) == 0)
+      return false;
+  for (size_t i = 0; i < c->gp->n_node; i++) {
+    const Onnx__NodeProto *n = c->gp->node[i];
+    for (size_t k = 0; k < n->n_input; k++) {
+      if (strcmp(n->input[k], name) != 0)
+        continue;
+      readers++;
+      const char *t = n->op_type != NULL ? n->op_type : "";
+      bool through = k == 0 && n->n_output >= 1 &&
+                     (strcmp(t, "Slice") == 0 || strcmp(t, "Reshape") == 0 ||
+                      strcmp(t, "Unsqueeze") == 0 || strcmp(t, "Squeeze") == 0);
+      if (strcmp(t, "Equal") == 0 || (strcmp(t, "Cast") == 0 && attr_i(n, "to", 0) == T_BOOL) ||
+          (strcmp(t, "Where") == 0 && k == 0))
+        continue;
+      if (!through || !mask_only(c, n->output[0], depth + 1))
+        return false;
+    }
+  }
+  return readers > 0;
+}
 
 /* Value `name` as a small constant into *f (f->v malloc'd): folded before, or an initializer or
  * Constant of at most FOLD_MAX elements that is not a float weight. */
@@ -618,7 +684,7 @@ static bool as_const(ctx *c, const char *name, fval *f) {
   if (t == NULL || !numel_of(t, &n) || n > FOLD_MAX || t->n_dims > HAP_MAX_DIMS)
     return false;
   int dt = t->has_data_type ? t->data_type : 0;
-  if (hap_strmap_get(&c->init, name) >= 0 && dt == T_FLOAT && n > 1)
+  if (hap_strmap_get(&c->init, name) >= 0 && dt == T_FLOAT && n > 1 && !mask_only(c, name, 0))
     return false; /* a weight */
   f->v = malloc((size_t)(n > 0 ? n : 1) * sizeof *f->v);
   char keep[sizeof c->why];
@@ -658,6 +724,159 @@ static bool keep_folded(ctx *c, const char *name, fval *f) {
   return true;
 }
 
+/* A buffer tensor `name` holding constant f (float32, or int64 when f->is_int); its values are
+ * kept for hap_onnx_parse's values. Takes f->v. */
+static bool const_tensor(ctx *c, const char *name, fval *f, int32_t *id) {
+  hap_shape s = {.rank = f->rank};
+  memcpy(s.dims, f->dims, sizeof s.dims);
+  int64_t numel = 0;
+  bool fits = hap_shape_numel(&s, &numel) == HAP_OK && numel == f->n;
+  void *data = fits ? malloc((size_t)(f->n > 0 ? f->n : 1) * 8) : NULL;
+  if (fits && data != NULL && c->n_made == c->cap_made) {
+    int32_t cap = c->cap_made ? 2 * c->cap_made : 8;
+    struct made *m = realloc(c->made, (size_t)cap * sizeof *m);
+    if (m != NULL) {
+      c->made = m;
+      c->cap_made = cap;
+    }
+  }
+  if (!fits || data == NULL || c->n_made == c->cap_made) {
+    free(f->v);
+    free(data);
+    return fits ? fail(c, "out of memory")
+                : fail(c, "constant '%s': %lld values do not fill its dims", name, (long long)f->n);
+  }
+  for (int64_t i = 0; i < f->n; i++)
+    if (f->is_int)
+      ((int64_t *)data)[i] = (int64_t)f->v[i];
+    else
+      ((float *)data)[i] = (float)f->v[i];
+  hap_dtype dt = f->is_int ? HAP_I64 : HAP_F32;
+  free(f->v);
+  f->v = NULL;
+  hap_err e = {0};
+  if (hap_graph_add_tensor(c->g, name, HAP_TENSOR_BUFFER, dt, &s, id, &e) != HAP_OK) {
+    free(data);
+    return fail(c, "constant '%s': %s", name, e.msg);
+  }
+  c->made[c->n_made++] = (struct made){.tensor = *id, .data = data};
+  return hap_strmap_put(&c->val, name, *id) == 0 || fail(c, "out of memory");
+}
+
+/* Slice of constant x (starts, ends, axes, steps as ONNX's inputs 1-4, step 1) into *out. */
+static bool fold_slice(const fval *in, size_t k, fval *out) {
+  const fval *x = &in[0];
+  int64_t lo[HAP_MAX_DIMS], hi[HAP_MAX_DIMS];
+  if (k < 3 || in[1].n != in[2].n || (k > 3 && in[3].n != in[1].n) || (k > 4 && in[4].n != in[1].n))
+    return false;
+  for (int d = 0; d < x->rank; d++) {
+    lo[d] = 0;
+    hi[d] = x->dims[d];
+  }
+  for (int64_t i = 0; i < in[1].n; i++) {
+    int64_t a = k > 3 ? (int64_t)in[3].v[i] : i;
+    a = a < 0 ? a + x->rank : a;
+    if (a < 0 || a >= x->rank || (k > 4 && in[4].v[i] != 1))
+      return false;
+    double size = (double)x->dims[a], l = in[1].v[i], h = in[2].v[i];
+    l = l < 0 ? l + size : l;
+    h = h < 0 ? h + size : h;
+    l = l < 0 ? 0 : l > size ? size : l;
+    h = h < l ? l : h > size ? size : h;
+    lo[a] = (int64_t)l;
+    hi[a] = (int64_t)h;
+  }
+  *out = (fval){.rank = x->rank, .n = 1, .is_int = x->is_int};
+  for (int d = 0; d < x->rank; d++) {
+    out->dims[d] = hi[d] - lo[d];
+    out->n *= out->dims[d];
+  }
+  out->v = malloc((size_t)(out->n + 1) * sizeof *out->v);
+  if (out->v == NULL)
+    return false;
+  int64_t idx[HAP_MAX_DIMS] = {0};
+  for (int64_t i = 0; i < out->n; i++) {
+    int64_t at = 0;
+    for (int d = 0; d < x->rank; d++)
+      at = at * x->dims[d] + lo[d] + idx[d];
+    out->v[i] = x->v[at];
+    for (int d = x->rank - 1; d >= 0 && ++idx[d] == out->dims[d]; d--)
+      idx[d] = 0;
+  }
+  return true;
+}
+
+/* Reshape of constant x to shape s (0 copies a dim unless allowzero, one -1 inferred) into *out
+ * (takes x->v). */
+static bool fold_reshape(fval *x, const fval *s, bool allowzero, fval *out) {
+  if (s->rank != 1 || s->n > HAP_MAX_DIMS)
+    return false;
+  *out = (fval){.rank = (int32_t)s->n, .n = x->n, .is_int = x->is_int};
+  int64_t known = 1, infer = -1;
+  for (int64_t d = 0; d < s->n; d++) {
+    int64_t v = (int64_t)s->v[d];
+    if (v == 0 && !allowzero)
+      v = d < x->rank ? x->dims[d] : -2;
+    if (v == -1 && infer < 0)
+      infer = d;
+    else if (v < 0)
+      return false;
+    else
+      known *= v;
+    out->dims[d] = v;
+  }
+  if (infer >= 0)
+    out->dims[infer] = known > 0 && x->n % known == 0 ? x->n / known : -1;
+  if ((infer >= 0 && out->dims[infer] < 0) || (infer < 0 && known != x->n))
+    return false;
+  out->v = x->v;
+  x->v = NULL;
+  return true;
+}
+
+/* ConstantOfShape: shape s, every element the `value` attribute's one element (default 0.0). */
+static bool fold_constant_of_shape(const Onnx__NodeProto *n, const fval *s, fval *out) {
+  double v = 0;
+  bool is_int = false;
+  const Onnx__AttributeProto *a = attr(n, "value");
+  if (a != NULL && a->t != NULL) {
+    const Onnx__TensorProto *t = a->t;
+    int64_t cnt = 0;
+    int dt = t->has_data_type ? t->data_type : 0;
+    bool ok = numel_of(t, &cnt) && cnt == 1;
+    if (ok && t->has_raw_data && t->raw_data.len == 8 && dt == T_INT64) {
+      int64_t i64;
+      memcpy(&i64, t->raw_data.data, 8);
+      v = (double)i64;
+    } else if (ok && t->has_raw_data && t->raw_data.len == 4 && dt == T_FLOAT) {
+      float f32;
+      memcpy(&f32, t->raw_data.data, 4);
+      v = f32;
+    } else if (ok && !t->has_raw_data && dt == T_INT64 && t->n_int64_data == 1) {
+      v = (double)t->int64_data[0];
+    } else if (ok && !t->has_raw_data && dt == T_FLOAT && t->n_float_data == 1) {
+      v = t->float_data[0];
+    } else {
+      return false;
+    }
+    is_int = dt == T_INT64;
+  }
+  if (s->rank != 1 || s->n > HAP_MAX_DIMS)
+    return false;
+  *out = (fval){.rank = (int32_t)s->n, .n = 1, .is_int = is_int};
+  for (int64_t d = 0; d < s->n; d++) {
+    out->dims[d] = (int64_t)s->v[d];
+    if (out->dims[d] < 0 || out->dims[d] > FOLD_MAX)
+      return false;
+    out->n *= out->dims[d];
+  }
+  if (out->n > FOLD_MAX || (out->v = malloc((size_t)(out->n + 1) * sizeof *out->v)) == NULL)
+    return false;
+  for (int64_t i = 0; i < out->n; i++)
+    out->v[i] = v;
+  return true;
+}
+
 static double arith(char op, double a, double b, bool is_int) {
   switch (op) {
   case 'A': return a + b;
@@ -677,13 +896,17 @@ static double arith(char op, double a, double b, bool is_int) {
 static bool try_fold(ctx *c, const Onnx__NodeProto *n, bool *done) {
   const char *t = n->op_type;
   *done = false;
-  fval in[4] = {{0}}, out = {0};
-  size_t k = n->n_input < 4 ? n->n_input : 4;
+  fval in[5] = {{0}}, out = {0};
+  size_t k = n->n_input < 5 ? n->n_input : 5;
   if (strcmp(t, "Shape") == 0) {
     int32_t id = n->n_input == 1 ? hap_strmap_get(&c->val, n->input[0]) : -1;
-    if (id < 0)
+    const fval *f = n->n_input == 1 && id < 0 ? folded(c, n->input[0]) : NULL;
+    hap_shape fs = {.rank = f != NULL ? f->rank : 0};
+    if (f != NULL)
+      memcpy(fs.dims, f->dims, sizeof fs.dims);
+    if (id < 0 && f == NULL)
       return true;
-    const hap_shape *sh = shape_of(c, id);
+    const hap_shape *sh = id >= 0 ? shape_of(c, id) : &fs;
     out = (fval){.rank = 1, .dims = {sh->rank}, .n = sh->rank, .is_int = true};
     out.v = malloc((size_t)(sh->rank + 1) * sizeof *out.v);
     if (out.v == NULL)
@@ -693,12 +916,13 @@ static bool try_fold(ctx *c, const Onnx__NodeProto *n, bool *done) {
     *done = true;
     return keep_folded(c, n->output[0], &out);
   }
-  static const char *const ops[] = {"Gather", "Unsqueeze", "Squeeze", "Concat", "Cast",
-                                    "Add",    "Sub",       "Mul",     "Div",    "Equal"};
+  static const char *const ops[] = {
+      "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast",    "Add",   "Sub",
+      "Mul",    "Div",       "Equal",   "Slice",  "Reshape", "Where", "ConstantOfShape"};
   bool known_op = false;
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
     known_op = known_op || strcmp(t, ops[i]) == 0;
-  if (!known_op || n->n_input == 0 || n->n_input > 4 || n->n_output != 1)
+  if (!known_op || n->n_input == 0 || n->n_input > 5 || n->n_output != 1)
     return true;
   size_t got = 0;
   for (; got < k; got++)
@@ -763,6 +987,23 @@ static bool try_fold(ctx *c, const Onnx__NodeProto *n, bool *done) {
       out.is_int = to == T_INT64 || to == T_INT32 || to == T_BOOL;
       for (int64_t i = 0; out.is_int && i < out.n; i++)
         out.v[i] = to == T_BOOL ? out.v[i] != 0 : (double)(int64_t)out.v[i];
+    } else if (strcmp(t, "Slice") == 0) {
+      ok = fold_slice(in, k, &out);
+    } else if (strcmp(t, "Reshape") == 0 && k == 2) {
+      ok = fold_reshape(&in[0], &in[1], attr_i(n, "allowzero", 0) != 0, &out);
+    } else if (strcmp(t, "ConstantOfShape") == 0 && k == 1) {
+      ok = fold_constant_of_shape(n, &in[0], &out);
+    } else if (strcmp(t, "Where") == 0 && k == 3) { /* same sizes, or single values */
+      const fval *big = in[0].n >= in[1].n ? &in[0] : &in[1];
+      big = big->n >= in[2].n ? big : &in[2];
+      for (size_t i = 0; i < 3; i++)
+        ok = ok && (in[i].n == big->n || in[i].n == 1);
+      out = (fval){.rank = big->rank, .n = big->n, .is_int = in[1].is_int && in[2].is_int};
+      memcpy(out.dims, big->dims, sizeof out.dims);
+      out.v = ok ? malloc((size_t)(out.n + 1) * sizeof *out.v) : NULL;
+      for (int64_t i = 0; out.v != NULL && i < out.n; i++)
+        out.v[i] = in[0].v[in[0].n == 1 ? 0 : i] != 0 ? in[1].v[in[1].n == 1 ? 0 : i]
+                                                      : in[2].v[in[2].n == 1 ? 0 : i];
     } else if (k == 2) { /* Add Sub Mul Div Equal, one side possibly a single value */
       const fval *big = in[0].n >= in[1].n ? &in[0] : &in[1];
       ok = in[0].n == in[1].n || in[0].n == 1 || in[1].n == 1;
@@ -878,6 +1119,192 @@ static bool map_cross_entropy(ctx *c, const Onnx__NodeProto *n, int32_t *in) {
   return emit(c, n, HAP_OP_CROSS_ENTROPY, in, 2, &a);
 }
 
+/* Where(cond, a, b) with a constant condition, one branch a one-element constant (the fill) and
+ * the other a tensor x: for a fill of -inf or +inf, x + M with M the fill where the output takes
+ * it, 0 elsewhere (masked_fill's mask); for a finite fill, x * K + V (K 0 there, 1 elsewhere; V
+ * the fill there, 0 elsewhere). M, K and V become buffers named after the output. */
+static bool map_where(ctx *c, const Onnx__NodeProto *n) {
+  fval cond, m, v = {0};
+  double fill;
+  int32_t x, mid = -1, vid = -1, t = -1, ins[2];
+  if (n->n_input != 3 || hap_strmap_get(&c->val, n->input[0]) >= 0 ||
+      !as_const(c, n->input[0], &cond))
+    return fail(c, "hap maps Where with a constant condition (a mask)");
+  bool fill_first = is_scalar_const(c, n->input[1], &fill);
+  if ((!fill_first && !is_scalar_const(c, n->input[2], &fill)) ||
+      !tensor(c, n->input[fill_first ? 2 : 1], &x)) {
+    free(cond.v);
+    return c->why[0] ? false
+                     : fail(c, "hap maps Where whose one branch is a one-element constant (a "
+                               "masked_fill) and the other a tensor");
+  }
+  bool inf = isinf(fill);
+  m = cond;
+  if (!inf) {
+    v = cond;
+    v.v = malloc((size_t)(cond.n + 1) * sizeof *v.v);
+    if (v.v == NULL) {
+      free(cond.v);
+      return fail(c, "out of memory");
+    }
+  }
+  for (int64_t i = 0; i < cond.n; i++) {
+    bool takes = (cond.v[i] != 0) == fill_first; /* this element is the fill */
+    m.v[i] = inf ? (takes ? fill : 0) : (takes ? 0 : 1);
+    if (!inf)
+      v.v[i] = takes ? fill : 0;
+  }
+  m.is_int = v.is_int = false;
+  char name[600];
+  snprintf(name, sizeof name, "%.500s.%s", n->output[0], inf ? "mask" : "keep");
+  if (!const_tensor(c, name, &m, &mid)) {
+    free(v.v);
+    return false;
+  }
+  ins[0] = x;
+  ins[1] = mid;
+  if (inf)
+    return emit(c, n, HAP_OP_ADD, ins, 2, NULL);
+  snprintf(name, sizeof name, "%.500s.fill", n->output[0]);
+  if (!part(c, n->output[0], ".kept", HAP_OP_MUL, ins, 2, NULL, &t) ||
+      !const_tensor(c, name, &v, &vid))
+    return false;
+  ins[0] = t;
+  ins[1] = vid;
+  return emit(c, n, HAP_OP_ADD, ins, 2, NULL);
+}
+
+/* Split along `axis` into the outputs' sizes (the split input; before opset 13 the attribute;
+ * else equal parts) -> one narrow per output, named as it. */
+static bool map_split(ctx *c, const Onnx__NodeProto *n, const int32_t *in) {
+  const hap_shape *x = shape_of(c, in[0]);
+  int64_t axis = attr_i(n, "axis", 0), sizes[64] = {0}, total = 0;
+  axis = axis < 0 ? axis + x->rank : axis;
+  size_t k = n->n_output, na;
+  const int64_t *split = attr_ints(n, "split", &na);
+  double v[64];
+  int64_t cnt = 0;
+  if (axis < 0 || axis >= x->rank || k > 64)
+    return fail(c, "axis out of range, or more than 64 outputs");
+  if (n->n_input >= 2 && n->input[1][0] != '\0') {
+    if (!const_values(c, n->input[1], v, 64, &cnt))
+      return false;
+  } else {
+    int64_t equal = x->dims[axis] / (int64_t)k; /* equal parts */
+    cnt = split != NULL ? (int64_t)na : (int64_t)k;
+    for (int64_t j = 0; j < cnt && j < 64; j++)
+      v[j] = (double)(split != NULL ? split[j] : equal);
+  }
+  for (int64_t j = 0; j < cnt && j < 64; j++) {
+    sizes[j] = (int64_t)v[j];
+    total += sizes[j] > 0 ? sizes[j] : -x->dims[axis] - 1;
+  }
+  if (cnt != (int64_t)k || total != x->dims[axis])
+    return fail(c, "split sizes that do not cover dim %lld (%lld) in %zu positive parts",
+                (long long)axis, (long long)x->dims[axis], k);
+  for (size_t j = 0, start = 0; j < k; start += (size_t)sizes[j], j++) {
+    hap_attrs a;
+    hap_attrs_init(&a, HAP_OP_NARROW);
+    SET(hap_attrs_set_int(&a, HAP_OP_NARROW, "dim", axis, ERR));
+    SET(hap_attrs_set_int(&a, HAP_OP_NARROW, "start", (int64_t)start, ERR));
+    SET(hap_attrs_set_int(&a, HAP_OP_NARROW, "length", sizes[j], ERR));
+    const char *out = n->output[j];
+    int32_t id;
+    hap_err e = {0};
+    if (out[0] == '\0')
+      continue;
+    if (hap_graph_add_node(c->g, out, HAP_OP_NARROW, in, 1, &a, &out, &id, &e) != HAP_OK)
+      return fail(c, "%s", e.msg);
+    if (hap_strmap_put(&c->val, out, id) != 0)
+      return fail(c, "out of memory");
+  }
+  return true;
+}
+
+/* Gather with constant indices: one index (the dim dropped) or a contiguous ascending run of
+ * them along `axis` of any tensor -> narrow (+ reshape for one index). */
+static bool map_gather_const(ctx *c, const Onnx__NodeProto *n, fval *idx) {
+  int32_t x, cur;
+  int64_t first = 0;
+  bool ok = tensor(c, n->input[0], &x) && idx->n >= 1 && idx->rank <= 1;
+  const hap_shape *s = ok ? shape_of(c, x) : NULL;
+  int64_t axis = attr_i(n, "axis", 0);
+  axis = s != NULL && axis < 0 ? axis + s->rank : axis;
+  ok = ok && axis >= 0 && axis < s->rank;
+  for (int64_t i = 0; ok && i < idx->n; i++) {
+    int64_t j = (int64_t)idx->v[i];
+    j = j < 0 ? j + s->dims[axis] : j;
+    first = i == 0 ? j : first;
+    ok = j >= 0 && j < s->dims[axis] && j == first + i;
+  }
+  int32_t rank = idx->rank;
+  free(idx->v);
+  idx->v = NULL;
+  if (!ok)
+    return c->why[0] ? false
+                     : fail(c, "hap maps Gather with constant indices as one index or an "
+                               "ascending run of them, inside the dim");
+  hap_shape out = *s;
+  out.dims[axis] = idx->n;
+  cur = x;
+  if (idx->n < s->dims[axis]) {
+    hap_attrs a;
+    hap_attrs_init(&a, HAP_OP_NARROW);
+    SET(hap_attrs_set_int(&a, HAP_OP_NARROW, "dim", axis, ERR));
+    SET(hap_attrs_set_int(&a, HAP_OP_NARROW, "start", first, ERR));
+    SET(hap_attrs_set_int(&a, HAP_OP_NARROW, "length", idx->n, ERR));
+    if (rank == 1)
+      return emit(c, n, HAP_OP_NARROW, &x, 1, &a);
+    if (!part(c, n->output[0], ".narrow", HAP_OP_NARROW, &x, 1, &a, &cur))
+      return false;
+  } else if (rank == 1) {
+    return alias(c, n, x);
+  }
+  int64_t dims[HAP_MAX_DIMS];
+  for (int k = 0, r = 0; k < out.rank; k++)
+    if (k != axis)
+      dims[r++] = out.dims[k];
+  return map_reshape_to(c, n, cur, dims, out.rank - 1);
+}
+
+/* Expand: held (no hap op) until the Concat that appends it as a class token reads it. */
+static bool map_expand(ctx *c, const Onnx__NodeProto *n) {
+  return hap_strmap_put(&c->expand, n->output[0], (int32_t)c->cur) == 0 || fail(c, "out of memory");
+}
+
+/* Concat of tensors: only [x, Expand(token)] along dim 1, x [N, S, H], token [1, 1, H] expanded
+ * to [N, 1, H] -> cls_append (the token last, as the zoo's ViT). */
+static bool map_concat(ctx *c, const Onnx__NodeProto *n) {
+  int32_t e0 = hap_strmap_get(&c->expand, n->input[0]);
+  int32_t e1 = n->n_input == 2 ? hap_strmap_get(&c->expand, n->input[1]) : -1;
+  if (e1 < 0)
+    return fail(c, e0 >= 0 ? "a class token prepended (Concat with the Expand first): hap's "
+                             "cls_append puts it last"
+                           : "hap maps Concat of tensors only as a class token appended ([x, "
+                             "expand(token)] along dim 1: cls_append)");
+  const Onnx__NodeProto *ex = c->gp->node[e1];
+  int32_t in[2];
+  fval to;
+  if (!tensor(c, n->input[0], &in[0]) || ex->n_input != 2 || !tensor(c, ex->input[0], &in[1]))
+    return false;
+  if (!as_const(c, ex->input[1], &to))
+    return fail(c, "the Expand's shape is not a constant");
+  const hap_shape *x = shape_of(c, in[0]), *t = shape_of(c, in[1]);
+  int64_t axis = attr_i(n, "axis", 0);
+  axis = axis < 0 ? axis + x->rank : axis;
+  bool ok = x->rank == 3 && axis == 1 && t->rank == 3 && t->dims[0] == 1 && t->dims[1] == 1 &&
+            t->dims[2] == x->dims[2] && to.rank == 1 && to.n == 3;
+  for (int k = 0; ok && k < 3; k++) { /* broadcast [1, 1, H] with `to` gives [N, 1, H] */
+    int64_t want = k == 0 ? x->dims[0] : k == 1 ? 1 : x->dims[2], v = (int64_t)to.v[k];
+    ok = v == want || (v == 1 && t->dims[k] == want) || (v == -1 && t->dims[k] == want);
+  }
+  free(to.v);
+  if (!ok)
+    return fail(c, "hap's cls_append joins x [N, S, H] and a token [1, 1, H] expanded to [N, 1, "
+                   "H] along dim 1");
+  return emit(c, n, HAP_OP_CLS_APPEND, in, 2, NULL);
+}
+
 /* The op types hap maps; data_inputs: how many leading inputs are tensors (-1: all); min_in: the
  * fewest inputs the mapping reads. */
 typedef struct known_op {
@@ -914,7 +1341,11 @@ static const known_op known[] = {{"Gemm", -1, 2},
                                  {"Constant", 0, 0},
                                  {"SoftmaxCrossEntropyLoss", 2, 2},
                                  {"BatchNormalization", 1, 5},
-                                 {"Slice", 1, 3}};
+                                 {"Slice", 1, 3},
+                                 {"Split", 1, 1},
+                                 {"Where", 0, 3},
+                                 {"Expand", 0, 2},
+                                 {"Concat", 0, 1}};
 
 static const known_op *find_known(const char *type) {
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
@@ -978,8 +1409,21 @@ static bool map_node(ctx *c, const Onnx__NodeProto *n, const known_op *k) {
     return map_transpose(c, n, in);
   if (strcmp(t, "ReduceMean") == 0 || strcmp(t, "ReduceSum") == 0)
     return map_reduce(c, n, in, t[6] == 'M' ? HAP_OP_MEAN : HAP_OP_SUM);
-  if (strcmp(t, "Gather") == 0)
+  if (strcmp(t, "Gather") == 0) {
+    fval idx;
+    if (n->n_input == 2 && hap_strmap_get(&c->val, n->input[1]) < 0 &&
+        as_const(c, n->input[1], &idx))
+      return map_gather_const(c, n, &idx);
     return map_gather(c, n);
+  }
+  if (strcmp(t, "Split") == 0)
+    return map_split(c, n, in);
+  if (strcmp(t, "Where") == 0)
+    return map_where(c, n);
+  if (strcmp(t, "Expand") == 0)
+    return map_expand(c, n);
+  if (strcmp(t, "Concat") == 0)
+    return map_concat(c, n);
   if (strcmp(t, "LayerNormalization") == 0)
     return map_layer_norm(c, n, in);
   if (strcmp(t, "Dropout") == 0)
@@ -993,6 +1437,98 @@ static bool map_node(ctx *c, const Onnx__NodeProto *n, const known_op *k) {
   if (strcmp(t, "Slice") == 0)
     return map_slice(c, n, in);
   return fail(c, "no hap mapping for this op");
+}
+
+/* ---- GELU written out ------------------------------------------------------------------------ */
+
+/* The index of the only node reading value `name`; -1 when none, several, or a graph output. */
+static int64_t sole_reader(const ctx *c, const char *name) {
+  int64_t at = -1;
+  for (size_t i = 0; i < c->gp->n_output; i++)
+    if (c->gp->output[i]->name != NULL && strcmp(c->gp->output[i]->name, name) == 0)
+      return -1;
+  for (size_t i = 0; i < c->gp->n_node; i++)
+    for (size_t k = 0; k < c->gp->node[i]->n_input; k++)
+      if (strcmp(c->gp->node[i]->input[k], name) == 0) {
+        if (at >= 0)
+          return -1;
+        at = (int64_t)i;
+      }
+  return at;
+}
+
+/* Node i is binary op `type` over `operand` and a one-element constant near `value` (either
+ * order); its other input's name to *other when given. */
+static bool is_op_with(ctx *c, int64_t i, const char *type, double value, const char **other) {
+  if (i < 0)
+    return false;
+  const Onnx__NodeProto *n = c->gp->node[i];
+  double v;
+  if (strcmp(n->op_type, type) != 0 || n->n_input != 2 || n->n_output != 1)
+    return false;
+  int k = is_scalar_const(c, n->input[1], &v) ? 1 : is_scalar_const(c, n->input[0], &v) ? 0 : -1;
+  if (k < 0 || (k == 0 && strcmp(type, "Div") == 0) || fabs(v - value) > 1e-6 * fabs(value))
+    return false;
+  if (other != NULL)
+    *other = n->input[1 - k];
+  return true;
+}
+
+/* Node i is Mul of values a and b, in either order. */
+static bool is_mul_of(const ctx *c, int64_t i, const char *a, const char *b) {
+  if (i < 0)
+    return false;
+  const Onnx__NodeProto *n = c->gp->node[i];
+  return strcmp(n->op_type, "Mul") == 0 && n->n_input == 2 && n->n_output == 1 &&
+         ((strcmp(n->input[0], a) == 0 && strcmp(n->input[1], b) == 0) ||
+          (strcmp(n->input[0], b) == 0 && strcmp(n->input[1], a) == 0));
+}
+
+/* Marks every GELU torch.onnx.export writes out, x * 0.5 * (1 + erf(x / sqrt 2)), in c->fuse:
+ * d = x / sqrt 2 (or x * (1 / sqrt 2)) -> e = Erf -> a = e + 1 -> then x * a * 0.5 in one of
+ * its orders, each intermediate read only by the next. */
+static void find_gelus(ctx *c) {
+  const double root2 = 1.4142135623730951;
+  for (size_t ie = 0; ie < c->gp->n_node; ie++) {
+    const Onnx__NodeProto *e = c->gp->node[ie];
+    if (strcmp(e->op_type, "Erf") != 0 || e->n_input != 1 || e->n_output != 1)
+      continue;
+    int64_t id = -1, ia = sole_reader(c, e->output[0]), last = -1, half = -1;
+    for (size_t j = 0; j < ie && id < 0; j++)
+      if (c->gp->node[j]->n_output >= 1 && strcmp(c->gp->node[j]->output[0], e->input[0]) == 0)
+        id = (int64_t)j;
+    const char *x = NULL, *one = NULL;
+    if (id < 0 || sole_reader(c, e->input[0]) != (int64_t)ie ||
+        !(is_op_with(c, id, "Div", root2, &x) || is_op_with(c, id, "Mul", 1 / root2, &x)) ||
+        !is_op_with(c, ia, "Add", 1.0, &one) || strcmp(one, e->output[0]) != 0)
+      continue;
+    const char *a = c->gp->node[ia]->output[0], *h = NULL;
+    int64_t im = sole_reader(c, a);
+    if (is_mul_of(c, im, x, a) && is_op_with(c, sole_reader(c, c->gp->node[im]->output[0]), "Mul",
+                                             0.5, NULL)) { /* (x * a) * 0.5 */
+      last = sole_reader(c, c->gp->node[im]->output[0]);
+    } else if (is_op_with(c, im, "Mul", 0.5, NULL)) { /* x * (a * 0.5) */
+      last = is_mul_of(c, sole_reader(c, c->gp->node[im]->output[0]), x, c->gp->node[im]->output[0])
+                 ? sole_reader(c, c->gp->node[im]->output[0])
+                 : -1;
+    } else if (im >= 0 && strcmp(c->gp->node[im]->op_type, "Mul") == 0) { /* (x * 0.5) * a */
+      const Onnx__NodeProto *m = c->gp->node[im];
+      h = strcmp(m->input[0], a) == 0 ? m->input[1] : m->input[0];
+      for (size_t j = 0; j < c->gp->n_node && half < 0 && sole_reader(c, h) == im; j++)
+        if (c->gp->node[j]->n_output >= 1 && strcmp(c->gp->node[j]->output[0], h) == 0)
+          half = (int64_t)j;
+      const char *hx = NULL;
+      last = half >= 0 && is_op_with(c, half, "Mul", 0.5, &hx) && strcmp(hx, x) == 0 ? im : -1;
+    }
+    if (last < 0)
+      continue;
+    c->fuse[id].kind = c->fuse[ie].kind = c->fuse[ia].kind = FUSE_SKIP;
+    if (im != last)
+      c->fuse[im].kind = FUSE_SKIP;
+    if (half >= 0)
+      c->fuse[half].kind = FUSE_SKIP;
+    c->fuse[last] = (struct fuse){.kind = FUSE_GELU, .x = x};
+  }
 }
 
 /* ---- the graph ------------------------------------------------------------------------------ */
@@ -1065,14 +1601,36 @@ static hap_status add_nodes(ctx *c) {
     if (n->op_type == NULL || n->n_output == 0 || n->output[0] == NULL)
       return hap_err_set(c->err, HAP_EPARSE, "%s: graph.node[%zu]: no op_type or no output",
                          c->path, i);
+    if (strcmp(n->op_type, "Constant") == 0 && (n->domain == NULL || n->domain[0] == '\0') &&
+        hap_strmap_put(&c->konst, n->output[0], (int32_t)i) != 0)
+      return hap_err_set(c->err, HAP_ENOMEM, "%s: out of memory", c->path);
+  }
+  c->fuse = calloc(c->gp->n_node + 1, sizeof *c->fuse);
+  if (c->fuse == NULL)
+    return hap_err_set(c->err, HAP_ENOMEM, "%s: out of memory", c->path);
+  find_gelus(c);
+  for (size_t i = 0; i < c->gp->n_node; i++) {
+    const Onnx__NodeProto *n = c->gp->node[i];
     const known_op *k = find_known(n->op_type);
     bool after_bad = false;
-    for (size_t j = 0; j < n->n_input; j++)
+    for (size_t j = 0; j < n->n_input && c->fuse[i].kind == FUSE_NONE; j++)
       after_bad = after_bad || hap_strmap_get(&c->val, n->input[j]) == UNKNOWN;
+    if (c->fuse[i].kind == FUSE_GELU)
+      after_bad = hap_strmap_get(&c->val, c->fuse[i].x) == UNKNOWN;
     c->why[0] = '\0';
+    c->cur = i;
     bool ok;
     bool fold_done = false;
-    if (!after_bad && !try_fold(c, n, &fold_done)) {
+    if (c->fuse[i].kind == FUSE_SKIP)
+      continue; /* inside a GELU: its last node maps it */
+    if (c->fuse[i].kind == FUSE_GELU) {
+      int32_t x;
+      ok = !after_bad && tensor(c, c->fuse[i].x, &x) && emit(c, n, HAP_OP_GELU, &x, 1, NULL);
+      fold_done = ok;
+    }
+    if (fold_done)
+      continue;
+    if (c->fuse[i].kind == FUSE_NONE && !after_bad && !try_fold(c, n, &fold_done)) {
       HAP_TRY(note_bad(c, n));
       fold_done = true;
       if (hap_strmap_put(&c->val, n->output[0], UNKNOWN) != 0)
@@ -1082,8 +1640,12 @@ static hap_status add_nodes(ctx *c) {
       continue;
     if (k != NULL && strcmp(n->op_type, "Constant") == 0)
       ok = hap_strmap_put(&c->konst, n->output[0], (int32_t)i) == 0 || fail(c, "out of memory");
-    else if (k != NULL && after_bad)
-      ok = false; /* downstream of an unsupported node: not reported again */
+    else if (k == NULL && !after_bad && strcmp(n->op_type, "Erf") == 0)
+      ok = fail(c, "hap maps Erf only inside GELU written out, x * 0.5 * (1 + erf(x / sqrt(2))) "
+                   "(-> gelu)");
+    else if ((k != NULL && after_bad) || c->fuse[i].kind == FUSE_GELU)
+      ok = false; /* downstream of an unsupported node: not reported again (a GELU whose input
+                     failed: c->why says why when it is new) */
     else if (k == NULL || (n->domain != NULL && n->domain[0] != '\0'))
       ok = fail(c, "no hap mapping for this op%s%s", n->domain && n->domain[0] ? " of domain " : "",
                 n->domain ? n->domain : "");
@@ -1206,9 +1768,61 @@ static hap_status build(ctx *c, const hap_onnx_options *o) {
   return add_loss(c, o->loss);
 }
 
+/* Initializer t's numbers as hap dtype dt (float32 from FLOAT, int64 from INT64, int32 from
+ * INT32; check_data vouched for the sizes); NULL for other types. */
+static void *initializer_data(const Onnx__TensorProto *t, hap_dtype dt, int64_t n) {
+  int type = t->has_data_type ? t->data_type : 0;
+  bool ok = (dt == HAP_F32 && type == T_FLOAT) || (dt == HAP_I64 && type == T_INT64) ||
+            (dt == HAP_I32 && type == T_INT32);
+  size_t bytes = (size_t)n * (size_t)hap_dtype_size(dt);
+  void *v = ok ? malloc(bytes + 1) : NULL;
+  if (v == NULL)
+    return NULL;
+  if (t->has_raw_data)
+    memcpy(v, t->raw_data.data, bytes);
+  else if (type == T_FLOAT)
+    memcpy(v, t->float_data, bytes);
+  else if (type == T_INT64)
+    memcpy(v, t->int64_data, bytes);
+  else
+    memcpy(v, t->int32_data, bytes);
+  return v;
+}
+
+/* values[t] for every parameter and buffer t whose numbers the file holds or the import made. */
+static hap_status collect_values(ctx *c, void ***values) {
+  void **v = calloc((size_t)c->g->n_tensors + 1, sizeof *v);
+  if (v == NULL)
+    return hap_err_set(c->err, HAP_ENOMEM, "%s: out of memory", c->path);
+  for (int32_t i = 0; i < c->n_made; i++) {
+    v[c->made[i].tensor] = c->made[i].data;
+    c->made[i].data = NULL;
+  }
+  for (int32_t t = 0; t < c->g->n_tensors; t++) {
+    const hap_tensor *tn = &c->g->tensors[t];
+    int32_t i = hap_strmap_get(&c->init, tn->name);
+    int64_t n;
+    if (v[t] != NULL || i < 0 || tn->kind == HAP_TENSOR_ACTIVATION ||
+        tn->kind == HAP_TENSOR_INPUT || !numel_of(c->gp->initializer[i], &n))
+      continue;
+    v[t] = initializer_data(c->gp->initializer[i], tn->dtype, n);
+  }
+  *values = v;
+  return HAP_OK;
+}
+
+void hap_onnx_values_free(void **values, const hap_graph *g) {
+  for (int32_t t = 0; values != NULL && g != NULL && t < g->n_tensors; t++)
+    free(values[t]);
+  free(values);
+}
+
 hap_status hap_onnx_parse(const char *path, const uint8_t *data, size_t len,
-                          const hap_onnx_options *o, hap_graph **out, char **report, hap_err *err) {
+                          const hap_onnx_options *o, hap_graph **out, void ***values, char **report,
+                          hap_err *err) {
   *out = NULL;
+  if (values != NULL)
+    *values = NULL;
   if (report != NULL)
     *report = NULL;
   hap_onnx_options def = {0};
@@ -1235,15 +1849,23 @@ hap_status hap_onnx_parse(const char *path, const uint8_t *data, size_t len,
   snprintf(source, sizeof source, "hap-model import %s", path);
   hap_status st = c.g != NULL ? hap_graph_set_source(c.g, source)
                               : hap_err_set(err, HAP_ENOMEM, "%s: out of memory", path);
+  hap_strmap_init(&c.expand);
   if (st == HAP_OK)
     st = build(&c, o);
+  if (st == HAP_OK && values != NULL)
+    st = collect_values(&c, values);
   hap_strmap_free(&c.val);
   hap_strmap_free(&c.init);
   hap_strmap_free(&c.konst);
   hap_strmap_free(&c.folded);
+  hap_strmap_free(&c.expand);
   for (int32_t i = 0; i < c.n_fv; i++)
     free(c.fv[i].v);
   free(c.fv);
+  for (int32_t i = 0; i < c.n_made; i++)
+    free(c.made[i].data);
+  free(c.made);
+  free(c.fuse);
   onnx__model_proto__free_unpacked(m, NULL);
   if (report != NULL && st == HAP_EUNSUPPORTED) { /* a malformed part reported alone */
     *report = c.report;
@@ -1259,14 +1881,14 @@ hap_status hap_onnx_parse(const char *path, const uint8_t *data, size_t len,
 }
 
 hap_status hap_onnx_import(const char *path, const hap_onnx_options *o, hap_graph **out,
-                           char **report, hap_err *err) {
+                           void ***values, char **report, hap_err *err) {
   char *data = NULL;
   size_t len = 0;
   *out = NULL;
   if (report != NULL)
     *report = NULL;
   HAP_TRY(hap_read_file(path, &data, &len, err));
-  hap_status st = hap_onnx_parse(path, (const uint8_t *)data, len, o, out, report, err);
+  hap_status st = hap_onnx_parse(path, (const uint8_t *)data, len, o, out, values, report, err);
   free(data);
   return st;
 }

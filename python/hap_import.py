@@ -996,18 +996,30 @@ def write_all(jobs):
 def write_onnx(torch, model, placeholders, example, path):
     """The module as ONNX (torch.onnx.export, fixed shapes, opset 13, the forward arguments'
     names as the graph inputs, parameters as initializers under their names), for hap-model
-    import. Training mode is kept (dropout and its ratio stay in the file)."""
+    import. Training mode is kept (dropout and its ratio stay in the file). In eval mode two of
+    the exporter's passes are skipped so that the file keeps the module's own parameters, one
+    initializer each under its name: the eval peephole (each batch norm folded into the
+    convolution before it, new weights under new names) and the merging of initializers equal in
+    value (every batch norm's weight of ones would become one shared tensor)."""
     mode = torch.onnx.TrainingMode.TRAINING if model.training else torch.onnx.TrainingMode.EVAL
+    jit = torch._C  # pylint: disable=protected-access
+    peephole = jit._jit_pass_onnx_eval_peephole
+    dedup = jit._jit_pass_onnx_deduplicate_initializers
     with open(path, "wb") as f, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the exporter's notes on in-place ops and training mode
         try:
+            jit._jit_pass_onnx_eval_peephole = lambda graph, params: params
+            jit._jit_pass_onnx_deduplicate_initializers = lambda graph, params, training: params
             torch.onnx.export(model, tuple(example), f, input_names=list(placeholders),
                               output_names=["output"], opset_version=13, training=mode,
-                              do_constant_folding=not model.training)
+                              do_constant_folding=False)
         except (RuntimeError, torch.onnx.errors.OnnxExporterError) as e:
             why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise Fail(f"--onnx {path.rsplit('.tmp.', 1)[0]}: torch.onnx.export refused the "
                        f"module: {why}") from e
+        finally:
+            jit._jit_pass_onnx_eval_peephole = peephole
+            jit._jit_pass_onnx_deduplicate_initializers = dedup
 
 
 def write_graph(doc, path):

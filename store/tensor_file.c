@@ -161,8 +161,13 @@ hap_status hap_weights_read(const char *path, const hap_graph *g, hap_tensor_set
   hap_status st = HAP_OK;
   if (s == NULL || (s->t = calloc((size_t)g->n_tensors + 1, sizeof *s->t)) == NULL)
     st = hap_err_set(err, HAP_ENOMEM, "%s: out of memory", path);
+  bool inputs = false; /* the file holds the graph's inputs (all of them), or none */
+  for (int32_t i = 0; i < g->n_tensors; i++)
+    inputs = inputs || (g->tensors[i].kind == HAP_TENSOR_INPUT &&
+                        H5Lexists(file, g->tensors[i].name, H5P_DEFAULT) > 0);
   for (int32_t i = 0; st == HAP_OK && i < g->n_tensors; i++) {
-    if (g->tensors[i].kind == HAP_TENSOR_ACTIVATION)
+    if (g->tensors[i].kind == HAP_TENSOR_ACTIVATION ||
+        (g->tensors[i].kind == HAP_TENSOR_INPUT && !inputs))
       continue;
     st = read_one(path, file, &g->tensors[i], &s->t[s->n], err);
     s->t[s->n].tensor = i;
@@ -202,14 +207,23 @@ static bool put_attr(hid_t file, const char *name, const char *value) {
   return ok;
 }
 
+/* Dataset `name` under loc; a name with '/' (as ONNX value names have) makes the groups on its
+ * path, relative to loc. */
 static bool put_data(hid_t loc, const char *name, hid_t mtype, hid_t ftype, const hap_shape *s,
                      const void *data) {
   hsize_t dims[HAP_MAX_DIMS];
   for (int k = 0; k < s->rank; k++)
     dims[k] = (hsize_t)s->dims[k];
+  while (*name == '/')
+    name++;
   hid_t sp = s->rank > 0 ? H5Screate_simple(s->rank, dims, NULL) : H5Screate(H5S_SCALAR);
-  hid_t d = sp >= 0 ? H5Dcreate2(loc, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
+  hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+  hid_t d = sp >= 0 && lcpl >= 0 && H5Pset_create_intermediate_group(lcpl, 1) >= 0
+                ? H5Dcreate2(loc, name, ftype, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT)
+                : -1;
   bool ok = d >= 0 && H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
+  if (lcpl >= 0)
+    H5Pclose(lcpl);
   if (d >= 0)
     H5Dclose(d);
   if (sp >= 0)
@@ -241,8 +255,31 @@ static bool write_grads(hid_t file, const hap_graph *g, double loss, const float
   return ok;
 }
 
-hap_status hap_grads_write(const char *path, const hap_graph *g, double loss,
-                           const float *const *grads, hap_err *err) {
+static bool write_weights(hid_t file, const hap_graph *g, const void *const *values,
+                          const char **what) {
+  *what = "/";
+  if (!put_attr(file, "format", HAP_WEIGHTS_FORMAT) || !put_attr(file, "version", "1.0"))
+    return false;
+  for (int32_t t = 0; t < g->n_tensors; t++) {
+    const hap_tensor *tn = &g->tensors[t];
+    if (values[t] == NULL)
+      continue;
+    *what = tn->name;
+    bool ok =
+        tn->dtype == HAP_F32
+            ? put_data(file, tn->name, H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, &tn->shape, values[t])
+        : tn->dtype == HAP_I64
+            ? put_data(file, tn->name, H5T_NATIVE_INT64, H5T_STD_I64LE, &tn->shape, values[t])
+            : put_data(file, tn->name, H5T_NATIVE_INT32, H5T_STD_I32LE, &tn->shape, values[t]);
+    if (!ok)
+      return false;
+  }
+  return true;
+}
+
+/* One hap-weights (values != NULL) or hap-grads file, written to a temporary and renamed. */
+static hap_status write_file(const char *path, const hap_graph *g, const void *const *values,
+                             double loss, const float *const *grads, hap_err *err) {
   hap_h5_silence();
   char tmp[4200];
   if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
@@ -251,7 +288,8 @@ hap_status hap_grads_write(const char *path, const hap_graph *g, double loss,
   if (file < 0)
     return hap_err_set(err, HAP_EIO, "%s: cannot create the temporary file %s", path, tmp);
   const char *what = "/";
-  bool ok = write_grads(file, g, loss, grads, &what);
+  bool ok = values != NULL ? write_weights(file, g, values, &what)
+                           : write_grads(file, g, loss, grads, &what);
   char detail[200] = "";
   if (!ok)
     hap_h5_detail(detail, sizeof detail);
@@ -264,4 +302,24 @@ hap_status hap_grads_write(const char *path, const hap_graph *g, double loss,
   if (st != HAP_OK)
     unlink(tmp);
   return st;
+}
+
+hap_status hap_grads_write(const char *path, const hap_graph *g, double loss,
+                           const float *const *grads, hap_err *err) {
+  return write_file(path, g, NULL, loss, grads, err);
+}
+
+hap_status hap_weights_write(const char *path, const hap_graph *g, const void *const *values,
+                             hap_err *err) {
+  for (int32_t t = 0; t < g->n_tensors; t++) {
+    const hap_tensor *tn = &g->tensors[t];
+    if (values[t] != NULL &&
+        (tn->kind == HAP_TENSOR_ACTIVATION ||
+         (tn->dtype != HAP_F32 && tn->dtype != HAP_I64 && tn->dtype != HAP_I32)))
+      return hap_err_set(err, HAP_EINVAL,
+                         "%s: /%s: a %s %s, expected a float32, int64 or int32 parameter, buffer "
+                         "or input",
+                         path, tn->name, hap_dtype_name(tn->dtype), hap_tensor_kind_name(tn->kind));
+  }
+  return write_file(path, g, values, 0, NULL, err);
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/cli.h"
 #include "base/json_write.h"
@@ -14,6 +15,7 @@
 #include "model/graph_io.h"
 #include "model/stats.h"
 #include "model/zoo.h"
+#include "store/tensor_file.h"
 
 static const char *prog = "hap-model";
 
@@ -44,6 +46,8 @@ static void usage(FILE *f) {
          "      --name NAME      import: the graph's name\n"
          "      --buffers A,B    import: these float initializers are buffers (constant\n"
          "                       state, no gradient), not parameters\n"
+         "      --weights FILE   import: also write the parameters' and buffers' values as a\n"
+         "                       hap-weights file (for hap-run --weights)\n"
          "  -h, --help           this help\n"
          "  -V, --version        print the version\n"
          "\n"
@@ -68,13 +72,15 @@ static const struct {
      "file, the JSON path and what was expected; the exit status is 1 if any file is bad.\n"},
     {"import",
      "Usage: hap-model import FILE.onnx -o FILE [--loss output|mean|sum|cross_entropy]\n"
-     "                        [--name NAME] [--buffers NAME,...]\n\n"
+     "                        [--name NAME] [--buffers NAME,...] [--weights FILE.h5]\n\n"
      "Map an ONNX model (fixed input shapes; e.g. torch.onnx.export) onto hap's ops and write\n"
      "it as a hap-graph file (atomically). Float initializers become parameters under their\n"
      "names (--buffers: buffers). The loss is the model's scalar output, or --loss appends one. "
      "Every node hap\n"
      "cannot map gets a line (node, op type, why); then nothing is written and the exit\n"
-     "status is 1. docs/import.md lists the ops.\n"},
+     "status is 1. --weights writes the initializers' values (and the constants the import\n"
+     "made buffers, such as a mask) for hap-run --weights; the inputs then come from hap-run's\n"
+     "own initialisation. docs/import.md lists the ops.\n"},
     {"ops",
      "Usage: hap-model ops [--format table|csv|json]\n\n"
      "The op table: each op's inputs (parameters marked), outputs, attributes and meaning.\n"},
@@ -82,7 +88,7 @@ static const struct {
 
 typedef struct opts {
   hap_format format;
-  const char *output, *name, *buffers;
+  const char *output, *name, *buffers, *weights;
   bool quiet;
   hap_onnx_loss loss;
 } opts;
@@ -318,6 +324,21 @@ static int cmd_check(const opts *o, int n, char **files) {
   return bad ? 1 : 0;
 }
 
+/* --weights: every parameter's and buffer's values from the ONNX file (or made by the import). */
+static hap_status write_weights(const char *path, const char *onnx, const hap_graph *g,
+                                const void *const *values, hap_err *err) {
+  for (int32_t t = 0; t < g->n_tensors; t++) {
+    const hap_tensor *tn = &g->tensors[t];
+    if ((tn->kind == HAP_TENSOR_PARAMETER || tn->kind == HAP_TENSOR_BUFFER) && values[t] == NULL)
+      return hap_err_set(err, HAP_EUNSUPPORTED,
+                         "--weights %s: %s: %s '%s' is %s; hap-weights holds float32, int64 and "
+                         "int32 values",
+                         path, onnx, hap_tensor_kind_name(tn->kind), tn->name,
+                         hap_dtype_name(tn->dtype));
+  }
+  return hap_weights_write(path, g, values, err);
+}
+
 static int cmd_import(const opts *o, const char *file) {
   if (o->output == NULL)
     return hap_report_usage(prog, -1, "import needs -o FILE ('-' for stdout)");
@@ -325,7 +346,9 @@ static int cmd_import(const opts *o, const char *file) {
   hap_graph *g = NULL;
   char *report = NULL;
   hap_onnx_options io = {.loss = o->loss, .name = o->name, .buffers = o->buffers};
-  hap_status st = hap_onnx_import(file, &io, &g, &report, &err);
+  void **values = NULL;
+  hap_status st =
+      hap_onnx_import(file, &io, &g, o->weights != NULL ? &values : NULL, &report, &err);
   if (report != NULL)
     for (const char *line = report; *line != '\0';) {
       size_t n = strcspn(line, "\n");
@@ -333,8 +356,12 @@ static int cmd_import(const opts *o, const char *file) {
       line += n + (line[n] == '\n');
     }
   free(report);
-  if (st == HAP_OK)
-    st = hap_graph_write_file(g, o->output, &err);
+  if (st == HAP_OK && o->weights != NULL)
+    st = write_weights(o->weights, file, g, (const void *const *)values, &err);
+  hap_onnx_values_free(values, g);
+  if (st == HAP_OK && (st = hap_graph_write_file(g, o->output, &err)) != HAP_OK &&
+      o->weights != NULL)
+    unlink(o->weights); /* both files or neither */
   if (st != HAP_OK) {
     hap_cli_error(prog, &err);
     hap_graph_destroy(g);
@@ -409,15 +436,12 @@ static int cmd_ops(const opts *o) {
 }
 
 int main(int argc, char **argv) {
-  static const struct option long_opts[] = {{"format", required_argument, NULL, 'f'},
-                                            {"output", required_argument, NULL, 'o'},
-                                            {"quiet", no_argument, NULL, 'q'},
-                                            {"help", no_argument, NULL, 'h'},
-                                            {"version", no_argument, NULL, 'V'},
-                                            {"loss", required_argument, NULL, 'L'},
-                                            {"name", required_argument, NULL, 'N'},
-                                            {"buffers", required_argument, NULL, 'B'},
-                                            {NULL, 0, NULL, 0}};
+  static const struct option long_opts[] = {
+      {"format", required_argument, NULL, 'f'},  {"output", required_argument, NULL, 'o'},
+      {"quiet", no_argument, NULL, 'q'},         {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},       {"loss", required_argument, NULL, 'L'},
+      {"name", required_argument, NULL, 'N'},    {"buffers", required_argument, NULL, 'B'},
+      {"weights", required_argument, NULL, 'W'}, {NULL, 0, NULL, 0}};
   opts o = {.format = HAP_FORMAT_TABLE};
   hap_err err = {0};
   bool help = false;
@@ -439,6 +463,7 @@ int main(int argc, char **argv) {
       break;
     case 'N': o.name = optarg; break;
     case 'B': o.buffers = optarg; break;
+    case 'W': o.weights = optarg; break;
     case 'h': help = true; break;
     case 'V': printf("hap-model %s\n", HAP_VERSION); return 0;
     default: fprintf(stderr, "Try '%s --help'.\n", prog); return 2;

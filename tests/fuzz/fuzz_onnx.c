@@ -17,11 +17,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   hap_graph *g = NULL;
   char *report = NULL;
   hap_onnx_options o = {.loss = HAP_ONNX_LOSS_CROSS_ENTROPY};
-  hap_status st = hap_onnx_parse("fuzz.onnx", data, size, &o, &g, &report, &err);
+  void **values = NULL;
+  hap_status st = hap_onnx_parse("fuzz.onnx", data, size, &o, &g, &values, &report, &err);
   fuzz_check_contract(st, g, &err);
   if (report != NULL && st != HAP_EUNSUPPORTED)
     abort(); /* a report only comes with unsupported nodes */
+  if ((values != NULL) != (st == HAP_OK))
+    abort(); /* values come with a graph, and only then */
   free(report);
+  hap_onnx_values_free(values, g);
   hap_graph_destroy(g);
   return 0;
 }

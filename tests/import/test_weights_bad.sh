@@ -3,7 +3,9 @@
 # --dump-grads writes a hap-grads file; every malformed or mismatched file (not HDF5, truncated,
 # no or another format, a tensor missing, a wrong shape, integers for a float parameter, no such
 # file) and an unwritable --dump-grads are refused before running: exit 1, one stderr line naming
-# the file, the dataset and what was expected. Needs h5py only (exit 77 without it).
+# the file, the dataset and what was expected. On a zoo vit (inputs x and y): a file without any
+# input runs (hap-run's own batch), one with x but not y is refused naming /y. Needs h5py only
+# (exit 77 without it).
 # Usage: test_weights_bad.sh HAP_IMPORT HAP_MODEL HAP_SYNTH HAP_RUN MPIRUN
 set -u
 model=$2 synth=$3 run=$4
@@ -35,6 +37,8 @@ with h5py.File(out, "w") as f:
     f.attrs["version"] = np.bytes_("1.0")
     for i, t in enumerate(tensors):
         shape = t["shape"]
+        if t["kind"] == "input" and (variant == "no-inputs" or (variant == "one-input" and i > 0)):
+            continue
         if variant == "missing" and t["kind"] == "parameter":
             variant = "done"
             continue
@@ -84,5 +88,20 @@ refused int "$tmp/int.h5" \
   "int.h5: /layers.0.linear.weight: non-float values, expected floating-point"
 refused no-file "$tmp/none.h5" "none.h5: cannot open: No such file"
 refused dump-unwritable "$tmp/good.h5" "/nonexistent/dir/g.h5" --dump-grads /nonexistent/dir/g.h5
+
+# the inputs: all in the file, or none (hap-run's own batch), never some
+vit="$tmp/vit.json"
+"$model" export vit:layers=1,batch=2,width=16,heads=2,image=16,patch=8 -o "$vit" -q &&
+  "$synth" "$vit" -c cpu-2:gpus_per_host=1 -o "$tmp/plan.json" -q || exit 1
+/usr/bin/python3 "$tmp/weights.py" "$vit" "$tmp/no-inputs.h5" no-inputs || exit 1
+/usr/bin/python3 "$tmp/weights.py" "$vit" "$tmp/one-input.h5" one-input || exit 1
+if "$run" "$tmp/plan.json" --weights "$tmp/no-inputs.h5" -n 1 -w 0 -q >"$tmp/out" 2>&1; then
+  echo "no-inputs: ran on hap-run's own batch"
+else
+  cat "$tmp/out"
+  bad "no-inputs: a weights file without inputs"
+fi
+refused one-input "$tmp/one-input.h5" \
+  "one-input.h5: /y: missing, expected the graph's input int64\[2\]"
 [ "$fail" -eq 0 ] && echo "test_weights_bad: passed"
 exit "$fail"

@@ -38,11 +38,18 @@ typedef struct hap_onnx_options {
   const char *buffers;
 } hap_onnx_options;
 
-/* `len` bytes of an ONNX model, `path` naming it in messages. */
+/* `len` bytes of an ONNX model, `path` naming it in messages. With `values` (may be NULL):
+ * (*values)[t], for each of the graph's tensors t, is a malloc'd copy of the numbers of parameter
+ * or buffer t (row-major, in its dtype) where the file holds them as float32, int64 or int32
+ * (initializers) or the import computed them (constants made buffers: a Where's mask, a
+ * Constant read as a tensor); NULL for the rest. Free with hap_onnx_values_free. */
 hap_status hap_onnx_parse(const char *path, const uint8_t *data, size_t len,
-                          const hap_onnx_options *o, hap_graph **out, char **report, hap_err *err);
+                          const hap_onnx_options *o, hap_graph **out, void ***values, char **report,
+                          hap_err *err);
 /* The same, read from file `path`. */
 hap_status hap_onnx_import(const char *path, const hap_onnx_options *o, hap_graph **out,
-                           char **report, hap_err *err);
+                           void ***values, char **report, hap_err *err);
+/* Frees what hap_onnx_parse put in *values (g: the graph it returned). */
+void hap_onnx_values_free(void **values, const hap_graph *g);
 
 #endif

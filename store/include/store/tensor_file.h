@@ -35,7 +35,9 @@ typedef struct hap_tensor_set {
 
 /* Every parameter, buffer and input of validated graph `g` from hap-weights file `path`: each
  * dataset present with the tensor's shape and dtype (float32 as float32; int64 and int32 inputs
- * as either integer width, converted). Datasets the graph does not name are ignored. */
+ * as either integer width, converted). The inputs are all there or none (a file of weights
+ * alone, as hap-model import --weights writes: the set then has no inputs). Datasets the graph
+ * does not name are ignored. */
 hap_status hap_weights_read(const char *path, const hap_graph *g, hap_tensor_set **out,
                             hap_err *err);
 void hap_tensor_set_destroy(hap_tensor_set *s);
@@ -44,5 +46,10 @@ void hap_tensor_set_destroy(hap_tensor_set *s);
  * parameter t of `g` (grads has g->n_tensors entries; others are ignored and may be NULL). */
 hap_status hap_grads_write(const char *path, const hap_graph *g, double loss,
                            const float *const *grads, hap_err *err);
+
+/* Write hap-weights file `path`: values[t] (row-major, the tensor's dtype: float32, int64 or
+ * int32) for every tensor t of `g` whose entry is not NULL (parameters, buffers, inputs). */
+hap_status hap_weights_write(const char *path, const hap_graph *g, const void *const *values,
+                             hap_err *err);
 
 #endif
