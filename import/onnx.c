@@ -11,7 +11,11 @@
  * Softmax, LogSoftmax; Add, Sub, Mul, Div (a one-element constant operand as the scalar);
  * Pow (constant exponent), Sqrt -> pow; Reciprocal -> pow -1; Flatten, Reshape -> reshape;
  * Transpose -> permute; ReduceMean, ReduceSum; Gather on an initializer (axis 0) -> embedding;
- * LayerNormalization -> layer_norm; Identity and Dropout -> the same tensor. */
+ * Gather of constant indices (one, or an ascending run), Slice, Split -> narrow; Where on a
+ * constant condition with a one-element fill -> add (mul) of buffers; Expand + Concat of a class
+ * token (last or first) -> cls_append; GELU written out with Erf -> gelu (find_gelus);
+ * LayerNormalization -> layer_norm; BatchNormalization -> its parts; Identity and Dropout -> the
+ * same tensor. Constants read as tensors become buffers whose values hap_onnx_parse hands back. */
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -274,8 +278,8 @@ static bool tensor_of(ctx *c, const char *name, bool buffer, int32_t *id) {
     return true;
   if (hap_strmap_get(&c->expand, name) >= 0)
     return fail(c,
-                "'%s' is an Expand, which hap maps only as a class token appended by Concat "
-                "([x, expand(token)] along dim 1: cls_append)",
+                "'%s' is an Expand, which hap maps only as a class token joined by Concat "
+                "([x, expand(token)] or [expand(token), x] along dim 1: cls_append)",
                 name);
   int32_t i = hap_strmap_get(&c->init, name);
   if (i < 0) {
@@ -1272,20 +1276,21 @@ static bool map_expand(ctx *c, const Onnx__NodeProto *n) {
   return hap_strmap_put(&c->expand, n->output[0], (int32_t)c->cur) == 0 || fail(c, "out of memory");
 }
 
-/* Concat of tensors: only [x, Expand(token)] along dim 1, x [N, S, H], token [1, 1, H] expanded
- * to [N, 1, H] -> cls_append (the token last, as the zoo's ViT). */
+/* Concat of tensors: only [x, Expand(token)] or [Expand(token), x] along dim 1, x [N, S, H],
+ * token [1, 1, H] expanded to [N, 1, H] -> cls_append (first = 1 for the token first, as
+ * torchvision's ViT). */
 static bool map_concat(ctx *c, const Onnx__NodeProto *n) {
-  int32_t e0 = hap_strmap_get(&c->expand, n->input[0]);
+  int32_t e0 = n->n_input == 2 ? hap_strmap_get(&c->expand, n->input[0]) : -1;
   int32_t e1 = n->n_input == 2 ? hap_strmap_get(&c->expand, n->input[1]) : -1;
-  if (e1 < 0)
-    return fail(c, e0 >= 0 ? "a class token prepended (Concat with the Expand first): hap's "
-                             "cls_append puts it last"
-                           : "hap maps Concat of tensors only as a class token appended ([x, "
-                             "expand(token)] along dim 1: cls_append)");
-  const Onnx__NodeProto *ex = c->gp->node[e1];
+  if ((e0 < 0) == (e1 < 0))
+    return fail(c, "hap maps Concat of tensors only as a class token joined to x ([x, "
+                   "expand(token)] or [expand(token), x] along dim 1: cls_append)");
+  bool first = e0 >= 0;
+  const Onnx__NodeProto *ex = c->gp->node[first ? e0 : e1];
   int32_t in[2];
   fval to;
-  if (!tensor(c, n->input[0], &in[0]) || ex->n_input != 2 || !tensor(c, ex->input[0], &in[1]))
+  if (!tensor(c, n->input[first ? 1 : 0], &in[0]) || ex->n_input != 2 ||
+      !tensor(c, ex->input[0], &in[1]))
     return false;
   if (!as_const(c, ex->input[1], &to))
     return fail(c, "the Expand's shape is not a constant");
@@ -1302,7 +1307,10 @@ static bool map_concat(ctx *c, const Onnx__NodeProto *n) {
   if (!ok)
     return fail(c, "hap's cls_append joins x [N, S, H] and a token [1, 1, H] expanded to [N, 1, "
                    "H] along dim 1");
-  return emit(c, n, HAP_OP_CLS_APPEND, in, 2, NULL);
+  hap_attrs a;
+  hap_attrs_init(&a, HAP_OP_CLS_APPEND);
+  SET(hap_attrs_set_int(&a, HAP_OP_CLS_APPEND, "first", first, ERR));
+  return emit(c, n, HAP_OP_CLS_APPEND, in, 2, &a);
 }
 
 /* The op types hap maps; data_inputs: how many leading inputs are tensors (-1: all); min_in: the

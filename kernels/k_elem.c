@@ -725,21 +725,29 @@ hap_status k_layout_bwd(const hap_kernel_call *c, const float *const *dout, floa
   return HAP_OK;
 }
 
-/* cls_append(x [N, S, H], cls [1, 1, H]) -> [N, S + 1, H], the class token last. */
+/* cls_append(x [N, S, H], cls [1, 1, H]) -> [N, S + 1, H], the class token last (at position 0
+ * with `first`): x's rows start at row xo of each batch entry, the token's row is tp. */
+static void cls_rows(const hap_op_io *io, int64_t s, int64_t *xo, int64_t *tp) {
+  bool first = k_attr_i(io, HAP_OP_CLS_APPEND, "first") != 0;
+  *xo = first ? 1 : 0;
+  *tp = first ? 0 : s;
+}
+
 hap_status k_cls_append_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
                             hap_err *err) {
   (void)st;
   (void)err;
   const hap_shape *x = &c->io->in[0];
-  int64_t nb = x->dims[0], s = x->dims[1], h = x->dims[2];
+  int64_t nb = x->dims[0], s = x->dims[1], h = x->dims[2], xo, tp;
+  cls_rows(c->io, s, &xo, &tp);
   const float *xv = c->in[0], *cls = c->in[1];
   bool zc = k_once_zero(c, 1);
   float *y = out[0];
   for (int64_t b = 0; b < nb; b++) {
     if (s * h > 0)
-      memcpy(y + b * (s + 1) * h, xv + b * s * h, (size_t)(s * h) * sizeof(float));
+      memcpy(y + (b * (s + 1) + xo) * h, xv + b * s * h, (size_t)(s * h) * sizeof(float));
     for (int64_t j = 0; j < h; j++)
-      y[(b * (s + 1) + s) * h + j] = zc ? 0.0f : cls[j];
+      y[(b * (s + 1) + tp) * h + j] = zc ? 0.0f : cls[j];
   }
   return HAP_OK;
 }
@@ -749,19 +757,20 @@ hap_status k_cls_append_bwd(const hap_kernel_call *c, const float *const *dout, 
   (void)st;
   const hap_op_io *io = c->io;
   const hap_shape *x = &io->in[0];
-  int64_t nb = x->dims[0], s = x->dims[1], h = x->dims[2];
+  int64_t nb = x->dims[0], s = x->dims[1], h = x->dims[2], xo, tp;
+  cls_rows(io, s, &xo, &tp);
   const float *g = dout[0];
   if (io->in_grad[0])
     for (int64_t b = 0; b < nb; b++)
       for (int64_t i = 0; i < s * h; i++)
-        din[0][b * s * h + i] += g[b * (s + 1) * h + i];
+        din[0][b * s * h + i] += g[(b * (s + 1) + xo) * h + i];
   if (io->in_grad[1] && !k_once_zero(c, 1)) {
     double *acc = k_calloc((size_t)h, sizeof(double), err);
     if (acc == NULL)
       return HAP_ENOMEM;
     for (int64_t b = 0; b < nb; b++)
       for (int64_t j = 0; j < h; j++)
-        acc[j] += g[(b * (s + 1) + s) * h + j];
+        acc[j] += g[(b * (s + 1) + tp) * h + j];
     for (int64_t j = 0; j < h; j++)
       din[1][j] += (float)acc[j];
     free(acc);

@@ -333,6 +333,8 @@ hap_status hap_kx_build_forward(const hap_kernel_call *c, void *const *out, hap_
     x->len = xs->dims[1];
     if (k_once_zero(c, 1))
       x->flags |= HAP_KX_ZB;
+    if (k_attr_i(io, HAP_OP_CLS_APPEND, "first") != 0)
+      x->flags |= HAP_KX_FIRST;
   } else if (op == HAP_OP_EMBEDDING) {
     int64_t v_full = embed_vocab(c);
     index_check(p, c, 0, v_full);
@@ -460,12 +462,14 @@ hap_status hap_kx_build_backward(const hap_kernel_call *c, const float *const *d
   } else if (op == HAP_OP_CLS_APPEND) {
     const hap_shape *xs = &io->in[0];
     int64_t nb = xs->dims[0], sl = xs->dims[1], h = xs->dims[2];
+    bool first = k_attr_i(io, HAP_OP_CLS_APPEND, "first") != 0;
     if (want[0]) {
       hap_kx_pass *x = add(p, HAP_KX_CLS_B, nb * sl * h);
       x->g = HAP_KX_DOUT;
       x->d = HAP_KX_DIN;
       x->n = h;
       x->len = sl;
+      x->flags |= first ? HAP_KX_FIRST : 0;
     }
     if (want[1] && !k_once_zero(c, 1)) {
       zero(p, h);
@@ -473,6 +477,7 @@ hap_status hap_kx_build_backward(const hap_kernel_call *c, const float *const *d
       x->g = HAP_KX_DOUT;
       x->n = h > 0 ? h : 1;
       x->len = sl;
+      x->flags |= first ? HAP_KX_FIRST : 0;
       scratch_out(p, HAP_KX_DIN + 1, 0, h, true);
     }
   } else if (op == HAP_OP_EMBEDDING) {

@@ -949,7 +949,7 @@ static void cost_copy(const hap_op_io *io, hap_op_cost *c) {
   }
 }
 
-/* cls_append(x [N,S,H], cls [1,1,H]) -> [N,S+1,H], the class token last. */
+/* cls_append(x [N,S,H], cls [1,1,H]) -> [N,S+1,H], the class token last (first: first). */
 static hap_status infer_cls_append(hap_op_io *io, char *why, size_t len) {
   HAP_TRY(need_float(io, 0, "input", why, len));
   HAP_TRY(need_same_dtype(io, 0, 1, why, len));
@@ -1366,6 +1366,10 @@ static const hap_op_def op_table[HAP_OP_COUNT] = {
                            .in_names = {"input", "cls"},
                            .out_names = {"output"},
                            .param_inputs = 0x2,
+                           .n_attrs = 1,
+                           .attrs = {ATTR_BOOL("first", 0,
+                                               "the token at position 0 (torchvision's ViT), "
+                                               "else last")},
                            .infer = infer_cls_append,
                            .cost = cost_copy},
     [HAP_OP_CLS_SELECT] = {.name = "cls_select",

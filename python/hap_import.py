@@ -22,6 +22,7 @@ import operator
 import os
 import re
 import sys
+import traceback
 import warnings
 
 PROG = "hap-import"
@@ -100,6 +101,11 @@ def make_tracer(torch):
                 return meta.size() if dim is None else meta.size(dim)
             return super().size(dim)
 
+        def __iter__(self):
+            """a, b = proxy: straight to Tracer.iter (fx's own __iter__ reads bytecode offsets
+            that Python 3.11 changed, and fails with an IndexError)."""
+            return self.tracer.iter(self)
+
     class Tracer(MetaTracer):
         """Keeps attention whole (hap's multi_head_attention) and takes the encoder's slow path
         (the fused fast path branches on tensor properties fx cannot trace)."""
@@ -119,11 +125,15 @@ def make_tracer(torch):
             return Proxy(node, self)
 
         def iter(self, obj):
-            """q, k, v = x.split(...): fx's own unpacking reads bytecode offsets that Python
-            3.11 changed; the length of the meta result serves instead."""
+            """q, k, v = x.split(...): the length of the meta result; out, weights =
+            attention(...): its two results."""
             meta = obj.__dict__.get("_tensor_meta")
             if isinstance(meta, (tuple, list)):
                 return iter([obj[i] for i in range(len(meta))])
+            node = obj.node
+            if node.op == "call_module" and isinstance(self.root.get_submodule(node.target),
+                                                       nn.MultiheadAttention):
+                return iter([obj[0], obj[1]])  # out, weights = attention(...)
             return super().iter(obj)
 
         def is_leaf_module(self, m, name):
@@ -737,13 +747,18 @@ def op_tables(torch, ex):
         return ("expanded", x)
 
     def cat(n):
-        """torch.cat([x, token.expand(N, -1, -1)], dim=1): hap's cls_append (the token last)."""
+        """torch.cat([x, token.expand(N, -1, -1)], dim=1), or the token first (torchvision's
+        ViT): hap's cls_append (first = 1 for the latter)."""
         parts, dim = a(n, 0, "tensors"), a(n, 1, "dim", 0)
-        if (len(parts) == 2 and ex.is_tensor(parts[0]) and isinstance(parts[1], tuple)
-                and parts[1][0] == "expanded" and dim % len(n.meta["shape"]) == 1):
-            return ex.emit(n, "cls_append", [parts[0], parts[1][1]])
-        raise Unmapped("hap has no concatenation; a class token appended last "
-                       "(torch.cat([x, cls.expand(N, -1, -1)], dim=1)) is cls_append")
+        token = [isinstance(p, tuple) and p[0] == "expanded" for p in parts]
+        if (len(parts) == 2 and token in ([False, True], [True, False])
+                and ex.is_tensor(parts[token.index(False)]) and dim % len(n.meta["shape"]) == 1):
+            first = token[0]
+            return ex.emit(n, "cls_append", [parts[1 if first else 0], parts[0 if first else 1][1]],
+                           {"first": True} if first else {})
+        raise Unmapped("hap has no concatenation; a class token appended or prepended "
+                       "(torch.cat([x, cls.expand(N, -1, -1)], dim=1), or the token first) is "
+                       "cls_append")
 
     def alias(n, m=None):
         return a(n, 0, "input")
@@ -876,7 +891,14 @@ def export(args):
     tracer = make_tracer(torch)()
     meta = {name: torch.empty(shape, dtype=getattr(torch, dtype), device="meta")
             for name, dtype, shape in inputs.values()}
-    graph = tracer.trace(model, meta)
+    try:
+        graph = tracer.trace(model, meta)
+    except Fail:
+        raise
+    except Exception as e:  # pylint: disable=broad-except
+        raise Fail(f"{args.model}: torch.fx cannot trace the module{traced_at(e)}: "
+                   f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+                   ) from e
     placeholders = [n.target for n in graph.nodes if n.op == "placeholder"]
     missing = [p for p in placeholders if p not in inputs]
     extra = [i for i in inputs if i not in placeholders]
@@ -991,6 +1013,16 @@ def write_all(jobs):
         for tmp in tmps:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+
+
+def traced_at(e):
+    """ ' at FILE:LINE' of the innermost frame of a traceback outside torch and this tool, or ''."""
+    where = ""
+    for frame in traceback.extract_tb(e.__traceback__):
+        if "/torch/" not in frame.filename and not frame.filename.endswith("hap-import") and \
+                not frame.filename.endswith("hap_import.py"):
+            where = f" (at {os.path.basename(frame.filename)}:{frame.lineno})"
+    return where
 
 
 def write_onnx(torch, model, placeholders, example, path):

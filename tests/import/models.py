@@ -203,9 +203,42 @@ def vit(**kw):
     return ViT(**kw)
 
 
+def torchvision_vit(image_size=16, patch_size=8, num_layers=2, num_heads=2, hidden_dim=16,
+                    mlp_dim=32, num_classes=10):
+    """torchvision's VisionTransformer (class token prepended by torch.cat, attention unpacked
+    as `x, _ = self_attention(...)`, erf GELU, LayerNorm eps 1e-6), small. Its head and class
+    token start at zero; both are drawn N(0, 0.02) here so that every gradient is non-trivial."""
+    import torchvision  # pylint: disable=import-outside-toplevel
+
+    model = torchvision.models.vision_transformer.VisionTransformer(
+        image_size=image_size, patch_size=patch_size, num_layers=num_layers,
+        num_heads=num_heads, hidden_dim=hidden_dim, mlp_dim=mlp_dim, num_classes=num_classes)
+    with torch.no_grad():
+        nn.init.normal_(model.heads.head.weight, std=0.02)
+        nn.init.normal_(model.class_token, std=0.02)
+    return model
+
+
 def with_loss():
     return WithLoss()
 
 
 def unsupported():
     return Unsupported()
+
+
+class Branchy(nn.Module):
+    """Control flow on a tensor's value: torch.fx cannot trace it."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        if x.sum() > 0:
+            return self.fc(x)
+        return x
+
+
+def untraceable():
+    return Branchy()

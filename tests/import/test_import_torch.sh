@@ -8,8 +8,8 @@
 #     goes through ONNX (hap-import --onnx, hap-model import --weights) and passes the same
 #     checks from the weights in the ONNX file.
 #   errors: a model with three ops hap lacks lists all three, each with its fx target and source
-#     line, exits 1 and writes nothing; usage errors and an ONNX export torch refuses are one
-#     line, exit 1, no file.
+#     line, exits 1 and writes nothing; usage errors, a module fx cannot trace and an ONNX export
+#     torch refuses are one line, exit 1, no file.
 # Exit 77 (skipped) when /usr/bin/python3 has no torch (scripts/setup-debian.sh --test).
 # numerics-quick (the sanitizer build): the MLPs, the encoder and gpt only, not the convolutional
 # models (their kernels run under the sanitizers in the kernel unit tests).
@@ -98,6 +98,9 @@ numerics() {
     -a norm_first=True -i 'tokens:int64[4,6]' --loss cross_entropy
   # the class token appended by Expand and Concat, GELU written out with Erf
   numerics_case vit vit cross_entropy -i 'x:float32[4,3,16,16]' --loss cross_entropy
+  # torchvision's ViT: the class token prepended (cls_append first=1), x[:, 0] read back
+  numerics_case torchvision-vit torchvision_vit cross_entropy -i 'x:float32[4,3,16,16]' \
+    --loss cross_entropy
   numerics_case vgg vgg cross_entropy -i 'x:float32[4,3,16,16]' --loss cross_entropy
   # VGG19's 16 convolutions and 5 pools (torchvision's configuration "E") at 1/32 of the width
   numerics_case vgg19 vgg cross_entropy -i 'x:float32[2,3,64,64]' --loss cross_entropy -a width=2 \
@@ -155,6 +158,11 @@ errors() {
     -- torch "$models:vgg" -a 'cfg=(1,"M","M")' -i 'x:float32[1,3,4,4]' --loss mean \
     --weights "$tmp/out.h5" --onnx "$tmp/out.onnx"
   [ -e "$tmp/out.h5" ] || [ -e "$tmp/out.onnx" ] && bad "onnx-refused: wrote weights or ONNX"
+  # control flow on a value: fx's error in one line, with the user's source line
+  expect_fail untraceable \
+    "untraceable: torch.fx cannot trace the module \(at models.py:[0-9]+\): TraceError" \
+    -- torch "$models:untraceable" -i 'x:float32[2,4]' --loss mean
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] || bad "untraceable: expected one stderr line"
   expect_fail no-file "nope.py: cannot open: no such file" -- torch nope.py:mlp -i 'x:float32[1]'
   expect_fail no-factory "has no 'nothing'" -- torch "$models:nothing" -i 'x:float32[1]'
 }

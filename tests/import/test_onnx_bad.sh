@@ -5,7 +5,7 @@
 # text, a truncated model, none at all; with python3-onnx (else those cases are skipped): a
 # symbolic batch dim, external initializer data, an initializer shorter than its dims, an output
 # no node produces, a model with InstanceNormalization, CumSum and a Gather of constant indices
-# out of order, and one with Erf outside a GELU, a Split missing its dim, a class token prepended
+# out of order, and one with Erf outside a GELU, a Split missing its dim, a Concat of two tensors
 # and a Where on a condition that is not a constant.
 # Usage: test_onnx_bad.sh HAP_MODEL SEED.onnx
 set -u
@@ -92,8 +92,8 @@ nodes = [helper.make_node("InstanceNormalization", ["x", "scale", "bias"], ["bn"
          helper.make_node("ReduceMean", ["s"], ["y"], name="mean", axes=[2, 3], keepdims=0)]
 save("unsupported", helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits)))
 
-# the mappings with conditions: Erf outside a GELU, Split sizes that miss the dim, a class token
-# prepended, Where on a condition that is not a constant
+# the mappings with conditions: Erf outside a GELU, Split sizes that miss the dim, a Concat of
+# two tensors (no class token), Where on a condition that is not a constant
 x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])
 m = helper.make_tensor_value_info("m", TensorProto.BOOL, [2, 3, 4])
 y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
@@ -104,7 +104,7 @@ inits = [helper.make_tensor("sizes", TensorProto.INT64, [2], [1, 1]),
 nodes = [helper.make_node("Erf", ["x"], ["e"], name="erf"),
          helper.make_node("Split", ["x", "sizes"], ["s1", "s2"], name="split", axis=1),
          helper.make_node("Expand", ["tok", "to"], ["t"], name="expand"),
-         helper.make_node("Concat", ["t", "x"], ["c"], name="cat", axis=1),
+         helper.make_node("Concat", ["x", "x"], ["c"], name="cat", axis=1),
          helper.make_node("Where", ["m", "fill", "x"], ["w"], name="where"),
          helper.make_node("ReduceMean", ["x"], ["y"], name="mean", axes=[2], keepdims=0)]
 save("conditions", helper.make_model(helper.make_graph(nodes, "g", [x, m], [y], inits)))
@@ -119,12 +119,12 @@ refused orphan "$tmp/orphan.onnx" 1 "orphan.onnx: graph.output\[0\] 'nobody': no
 refused unsupported "$tmp/unsupported.onnx" 4 \
   "unsupported.onnx: node 'in' \(op 'InstanceNormalization'\): no hap mapping for this op" \
   "unsupported.onnx: node 'cumsum' \(op 'CumSum'\): no hap mapping for this op" \
-  "unsupported.onnx: node 'gather' \(op 'Gather'\): hap maps Gather with constant indices as one index or an ascending run" \
+  "unsupported.onnx: node 'gather' \(op 'Gather'\): hap maps Gather with constant indices as one" \
   "unsupported.onnx: 3 unsupported nodes, nothing written: InstanceNormalization, CumSum, Gather"
 refused conditions "$tmp/conditions.onnx" 5 \
   "node 'erf' \(op 'Erf'\): hap maps Erf only inside GELU written out" \
   "node 'split' \(op 'Split'\): split sizes that do not cover dim 1 \(3\) in 2 positive parts" \
-  "node 'cat' \(op 'Concat'\): a class token prepended" \
+  "node 'cat' \(op 'Concat'\): hap maps Concat of tensors only as a class token joined" \
   "node 'where' \(op 'Where'\): hap maps Where with a constant condition" \
   "conditions.onnx: 4 unsupported nodes, nothing written: Erf, Split, Concat, Where"
 [ "$fail" -eq 0 ] && echo "test_onnx_bad: passed"

@@ -62,9 +62,11 @@ hap_status kr_cls_append(const kr_call *c, hap_err *err) {
   int64_t nb = xs->dims[0], s = xs->dims[1], h = xs->dims[2];
   const double *x = kr_x(c, 0), *cls = kr_x(c, 1);
   double *y = c->out[0];
+  int64_t first = kr_attr_i(c, "first") != 0; /* the token's row: 0, else s */
   for (int64_t b = 0; b < nb; b++)
     for (int64_t i = 0; i <= s; i++)
       for (int64_t j = 0; j < h; j++)
-        y[(b * (s + 1) + i) * h + j] = i < s ? x[(b * s + i) * h + j] : cls[j];
+        y[(b * (s + 1) + i) * h + j] =
+            i == (first ? 0 : s) ? cls[j] : x[(b * s + i - first) * h + j];
   return HAP_OK;
 }

@@ -462,6 +462,11 @@ Test(kernels_forward, layout) {
   in_f(&c, SHAPE(1, 2, 2));
   in_f(&c, SHAPE(1, 1, 2));
   EXPECT(&c, VALS(D(1, 2, 3, 4), D(9, 8)), 0, 1, 2, 3, 4, 9, 8);
+  begin(&c, HAP_OP_CLS_APPEND);
+  set_i(&c, "first", 1);
+  in_f(&c, SHAPE(1, 2, 2));
+  in_f(&c, SHAPE(1, 1, 2));
+  EXPECT(&c, VALS(D(1, 2, 3, 4), D(9, 8)), 0, 9, 8, 1, 2, 3, 4);
   begin(&c, HAP_OP_CLS_SELECT);
   in_f(&c, SHAPE(1, 3, 2));
   EXPECT(&c, VALS(x6), 0, 5, 6);
@@ -1163,6 +1168,11 @@ Test(kernels_ops, layout) {
   in_f(&c, SHAPE(4, 5));
   cr_assert_eq(check_all(&c), 3);
   begin(&c, HAP_OP_CLS_APPEND);
+  in_f(&c, SHAPE(4, 3, 4));
+  in_f(&c, SHAPE(1, 1, 4));
+  cr_assert_eq(check_all(&c), 4);
+  begin(&c, HAP_OP_CLS_APPEND);
+  set_i(&c, "first", 1);
   in_f(&c, SHAPE(4, 3, 4));
   in_f(&c, SHAPE(1, 1, 4));
   cr_assert_eq(check_all(&c), 4);

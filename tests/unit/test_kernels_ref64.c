@@ -577,6 +577,11 @@ Test(kernels_ref64, cls_append) {
   in_f(&c, SHAPE(4, 3, 4));
   in_f(&c, SHAPE(1, 1, 4));
   check(&c);
+  begin(&c, HAP_OP_CLS_APPEND); /* the token first (torchvision's ViT) */
+  set_i(&c, "first", 1);
+  in_f(&c, SHAPE(4, 3, 4));
+  in_f(&c, SHAPE(1, 1, 4));
+  check(&c);
 }
 
 Test(kernels_ref64, cls_select) {

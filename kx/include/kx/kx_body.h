@@ -77,7 +77,8 @@ enum {
   HAP_KX_LOCAL = 64,  /* embedding: vocab-parallel rows [off, off + rows) */
   HAP_KX_CE = 128,    /* loss: cross_entropy (else nll_loss) */
   HAP_KX_HAS_W = 256, /* layer_norm weight, bias */
-  HAP_KX_HAS_B = 512
+  HAP_KX_HAS_B = 512,
+  HAP_KX_FIRST = 1024 /* cls_append: the token at position 0 (else last) */
 };
 
 typedef struct hap_kx_pass {
@@ -332,13 +333,14 @@ KX_FN void kx_gather_f(const hap_kx_pass *p, void *const *s, int64_t i) {
   }
 }
 
-/* cls_append: [nb, len, n] and cls [n] -> [nb, len + 1, n]. */
+/* cls_append: [nb, len, n] and cls [n] -> [nb, len + 1, n], the token last (HAP_KX_FIRST:
+ * first). */
 KX_FN void kx_cls_f(const hap_kx_pass *p, void *const *s, int64_t i) {
-  int64_t h = p->n, sl = p->len;
+  int64_t h = p->n, sl = p->len, first = (p->flags & HAP_KX_FIRST) ? 1 : 0;
   int64_t c = i % h, j = (i / h) % (sl + 1), b = i / ((sl + 1) * h);
   float v;
-  if (j < sl)
-    v = KX_CF(s, p->a)[(b * sl + j) * h + c];
+  if (j != (first ? 0 : sl))
+    v = KX_CF(s, p->a)[(b * sl + j - first) * h + c];
   else
     v = (p->flags & HAP_KX_ZB) ? 0.0f : KX_CF(s, p->b)[c];
   KX_F(s, p->c)[i] = v;
@@ -481,13 +483,14 @@ KX_FN void hap_kx_body(const hap_kx_pass *p, void *const *s, int64_t i) {
   case HAP_KX_GATHER_B: KX_F(s, p->d)[p->base + kx_map(p, p->sa, i)] += KX_CF(s, p->g)[i]; break;
   case HAP_KX_CLS_F: kx_cls_f(p, s, i); break;
   case HAP_KX_CLS_B: {
-    int64_t per = p->len * p->n; /* x elements per batch row */
-    KX_F(s, p->d)[i] += KX_CF(s, p->g)[(i / per) * (p->len + 1) * p->n + i % per];
+    int64_t per = p->len * p->n, xo = (p->flags & HAP_KX_FIRST) ? p->n : 0; /* per batch row */
+    KX_F(s, p->d)[i] += KX_CF(s, p->g)[(i / per) * (p->len + 1) * p->n + xo + i % per];
     break;
   }
   case HAP_KX_CLS_SUM: {
     int64_t b = i / p->n, c = i % p->n;
-    kx_add_d(KX_D(s, HAP_KX_SCRATCH) + c, KX_CF(s, p->g)[(b * (p->len + 1) + p->len) * p->n + c]);
+    int64_t row = (p->flags & HAP_KX_FIRST) ? 0 : p->len; /* the token's */
+    kx_add_d(KX_D(s, HAP_KX_SCRATCH) + c, KX_CF(s, p->g)[(b * (p->len + 1) + row) * p->n + c]);
     break;
   }
   case HAP_KX_EMBED_F: {
