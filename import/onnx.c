@@ -823,8 +823,8 @@ static bool fold_reshape(fval *x, const fval *s, bool allowzero, fval *out) {
       v = d < x->rank ? x->dims[d] : -2;
     if (v == -1 && infer < 0)
       infer = d;
-    else if (v < 0)
-      return false;
+    else if (v < 0 || v > x->n || (v > 0 && known > x->n / v))
+      return false; /* a dim no reshape of x's n elements has */
     else
       known *= v;
     out->dims[d] = v;
@@ -873,8 +873,10 @@ static bool fold_constant_of_shape(const Onnx__NodeProto *n, const fval *s, fval
     if (out->dims[d] < 0 || out->dims[d] > FOLD_MAX)
       return false;
     out->n *= out->dims[d];
+    if (out->n > FOLD_MAX)
+      return false;
   }
-  if (out->n > FOLD_MAX || (out->v = malloc((size_t)(out->n + 1) * sizeof *out->v)) == NULL)
+  if ((out->v = malloc((size_t)(out->n + 1) * sizeof *out->v)) == NULL)
     return false;
   for (int64_t i = 0; i < out->n; i++)
     out->v[i] = v;
@@ -1170,8 +1172,11 @@ static bool map_where(ctx *c, const Onnx__NodeProto *n) {
   if (inf)
     return emit(c, n, HAP_OP_ADD, ins, 2, NULL);
   snprintf(name, sizeof name, "%.500s.fill", n->output[0]);
-  if (!part(c, n->output[0], ".kept", HAP_OP_MUL, ins, 2, NULL, &t) ||
-      !const_tensor(c, name, &v, &vid))
+  if (!part(c, n->output[0], ".kept", HAP_OP_MUL, ins, 2, NULL, &t)) {
+    free(v.v);
+    return false;
+  }
+  if (!const_tensor(c, name, &v, &vid))
     return false;
   ins[0] = t;
   ins[1] = vid;
@@ -1199,11 +1204,13 @@ static bool map_split(ctx *c, const Onnx__NodeProto *n, const int32_t *in) {
     for (int64_t j = 0; j < cnt && j < 64; j++)
       v[j] = (double)(split != NULL ? split[j] : equal);
   }
+  bool sized = true;
   for (int64_t j = 0; j < cnt && j < 64; j++) {
-    sizes[j] = (int64_t)v[j];
-    total += sizes[j] > 0 ? sizes[j] : -x->dims[axis] - 1;
+    sized = sized && v[j] >= 1 && v[j] <= (double)x->dims[axis];
+    sizes[j] = sized ? (int64_t)v[j] : 0;
+    total += sizes[j];
   }
-  if (cnt != (int64_t)k || total != x->dims[axis])
+  if (!sized || cnt != (int64_t)k || total != x->dims[axis])
     return fail(c, "split sizes that do not cover dim %lld (%lld) in %zu positive parts",
                 (long long)axis, (long long)x->dims[axis], k);
   for (size_t j = 0, start = 0; j < k; start += (size_t)sizes[j], j++) {
