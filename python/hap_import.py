@@ -15,8 +15,10 @@ then 1 and nothing is written. Runs on Debian's /usr/bin/python3 (python3-torch,
 import argparse
 import ast
 import copy
+import dis
 import importlib
 import importlib.util
+import inspect
 import json
 import operator
 import os
@@ -102,8 +104,15 @@ def make_tracer(torch):
             return super().size(dim)
 
         def __iter__(self):
-            """a, b = proxy: straight to Tracer.iter (fx's own __iter__ reads bytecode offsets
-            that Python 3.11 changed, and fails with an IndexError)."""
+            """a, b, c = proxy: as many items as the caller unpacks (fx's own __iter__ finds the
+            caller's instruction by an index Python 3.11's inline caches shift, and fails with an
+            IndexError); else Tracer.iter."""
+            frame = inspect.currentframe().f_back
+            for inst in dis.get_instructions(frame.f_code):
+                if inst.offset == frame.f_lasti:
+                    if inst.opname == "UNPACK_SEQUENCE":
+                        return iter([self[i] for i in range(inst.argval)])
+                    break
             return self.tracer.iter(self)
 
     class Tracer(MetaTracer):
@@ -125,15 +134,11 @@ def make_tracer(torch):
             return Proxy(node, self)
 
         def iter(self, obj):
-            """q, k, v = x.split(...): the length of the meta result; out, weights =
-            attention(...): its two results."""
+            """Iterating a result that is not unpacked (Proxy.__iter__): the length of the meta
+            result when it is a tuple or list."""
             meta = obj.__dict__.get("_tensor_meta")
             if isinstance(meta, (tuple, list)):
                 return iter([obj[i] for i in range(len(meta))])
-            node = obj.node
-            if node.op == "call_module" and isinstance(self.root.get_submodule(node.target),
-                                                       nn.MultiheadAttention):
-                return iter([obj[0], obj[1]])  # out, weights = attention(...)
             return super().iter(obj)
 
         def is_leaf_module(self, m, name):
@@ -248,6 +253,15 @@ class Exporter:
         self.env = {}  # fx node -> hap tensor name, a tuple of them, or a Python value
         self.params = dict(root.named_parameters())
         self.buffers = dict(root.named_buffers())
+        # tied weights: every other name of a parameter (lm_head.weight = wte.weight) -> the
+        # name named_parameters() keeps, so that both uses read one hap tensor
+        canonical = {id(p): name for name, p in self.params.items()}
+        self.tied = {}
+        for prefix, module in root.named_modules():
+            for local, p in module._parameters.items():  # pylint: disable=protected-access
+                name = f"{prefix}.{local}" if prefix else local
+                if p is not None and name not in self.params and id(p) in canonical:
+                    self.tied[name] = canonical[id(p)]
         self.held = {}  # torch parameter/buffer name -> hap tensor name
         self.unmapped = []
         self.module_ops, self.function_ops, self.method_ops = op_tables(torch, self)
@@ -255,7 +269,9 @@ class Exporter:
     # -- tensors --
 
     def state(self, qualname, reshape=None):
-        """The hap tensor of parameter or buffer `qualname` (created once)."""
+        """The hap tensor of parameter or buffer `qualname` (created once; a tied weight's
+        other names give the same tensor)."""
+        qualname = self.tied.get(qualname, qualname)
         if qualname in self.held:
             return self.held[qualname]
         if qualname in self.params and self.params[qualname].requires_grad:
@@ -374,7 +390,7 @@ class Exporter:
         if "value" in n.meta and n.op != "get_attr":
             return n.meta["value"]  # sizes, shapes: consumed as arguments
         if n.op == "get_attr":
-            p = self.params.get(n.target)
+            p = self.params.get(self.tied.get(n.target, n.target))
             if p is not None and p.requires_grad:
                 return self.state(n.target)
             value = self.buffers.get(n.target, p)

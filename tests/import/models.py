@@ -199,6 +199,14 @@ def gpt(**kw):
     return GPT(**kw)
 
 
+def gpt_tied(**kw):
+    """gpt with GPT-2's tied weights: the head is the token embedding (one parameter, two
+    uses, its gradient the sum of both)."""
+    model = GPT(**kw)
+    model.lm_head.weight = model.wte.weight
+    return model
+
+
 def vit(**kw):
     return ViT(**kw)
 

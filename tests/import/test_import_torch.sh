@@ -93,6 +93,7 @@ numerics() {
   # GPT-2 blocks in plain PyTorch: x.size() unpacked, split q/k/v, masked_fill with a causal
   # buffer, positions from torch.arange, tanh GELU
   numerics_case gpt gpt cross_entropy -i 'idx:int64[4,8]' --loss cross_entropy
+  numerics_case gpt-tied gpt_tied cross_entropy -i 'idx:int64[4,8]' --loss cross_entropy
   [ "$quick" = 1 ] && return # the sanitizer build: the convolutions' cases are the slow ones
   numerics_case encoder-seq-first encoder cross_entropy/pos -a batch_first=False \
     -a norm_first=True -i 'tokens:int64[4,6]' --loss cross_entropy
