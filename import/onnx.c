@@ -13,7 +13,7 @@
  * Transpose -> permute; ReduceMean, ReduceSum; Gather on an initializer (axis 0) -> embedding;
  * Gather of constant indices (one, or an ascending run), Slice, Split -> narrow; Where on a
  * constant condition with a one-element fill -> add (mul) of buffers; Expand + Concat of a class
- * token (last or first) -> cls_append; GELU written out with Erf -> gelu (find_gelus);
+ * token (last or first) -> cls_append; GELU written out with Erf (find_gelus), Gelu -> gelu;
  * LayerNormalization -> layer_norm; BatchNormalization -> its parts; Identity and Dropout -> the
  * same tensor. Constants read as tensors become buffers whose values hap_onnx_parse hands back. */
 #include <limits.h>
@@ -1360,7 +1360,8 @@ static const known_op known[] = {{"Gemm", -1, 2},
                                  {"Split", 1, 1},
                                  {"Where", 0, 3},
                                  {"Expand", 0, 2},
-                                 {"Concat", 0, 1}};
+                                 {"Concat", 0, 1},
+                                 {"Gelu", 1, 1}};
 
 static const known_op *find_known(const char *type) {
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
@@ -1394,6 +1395,12 @@ static bool map_node(ctx *c, const Onnx__NodeProto *n, const known_op *k) {
     return map_global_pool(c, n, in);
   if (strcmp(t, "Relu") == 0)
     return emit(c, n, HAP_OP_RELU, in, 1, NULL);
+  if (strcmp(t, "Gelu") == 0) { /* opset 20 */
+    const Onnx__AttributeProto *ap = attr(n, "approximate");
+    if (ap != NULL && ap->has_s && !(ap->s.len == 4 && memcmp(ap->s.data, "none", 4) == 0))
+      return fail(c, "approximate other than none (hap's gelu is the erf form)");
+    return emit(c, n, HAP_OP_GELU, in, 1, NULL);
+  }
   if (strcmp(t, "Sigmoid") == 0)
     return emit(c, n, HAP_OP_SIGMOID, in, 1, NULL);
   if (strcmp(t, "Tanh") == 0)

@@ -5,8 +5,8 @@
 # text, a truncated model, none at all; with python3-onnx (else those cases are skipped): a
 # symbolic batch dim, external initializer data, an initializer shorter than its dims, an output
 # no node produces, a model with InstanceNormalization, CumSum and a Gather of constant indices
-# out of order, and one with Erf outside a GELU, a Split missing its dim, a Concat of two tensors
-# and a Where on a condition that is not a constant.
+# out of order, one with Erf outside a GELU, a Split missing its dim, a Concat of two tensors
+# and a Where on a condition that is not a constant, and Gelu's tanh form (its erf form imports).
 # Usage: test_onnx_bad.sh HAP_MODEL SEED.onnx
 set -u
 model=$1 seed=$2
@@ -108,6 +108,14 @@ nodes = [helper.make_node("Erf", ["x"], ["e"], name="erf"),
          helper.make_node("Where", ["m", "fill", "x"], ["w"], name="where"),
          helper.make_node("ReduceMean", ["x"], ["y"], name="mean", axes=[2], keepdims=0)]
 save("conditions", helper.make_model(helper.make_graph(nodes, "g", [x, m], [y], inits)))
+
+# Gelu (opset 20): the erf form maps to gelu, the tanh approximation is refused
+for name, approx in (("gelu", "none"), ("gelu-tanh", "tanh")):
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4, 4], [0.25] * 16)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["xw"], name="matmul"),
+             helper.make_node("Gelu", ["xw"], ["g"], name="gelu", approximate=approx),
+             helper.make_node("ReduceMean", ["g"], ["y"], name="mean", axes=[2], keepdims=0)]
+    save(name, helper.make_model(helper.make_graph(nodes, "g", [x], [y], [w])))
 EOF
 refused symbolic "$tmp/symbolic.onnx" 1 \
   "symbolic.onnx: graph.input\[0\] 'x': dim 0 is symbolic, expected a fixed size"
@@ -127,5 +135,13 @@ refused conditions "$tmp/conditions.onnx" 5 \
   "node 'cat' \(op 'Concat'\): hap maps Concat of tensors only as a class token joined" \
   "node 'where' \(op 'Where'\): hap maps Where with a constant condition" \
   "conditions.onnx: 4 unsupported nodes, nothing written: Erf, Split, Concat, Where"
+refused gelu-tanh "$tmp/gelu-tanh.onnx" 2 \
+  "node 'gelu' \(op 'Gelu'\): approximate other than none \(hap's gelu is the erf form\)"
+if "$model" import "$tmp/gelu.onnx" --loss mean -o "$tmp/gelu.json" -q &&
+  grep -q '"op": "gelu"' "$tmp/gelu.json"; then
+  echo "gelu: imported as hap's gelu"
+else
+  bad "gelu: Gelu (approximate none) not imported as gelu"
+fi
 [ "$fail" -eq 0 ] && echo "test_onnx_bad: passed"
 exit "$fail"
