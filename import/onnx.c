@@ -764,7 +764,8 @@ static bool const_tensor(ctx *c, const char *name, fval *f, int32_t *id) {
     return fail(c, "constant '%s': %s", name, e.msg);
   }
   c->made[c->n_made++] = (struct made){.tensor = *id, .data = data};
-  return hap_strmap_put(&c->val, name, *id) == 0 || fail(c, "out of memory");
+  /* the map borrows its keys: the graph's copy of the name outlives it (name may be a buffer) */
+  return hap_strmap_put(&c->val, c->g->tensors[*id].name, *id) == 0 || fail(c, "out of memory");
 }
 
 /* Slice of constant x (starts, ends, axes, steps as ONNX's inputs 1-4, step 1) into *out. */
