@@ -339,6 +339,33 @@ static hap_status write_weights(const char *path, const char *onnx, const hap_gr
   return hap_weights_write(path, g, values, err);
 }
 
+/* A note (stderr) when parameters or buffers feed more than two nodes each: one tensor shared far
+ * apart (tied weights, or initializers an exporter merged because their values were equal) keeps
+ * its layouts in every state of hap-synth's search over its whole span (docs/import.md). */
+static void note_shared(const char *file, const hap_graph *g) {
+  int32_t *uses = calloc((size_t)g->n_tensors + 1, sizeof *uses);
+  if (uses == NULL)
+    return;
+  for (int32_t n = 0; n < g->n_nodes; n++)
+    for (int32_t i = 0; i < g->nodes[n].n_inputs; i++)
+      uses[g->nodes[n].inputs[i]]++;
+  int32_t shared = 0, most = -1;
+  for (int32_t t = 0; t < g->n_tensors; t++) {
+    hap_tensor_kind k = g->tensors[t].kind;
+    if ((k != HAP_TENSOR_PARAMETER && k != HAP_TENSOR_BUFFER) || uses[t] <= 2)
+      continue;
+    shared++;
+    most = most < 0 || uses[t] > uses[most] ? t : most;
+  }
+  if (shared > 0)
+    fprintf(stderr,
+            "%s: note: %s: %d parameter%s or buffer%s feed%s more than 2 nodes each (up to %d: "
+            "'%s'); a tensor shared far apart slows hap-synth's search (docs/import.md)\n",
+            prog, file, shared, shared > 1 ? "s" : "", shared > 1 ? "s" : "", shared > 1 ? "" : "s",
+            uses[most], g->tensors[most].name);
+  free(uses);
+}
+
 static int cmd_import(const opts *o, const char *file) {
   if (o->output == NULL)
     return hap_report_usage(prog, -1, "import needs -o FILE ('-' for stdout)");
@@ -370,6 +397,8 @@ static int cmd_import(const opts *o, const char *file) {
   if (!o->quiet && strcmp(o->output, "-") != 0)
     fprintf(stderr, "%s: wrote %s (%d nodes, %d tensors)\n", prog, o->output, g->n_nodes,
             g->n_tensors);
+  if (!o->quiet)
+    note_shared(file, g);
   hap_graph_destroy(g);
   return 0;
 }

@@ -6,7 +6,8 @@
 # symbolic batch dim, external initializer data, an initializer shorter than its dims, an output
 # no node produces, a model with InstanceNormalization, CumSum and a Gather of constant indices
 # out of order, one with Erf outside a GELU, a Split missing its dim, a Concat of two tensors
-# and a Where on a condition that is not a constant, and Gelu's tanh form (its erf form imports).
+# and a Where on a condition that is not a constant, and Gelu's tanh form (its erf form imports);
+# an initializer feeding three nodes imports with a note on stderr (none under -q).
 # Usage: test_onnx_bad.sh HAP_MODEL SEED.onnx
 set -u
 model=$1 seed=$2
@@ -116,6 +117,13 @@ for name, approx in (("gelu", "none"), ("gelu-tanh", "tanh")):
              helper.make_node("Gelu", ["xw"], ["g"], name="gelu", approximate=approx),
              helper.make_node("ReduceMean", ["g"], ["y"], name="mean", axes=[2], keepdims=0)]
     save(name, helper.make_model(helper.make_graph(nodes, "g", [x], [y], [w])))
+
+# one initializer feeding three nodes (as an exporter that merges equal initializers writes)
+w = helper.make_tensor("w", TensorProto.FLOAT, [4, 4], [0.25] * 16)
+nodes = [helper.make_node("MatMul", [a, "w"], [b], name=b)
+         for a, b in (("x", "h1"), ("h1", "h2"), ("h2", "h3"))]
+nodes.append(helper.make_node("ReduceMean", ["h3"], ["y"], name="mean", axes=[2], keepdims=0))
+save("shared", helper.make_model(helper.make_graph(nodes, "g", [x], [y], [w])))
 EOF
 refused symbolic "$tmp/symbolic.onnx" 1 \
   "symbolic.onnx: graph.input\[0\] 'x': dim 0 is symbolic, expected a fixed size"
@@ -143,5 +151,13 @@ if "$model" import "$tmp/gelu.onnx" --loss mean -o "$tmp/gelu.json" -q &&
 else
   bad "gelu: Gelu (approximate none) not imported as gelu"
 fi
+# a note, not an error, for a parameter shared by more than two nodes; -q keeps it quiet
+"$model" import "$tmp/shared.onnx" --loss mean -o "$tmp/shared.json" 2>"$tmp/err" ||
+  bad "shared: not imported: $(cat "$tmp/err")"
+grep -q "note: .*shared.onnx: 1 parameter or buffer feeds more than 2 nodes each (up to 3: 'w')" \
+  "$tmp/err" || bad "shared: no note on the shared parameter: $(cat "$tmp/err")"
+"$model" import "$tmp/shared.onnx" --loss mean -o "$tmp/shared.json" -q 2>"$tmp/err"
+[ -s "$tmp/err" ] && bad "shared: -q printed: $(cat "$tmp/err")"
+echo "shared: $(grep note "$tmp/err" || echo 'noted, quiet under -q')"
 [ "$fail" -eq 0 ] && echo "test_onnx_bad: passed"
 exit "$fail"
