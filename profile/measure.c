@@ -12,8 +12,16 @@
 #include "profile/fit_rel.h"
 
 #define HOST_MAX    256
+#define TAG_PING    1
+#define TAG_PONG    2
 #define TAG_SAMPLES 7
 #define TAG_KERNELS 8
+#define TAG_REDO    9
+
+/* Point-to-point: untimed round trips of the first size before a pair's sweep, and how many
+ * times its outlier sizes are measured again (hap_p2p_outliers). */
+#define P2P_PAIR_WARMUP      32
+#define P2P_REMEASURE_PASSES 2
 
 /* ---- built-in plans -------------------------------------------------------------------------- */
 
@@ -515,34 +523,113 @@ static hap_status gather_devices(run *r, const dev_rec *mine, const double *secs
 
 /* ---- point-to-point ------------------------------------------------------------------------- */
 
-/* Ping-pong sweep of src -> dst (both call); samples (at src) = half round trips. */
-static hap_status pingpong(run *r, int32_t src, int32_t dst, hap_err *err) {
+int32_t hap_p2p_outliers(const double *p50_s, int32_t n, int32_t *idx) {
+  int32_t m = 0;
+  double floor_s = 0; /* the smallest p50 of the sizes after i */
+  for (int32_t i = n - 1; i >= 0; i--) {
+    if (i < n - 1 && p50_s[i] > HAP_P2P_OUTLIER_FACTOR * floor_s)
+      idx[m++] = i;
+    if (i == n - 1 || p50_s[i] < floor_s)
+      floor_s = p50_s[i];
+  }
+  for (int32_t a = 0, b = m - 1; a < b; a++, b--) { /* increasing */
+    int32_t t = idx[a];
+    idx[a] = idx[b];
+    idx[b] = t;
+  }
+  return m;
+}
+
+/* One ping-pong round trip of s bytes: the lead sends first. */
+static hap_status round_trip(hap_comm *c, run *r, bool lead, int32_t peer, int64_t s,
+                             hap_err *err) {
+  if (lead) {
+    HAP_TRY(c->ops->send(c, r->sendbuf, s, peer, TAG_PING, err));
+    return c->ops->recv(c, r->recvbuf, s, peer, TAG_PONG, err);
+  }
+  HAP_TRY(c->ops->recv(c, r->recvbuf, s, peer, TAG_PING, err));
+  return c->ops->send(c, r->sendbuf, s, peer, TAG_PONG, err);
+}
+
+/* Size i of a pair's sweep: its warm-ups, then p2p_reps samples (at the lead) of p2p_iters
+ * round trips each, one sample = half a round trip. */
+static hap_status pingpong_size(run *r, bool lead, int32_t peer, int32_t i, hap_err *err) {
   hap_comm *c = r->data;
   const hap_measure_config *cfg = r->cfg;
-  bool lead = c->rank == src;
-  int32_t peer = lead ? dst : src;
-  for (int32_t i = 0; i < cfg->n_p2p_sizes; i++) {
-    int64_t s = cfg->p2p_sizes[i];
-    char phase[96];
-    snprintf(phase, sizeof phase, "p2p %d->%d, %lld B", src, dst, (long long)s);
-    progress(r, phase);
-    for (int32_t k = 0; k < cfg->p2p_warmup + cfg->p2p_reps; k++) {
-      int32_t iters = k < cfg->p2p_warmup ? 1 : cfg->p2p_iters;
-      double t0 = now(r);
-      for (int32_t it = 0; it < iters; it++) {
-        if (lead) {
-          HAP_TRY(c->ops->send(c, r->sendbuf, s, peer, 1, err));
-          HAP_TRY(c->ops->recv(c, r->recvbuf, s, peer, 2, err));
-        } else {
-          HAP_TRY(c->ops->recv(c, r->recvbuf, s, peer, 1, err));
-          HAP_TRY(c->ops->send(c, r->sendbuf, s, peer, 2, err));
-        }
-      }
-      if (k >= cfg->p2p_warmup)
-        r->samples[i * cfg->p2p_reps + (k - cfg->p2p_warmup)] = 0.5 * (now(r) - t0) / iters;
-    }
+  int64_t s = cfg->p2p_sizes[i];
+  for (int32_t k = 0; k < cfg->p2p_warmup + cfg->p2p_reps; k++) {
+    int32_t iters = k < cfg->p2p_warmup ? 1 : cfg->p2p_iters;
+    double t0 = now(r);
+    for (int32_t it = 0; it < iters; it++)
+      HAP_TRY(round_trip(c, r, lead, peer, s, err));
+    if (k >= cfg->p2p_warmup)
+      r->samples[i * cfg->p2p_reps + (k - cfg->p2p_warmup)] = 0.5 * (now(r) - t0) / iters;
   }
   return HAP_OK;
+}
+
+/* The lead finds the outliers (hap_p2p_outliers over its samples' p50s) and sends the list; the
+ * partner receives it. redo holds n_p2p_sizes entries; the count goes to *m. */
+static hap_status agree_outliers(run *r, bool lead, int32_t peer, int32_t *redo, int32_t *m,
+                                 hap_err *err) {
+  hap_comm *c = r->world;
+  const hap_measure_config *cfg = r->cfg;
+  int32_t n = cfg->n_p2p_sizes, reps = cfg->p2p_reps;
+  if (lead) {
+    double *p50 = calloc((size_t)n, sizeof *p50), *x = calloc((size_t)reps, sizeof *x);
+    if (p50 == NULL || x == NULL) {
+      free(p50);
+      free(x);
+      return hap_err_set(err, HAP_ENOMEM, "measure: out of memory");
+    }
+    for (int32_t i = 0; i < n; i++) {
+      memcpy(x, r->samples + (size_t)i * (size_t)reps, (size_t)reps * sizeof *x);
+      p50[i] = median(x, reps);
+    }
+    *m = hap_p2p_outliers(p50, n, redo);
+    free(p50);
+    free(x);
+    HAP_TRY(c->ops->send(c, m, (int64_t)sizeof *m, peer, TAG_REDO, err));
+    return *m > 0 ? c->ops->send(c, redo, *m * (int64_t)sizeof *redo, peer, TAG_REDO, err) : HAP_OK;
+  }
+  HAP_TRY(c->ops->recv(c, m, (int64_t)sizeof *m, peer, TAG_REDO, err));
+  if (*m < 0 || *m > n)
+    return hap_err_set(err, HAP_EMPI, "measure: rank %d sent %d sizes to measure again", peer, *m);
+  return *m > 0 ? c->ops->recv(c, redo, *m * (int64_t)sizeof *redo, peer, TAG_REDO, err) : HAP_OK;
+}
+
+/* The sizes agreed on (agree_outliers) measured again, up to P2P_REMEASURE_PASSES times. */
+static hap_status remeasure_outliers(run *r, bool lead, int32_t peer, hap_err *err) {
+  int32_t *redo = malloc((size_t)r->cfg->n_p2p_sizes * sizeof *redo);
+  if (redo == NULL)
+    return hap_err_set(err, HAP_ENOMEM, "measure: out of memory");
+  hap_status st = HAP_OK;
+  for (int32_t pass = 0, m = 1; pass < P2P_REMEASURE_PASSES && m > 0 && st == HAP_OK; pass++) {
+    st = agree_outliers(r, lead, peer, redo, &m, err);
+    for (int32_t j = 0; j < m && st == HAP_OK; j++)
+      st = pingpong_size(r, lead, peer, redo[j], err);
+  }
+  free(redo);
+  return st;
+}
+
+/* Ping-pong sweep of src -> dst (both call); samples (at src) = half round trips. The pair first
+ * exchanges P2P_PAIR_WARMUP untimed round trips of the first size; after the sweep, sizes whose
+ * p50 is an outlier against the larger sizes (a transient: a partner still busy, a slow first
+ * path) are measured again. */
+static hap_status pingpong(run *r, int32_t src, int32_t dst, hap_err *err) {
+  const hap_measure_config *cfg = r->cfg;
+  bool lead = r->world->rank == src;
+  int32_t peer = lead ? dst : src;
+  for (int32_t k = 0; k < P2P_PAIR_WARMUP; k++)
+    HAP_TRY(round_trip(r->data, r, lead, peer, cfg->p2p_sizes[0], err));
+  for (int32_t i = 0; i < cfg->n_p2p_sizes; i++) {
+    char phase[96];
+    snprintf(phase, sizeof phase, "p2p %d->%d, %lld B", src, dst, (long long)cfg->p2p_sizes[i]);
+    progress(r, phase);
+    HAP_TRY(pingpong_size(r, lead, peer, i, err));
+  }
+  return remeasure_outliers(r, lead, peer, err);
 }
 
 static hap_status measure_p2p(run *r, hap_err *err) {

@@ -1,6 +1,7 @@
 /* test_measure_config.c — hap-profile's measurement plans (profile/measure.h): the built-in ones
  * pass hap_measure_check, a GPU's GEMM sweep adds float16 and bfloat16 shapes, and a GEMM shape
- * of a non-float dtype or an out-of-range size is refused naming the shape. */
+ * of a non-float dtype or an out-of-range size is refused naming the shape, and the p2p sizes
+ * measured again as outliers (hap_p2p_outliers). */
 #include <criterion/criterion.h>
 #include <string.h>
 
@@ -43,4 +44,28 @@ Test(measure_config, bad_gemm_shapes_are_refused) {
                   strstr(e.msg, "expected sizes in 1..65536 and a float dtype") != NULL,
               "case %zu: %s", i, e.msg);
   }
+}
+
+/* hap_p2p_outliers: a size slower than twice some larger size's p50 is measured again. */
+Test(measure_config, p2p_outliers_are_the_sizes_slower_than_larger_ones) {
+  int32_t idx[8];
+  /* a clean sweep (latency, then bandwidth): none */
+  const double clean[6] = {1e-6, 1.1e-6, 1.2e-6, 2e-6, 8e-6, 30e-6};
+  cr_assert_eq(hap_p2p_outliers(clean, 6, idx), 0);
+  /* noise within the factor: none */
+  const double noisy[4] = {1.9e-6, 1e-6, 1.5e-6, 1.2e-6};
+  cr_assert_eq(hap_p2p_outliers(noisy, 4, idx), 0);
+  /* the warm-up outlier: 8 B at 1.2 ms before 0.5 us sizes */
+  const double first[5] = {1.2e-3, 0.5e-6, 0.5e-6, 0.7e-6, 0.8e-6};
+  cr_assert_eq(hap_p2p_outliers(first, 5, idx), 1);
+  cr_assert_eq(idx[0], 0);
+  /* two in the middle, reported in increasing order; compared with the fastest larger size */
+  const double mid[6] = {1e-6, 9e-6, 1e-6, 5e-6, 2e-6, 6e-6};
+  cr_assert_eq(hap_p2p_outliers(mid, 6, idx), 2);
+  cr_assert_eq(idx[0], 1);
+  cr_assert_eq(idx[1], 3);
+  /* the largest size has nothing to compare with; one size: none */
+  const double last[3] = {1e-6, 1e-6, 1.0};
+  cr_assert_eq(hap_p2p_outliers(last, 3, idx), 0);
+  cr_assert_eq(hap_p2p_outliers(last, 1, idx), 0);
 }

@@ -4,7 +4,8 @@
  *             memory bandwidth (copy, 2 x bytes / p50); launch overhead (empty kernel, p50)
  *   kernels:  the CPU kernels of kernels/ at the configured local shapes (kernel_times.h),
  *             p50/p95 per op, direction and shape -> the device's kernel table
- *   comm:     every ordered rank pair: ping-pong, one sample = half a round trip of S bytes;
+ *   comm:     every ordered rank pair: ping-pong, one sample = half a round trip of S bytes
+ *             (outlier sizes measured again: hap_p2p_outliers);
  *             each collective over the world, each host's ranks and one rank per host (when those
  *             differ from the world): one sample = the slowest rank's time for one call after a
  *             barrier; sizes as nccl-tests count them (cluster.h, hap_coll_fit)
@@ -89,6 +90,14 @@ void hap_measure_gpu_gemm(hap_measure_config *cfg, bool quick);
 
 /* Check a configuration: positive repetitions, strictly increasing positive sizes, known dtypes. */
 hap_status hap_measure_check(const hap_measure_config *cfg, hap_err *err);
+
+/* Point-to-point sizes to measure again: those whose p50 exceeds HAP_P2P_OUTLIER_FACTOR times the
+ * smallest p50 of any larger size (more bytes never take less time, so such a point is a
+ * transient: a partner still busy with earlier work, a slow first path). p50_s: n sizes in
+ * increasing order of bytes. Writes the indices, increasing, to idx (n entries); returns how many.
+ */
+#define HAP_P2P_OUTLIER_FACTOR 2.0
+int32_t hap_p2p_outliers(const double *p50_s, int32_t n, int32_t *idx);
 
 /* Run the configured measurements on every rank (dev is this rank's device) and, on rank 0,
  * return the profile (statistics and fits computed, validated; backend and environment left to
