@@ -95,13 +95,30 @@ float hap_round_to(hap_dtype to, float x) {
   }
 }
 
+/* hap_round_to(HAP_BF16, .) on the bits, without branches (the loop below vectorises): a NaN keeps
+ * its top bits and becomes quiet, anything else rounds to nearest even (overflow carries into
+ * Inf). In place; returns true when every result is finite. */
+static bool round_bf16_array(float *v, int64_t n) {
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &v[i], sizeof u);
+    uint32_t nan = (u & F32_ABS_MASK) > F32_INF;
+    uint32_t quiet = (u | F32_QUIET) & 0xFFFF0000u;
+    uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    uint32_t r = nan ? quiet : rounded;
+    bad |= (r & F32_INF) == F32_INF;
+    memcpy(&v[i], &r, sizeof r);
+  }
+  return !bad;
+}
+
 bool hap_round_array(hap_dtype to, float *v, int64_t n) {
+  if (to == HAP_BF16)
+    return round_bf16_array(v, n);
   if (to == HAP_F16)
     for (int64_t i = 0; i < n; i++)
       v[i] = hap_fp16_to_float(hap_fp16_from_float(v[i]));
-  else if (to == HAP_BF16)
-    for (int64_t i = 0; i < n; i++)
-      v[i] = hap_bf16_to_float(hap_bf16_from_float(v[i]));
   return hap_all_finite(v, n);
 }
 

@@ -193,8 +193,19 @@ int32_t hap_plan_sim_coll_group(const hap_lowered *lw, int32_t t, int32_t d, int
   return m;
 }
 
+/* The rounding pass hap-run's emulated storage adds to all-reduce task t on device d: the summed
+ * half-precision values are rounded in their float32 buffer (run.c, round_grads), one read and one
+ * write of per_rank_bytes (already in float32 bytes) at the device's memory bandwidth; 0 where
+ * nothing is emulated (a GPU's half-precision sum has no such pass). */
+static double emulated_round_s(const hap_lowered *lw, const hap_cluster *c, int32_t t, int32_t d,
+                               double per_rank_bytes) {
+  if (lw->tasks[t].coll != HAP_COLL_ALL_REDUCE || emulated_scale(lw, t) == 1 || !emulates(lw, c, d))
+    return 0;
+  return 2 * per_rank_bytes / c->devices[d].memory_bw_Bps;
+}
+
 /* A collective's duration on every device: its sub-group's time for the bytes its members hold
- * (hap_plan_sim_coll_bytes). */
+ * (hap_plan_sim_coll_bytes), and an emulated all-reduce's rounding pass (emulated_round_s). */
 static hap_status price_collective(hap_lowered *lw, const hap_cluster *c, int32_t t,
                                    const span_groups *sg, double *per_rank, double *sub_bytes,
                                    double *dur, hap_err *err) {
@@ -212,7 +223,7 @@ static hap_status price_collective(hap_lowered *lw, const hap_cluster *c, int32_
       return hap_err_set(err, HAP_EINVAL, "task '%s': the cluster prices it at %g s", k->name, sec);
     for (int32_t i = 0; i < m; i++) {
       int32_t d = sub_member(lw, k->span, s, i);
-      row[d] = policy_time(lw, k, dur, d, sec);
+      row[d] = policy_time(lw, k, dur, d, sec + emulated_round_s(lw, c, t, d, per_rank[d]));
     }
   }
   return HAP_OK;

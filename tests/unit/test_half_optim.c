@@ -227,6 +227,35 @@ static void sweep(hap_dtype to, int64_t n_samples) {
 Test(half, fp16_random_floats_match_the_reference) { sweep(HAP_F16, 4000000); }
 Test(half, bf16_random_floats_match_the_reference) { sweep(HAP_BF16, 4000000); }
 
+/* The array path of bfloat16 (branch-free, vectorised) against the scalar conversion, on random
+ * patterns and on the special values (NaNs of both signs and payloads, Infs, the largest finite,
+ * ties, subnormals, zeros). */
+Test(half, bf16_round_array_matches_the_scalar_conversion) {
+  enum { N = 1 << 16 };
+  static float v[N], w[N];
+  static const uint32_t special[] = {0x7FC00000u, 0xFFC00001u, 0x7F800001u, 0xFF80FFFFu,
+                                     0x7F800000u, 0xFF800000u, 0x7F7FFFFFu, 0xFF7FFFFFu,
+                                     0x7F7F7FFFu, 0x3F808000u, 0x3F818000u, 0x00000001u,
+                                     0x80008000u, 0x00000000u, 0x80000000u};
+  int n_special = (int)(sizeof special / sizeof special[0]);
+  for (int i = 0; i < N; i++)
+    v[i] = bitsf(i < n_special ? special[i] : (uint32_t)next_u64());
+  memcpy(w, v, sizeof v);
+  bool finite = hap_round_array(HAP_BF16, w, N);
+  bool want_finite = true;
+  for (int i = 0; i < N; i++) {
+    uint32_t want = fbits(hap_round_to(HAP_BF16, v[i]));
+    want_finite &= (want & 0x7F800000u) != 0x7F800000u;
+    cr_assert_eq(fbits(w[i]), want, "0x%08x: 0x%08x, expected 0x%08x", fbits(v[i]), fbits(w[i]),
+                 want);
+  }
+  cr_assert_not(finite, "the NaNs and Infs are not finite");
+  cr_assert_not(want_finite);
+  for (int i = 0; i < N; i++) /* exponent bit 7 clear: below 2, all finite */
+    w[i] = bitsf(fbits(v[i]) & 0xBFFFFFFFu);
+  cr_assert(hap_round_array(HAP_BF16, w, N));
+}
+
 Test(half, round_array_and_all_finite) {
   float v[6] = {1.0f, 0.1f, 70000.0f, -3.0e-8f, 1e-3f, 123.456f};
   float w[6];
