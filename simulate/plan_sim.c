@@ -195,13 +195,16 @@ int32_t hap_plan_sim_coll_group(const hap_lowered *lw, int32_t t, int32_t d, int
 
 /* The rounding pass hap-run's emulated storage adds to all-reduce task t on device d: the summed
  * half-precision values are rounded in their float32 buffer (run.c, round_grads), one read and one
- * write of per_rank_bytes (already in float32 bytes) at the device's memory bandwidth; 0 where
- * nothing is emulated (a GPU's half-precision sum has no such pass). */
+ * write of per_rank_bytes (already in float32 bytes). Its rate: the update bandwidth when the
+ * profile measured one (a streaming pass over the plan's parameters with every rank at it at once,
+ * as every rank rounds its sum at once; a gradient is as large as its parameter), else the memory
+ * bandwidth. 0 where nothing is emulated (a GPU's half-precision sum has no such pass). */
 static double emulated_round_s(const hap_lowered *lw, const hap_cluster *c, int32_t t, int32_t d,
                                double per_rank_bytes) {
   if (lw->tasks[t].coll != HAP_COLL_ALL_REDUCE || emulated_scale(lw, t) == 1 || !emulates(lw, c, d))
     return 0;
-  return 2 * per_rank_bytes / c->devices[d].memory_bw_Bps;
+  const hap_device *dev = &c->devices[d];
+  return 2 * per_rank_bytes / (dev->update_bw_Bps > 0 ? dev->update_bw_Bps : dev->memory_bw_Bps);
 }
 
 /* A collective's duration on every device: its sub-group's time for the bytes its members hold

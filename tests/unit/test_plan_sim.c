@@ -114,8 +114,8 @@ Test(plan_sim, updates_are_priced_at_the_update_bandwidth) {
  * is priced as hap-run's CPU backend runs it, in float32: every compute, collective and local
  * task takes what the same plan takes under the default policy (only the updates differ, the
  * optimizer pass keeping a float32 master), but an all-reduce adds the rounding of its sum, a
- * read and a write of its float32 bytes at the memory bandwidth; on V100s, which have float16
- * FLOP/s, a float16 plan has faster tasks. */
+ * read and a write of its float32 bytes at the update (else memory) bandwidth; on V100s, which
+ * have float16 FLOP/s, a float16 plan has faster tasks. */
 Test(plan_sim, half_precision_on_cpu_devices_is_priced_as_float32) {
   hap_graph *g = model("bert-base:layers=1,batch=8,seq=16,width=64,heads=2,hidden=128,vocab=64");
   const char *clusters[2] = {"cpu-2", "paper-homo:gpus_per_host=2,hosts=1"};
@@ -154,7 +154,9 @@ Test(plan_sim, half_precision_on_cpu_devices_is_priced_as_float32) {
           double f32 = hap_plan_sim_duration(ps[1], t, d);
           double round = 0;
           if (ci == 0 && all_reduce && lw[0]->tasks[t].repeats == 1) {
-            round = 2 * per_rank[d] / c->devices[d].memory_bw_Bps;
+            const hap_device *dev = &c->devices[d]; /* the update bandwidth when measured */
+            round = 2 * per_rank[d] /
+                    (dev->update_bw_Bps > 0 ? dev->update_bw_Bps : dev->memory_bw_Bps);
             rounded += round > 0;
           }
           if (ci == 0)
