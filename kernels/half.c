@@ -24,6 +24,7 @@ static float float_of(uint32_t u) {
 #define F16_QUIET     0x0200u
 #define F16_OVERFLOW  0x477FF000u /* 65520 = 65504 + half an ulp: rounds (to even) to Inf */
 #define F16_MIN_NORM  0x38800000u /* 2^-14 */
+#define F16_MAX_BITS  0x477FE000u /* 65504, the largest finite half */
 #define F16_HALF_TINY 0x33000000u /* 2^-25, half the smallest subnormal: rounds (to even) to 0 */
 
 uint16_t hap_fp16_from_float(float x) {
@@ -113,12 +114,41 @@ static bool round_bf16_array(float *v, int64_t n) {
   return !bad;
 }
 
+/* hap_round_to(HAP_F16, .) without branches, each case computed and one selected: NaN (quiet,
+ * the top 10 payload bits kept); a float16 subnormal or zero (below 2^-14: 0.5 + |x| rounds |x| to
+ * a multiple of 2^-24, float16's subnormal step, to nearest even in float32 arithmetic, and
+ * subtracting 0.5 is exact); a normal (13 mantissa bits dropped to nearest even, a carry moving
+ * the exponent); beyond 65504 after rounding, Inf. In place; true when every result is finite. */
+static bool round_fp16_array(float *v, int64_t n) {
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &v[i], sizeof u);
+    uint32_t sign = u & ~F32_ABS_MASK, a = u & F32_ABS_MASK;
+    /* all-ones masks of the cases (selects as bit operations: the loop stays branch-free) */
+    uint32_t is_nan = 0u - (uint32_t)(a > F32_INF), is_tiny = 0u - (uint32_t)(a < F16_MIN_NORM);
+    float tiny_f;
+    uint32_t tiny_a = a & is_tiny; /* the subnormal path's input */
+    memcpy(&tiny_f, &tiny_a, sizeof tiny_f);
+    tiny_f = (tiny_f + 0.5f) - 0.5f;
+    uint32_t tiny;
+    memcpy(&tiny, &tiny_f, sizeof tiny);
+    uint32_t normal = (a + 0xFFFu + ((a >> 13) & 1u)) & ~0x1FFFu;
+    uint32_t over = 0u - (uint32_t)(normal > F16_MAX_BITS);
+    normal = (normal & ~over) | (F32_INF & over);
+    uint32_t finite = sign | (tiny & is_tiny) | (normal & ~is_tiny);
+    uint32_t r = (((u & 0xFFFFE000u) | F32_QUIET) & is_nan) | (finite & ~is_nan);
+    bad |= (r & F32_INF) == F32_INF;
+    memcpy(&v[i], &r, sizeof r);
+  }
+  return !bad;
+}
+
 bool hap_round_array(hap_dtype to, float *v, int64_t n) {
   if (to == HAP_BF16)
     return round_bf16_array(v, n);
   if (to == HAP_F16)
-    for (int64_t i = 0; i < n; i++)
-      v[i] = hap_fp16_to_float(hap_fp16_from_float(v[i]));
+    return round_fp16_array(v, n);
   return hap_all_finite(v, n);
 }
 
