@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The mpi backend's collectives, whole and in pieces (tests/run/test_comm_mpi.c), and a malformed
-# HAP_MPI_PIECE_BYTES refused with one line naming the variable.
+# The mpi backend's collectives, whole and in pieces (tests/run/test_comm_mpi.c), also under
+# glibc's own allocator settings (HAP_MALLOC=default), and a malformed HAP_MPI_PIECE_BYTES or
+# HAP_MALLOC refused with one line naming the variable.
 # Usage: test_comm_mpi.sh TEST_COMM_MPI MPIRUN
 set -uo pipefail
 bin=${1:?test binary}
@@ -34,6 +35,16 @@ rc=$?
 echo "$out" | head -n 3
 if [ "$rc" -eq 0 ] || ! grep -q "HAP_MPI_PIECE_BYTES='12abc': expected a byte count >= 0" <<<"$out"; then
   echo "FAIL: a malformed HAP_MPI_PIECE_BYTES was not refused with its message (exit $rc)"
+  fail=1
+fi
+# glibc's own allocator settings (HAP_MALLOC=default) run the same checks; any other value is one
+# line naming the variable
+HAP_MALLOC=default run "glibc's allocator settings, 2 ranks" "" 2 --max-elems 100000
+out=$(HAP_MALLOC=defualt timeout 60 "$mpirun" -np 1 "$bin" 2>&1)
+rc=$?
+echo "$out" | head -n 3
+if [ "$rc" -eq 0 ] || ! grep -q "HAP_MALLOC='defualt': expected 'default'" <<<"$out"; then
+  echo "FAIL: a malformed HAP_MALLOC was not refused with its message (exit $rc)"
   fail=1
 fi
 [ "$fail" -eq 0 ] && echo "test_comm_mpi.sh: all passed"

@@ -15,8 +15,10 @@
  * in one call. */
 #define HAP_MPI_PIECE_BYTES_DEFAULT ((int64_t)4 << 20)
 
-/* MPI_Init (argc/argv may be NULL), MPI_ERRORS_RETURN on the world, and its hap_comm. A malformed
- * HAP_MPI_PIECE_BYTES is HAP_EINVAL, before MPI_Init. */
+/* MPI_Init (argc/argv may be NULL), MPI_ERRORS_RETURN on the world, and its hap_comm. First,
+ * glibc's allocator is set to keep large blocks on its heap (comm_mpi.c, keep_large_blocks; the
+ * environment variable HAP_MALLOC=default leaves glibc's settings). A malformed
+ * HAP_MPI_PIECE_BYTES or HAP_MALLOC is HAP_EINVAL, before MPI_Init. */
 hap_status hap_comm_mpi_init(int *argc, char ***argv, hap_comm **world, hap_err *err);
 /* Set the piece size of c, a communicator of this backend (bytes >= 0; 0: one call per collective);
  * communicators split from it later inherit it. */
