@@ -620,7 +620,7 @@ static hap_status piece_bytes_from_env(int64_t *out, hap_err *err) {
  * 1 GiB come from the heap instead of a fresh mapping, and the heap grows with a 256 MiB pad and
  * is not trimmed below 2 GiB free, so freed buffers (Open MPI's temporaries, a gradient bucket)
  * are reused instead of mapped and page-faulted afresh on every call. On dev-2c (2 ranks): a
- * 392 MiB all-reduce in one call 0.97 -> 0.11 s, a reduce-scatter 3.4 -> 0.09 s, and VGG19's
+ * 392 MiB all-reduce in one call 0.99 -> 0.10 s, a reduce-scatter 3.4 -> 0.07 s, and VGG19's
  * overlapped gradient sums no longer fall into a 4x slower mode in some runs
  * (reports/BENCHMARKS.md). */
 static hap_status keep_large_blocks(hap_err *err) {

@@ -35,7 +35,7 @@ with h5py.File(sys.argv[1], "r") as f:
 PY
 }
 
-# $1 what was profiled; every pair's 8 B p50 (us) must be below $2 (below) or at least $2 (min)
+# $1 what was profiled; $2 below or min, $3 us: every pair's 8 B p50 is below $3, or at least $3
 judge() {
   if [ "$(wc -l <"$tmp/pairs")" -eq 2 ] &&
     awk -v want="$2" -v v="$3" '($2 < v) != (want == "below") { b = 1 } END { exit b }' \
