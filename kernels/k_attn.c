@@ -70,21 +70,16 @@ static mha_state mha_state_at(const mha_dims *d, float *base) {
   return s;
 }
 
-/* Whether attention weight (batch b, head h, query i, key j) survives dropout: decided by its
+/* Attention weights of (batch b, head h) with dropout applied: dst [l, s] from a [l, s] (may be
+ * a), scaled by 1 / (1 - p) where kept. Whether weight (b, h, i, j) survives is decided by its
  * position in the full [n, heads, l, s] weights. */
-static bool mha_keep(const hap_kernel_call *c, const mha_dims *d, int64_t b, int64_t h, int64_t i,
-                     int64_t j) {
-  int64_t pos = (((b + d->n_off) * d->h_full + h + d->h_off) * d->l_full + i + d->l_off) * d->s + j;
-  return hap_kernel_keep(c->seed, pos, d->drop);
-}
-
-/* Attention weights of (batch b, head h) with dropout applied: dst [l, s] from a [l, s]. */
 static void mha_dropout(const hap_kernel_call *c, const mha_dims *d, int64_t b, int64_t h,
                         const float *a, float *dst) {
   float keep_scale = (float)(1 / (1 - d->drop));
+  int64_t row0 = ((b + d->n_off) * d->h_full + h + d->h_off) * d->l_full + d->l_off;
   for (int64_t i = 0; i < d->l; i++)
-    for (int64_t j = 0; j < d->s; j++)
-      dst[i * d->s + j] = mha_keep(c, d, b, h, i, j) ? a[i * d->s + j] * keep_scale : 0.0f;
+    k_dropout_run(c->seed, d->drop, (row0 + i) * d->s, a + i * d->s, keep_scale, dst + i * d->s,
+                  d->s, false);
 }
 
 /* y [rows, p] = x [rows, e] W^T + b (W [p, e], b [p]). */
@@ -170,7 +165,6 @@ hap_status k_mha_bwd(const hap_kernel_call *c, const float *const *dout, float *
   if (io->in_grad[MHA_B_OUT] && !k_once_zero(c, MHA_B_OUT))
     st_sum = k_add_col_sums(g, nl, d.e, din[MHA_B_OUT], err);
   k_sgemm(false, false, nl, d.p, d.e, 1.0f, g, d.e, w_out, d.p, 0.0f, dctx, d.p);
-  float keep_scale = (float)(1 / (1 - d.drop));
   for (int64_t b = 0; b < d.n; b++)
     for (int64_t h = 0; h < d.h; h++) {
       const float *a = s.a + (b * d.h + h) * d.l * d.s;
@@ -183,11 +177,9 @@ hap_status k_mha_bwd(const hap_kernel_call *c, const float *const *dout, float *
       /* d(dropped weights) [l, s] = dctx_h V_h^T; dV_h += dropped^T dctx_h */
       k_sgemm(false, true, d.l, d.s, d.hd, 1.0f, dctx + oq, d.p, s.v + ok, d.p, 0.0f, da, d.s);
       k_sgemm(true, false, d.s, d.hd, d.l, 1.0f, adv, d.s, dctx + oq, d.p, 1.0f, dv + ok, d.p);
+      if (d.drop > 0) /* through the mask: kept weights were scaled, dropped ones are 0 */
+        mha_dropout(c, &d, b, h, da, da);
       for (int64_t i = 0; i < d.l; i++) {
-        for (int64_t j = 0; d.drop > 0 && j < d.s; j++) {
-          int64_t at = i * d.s + j; /* through the mask: kept weights were scaled, dropped 0 */
-          da[at] = mha_keep(c, &d, b, h, i, j) ? da[at] * keep_scale : 0.0f;
-        }
         double dot = k_dot_f64(da + i * d.s, a + i * d.s, d.s);
         for (int64_t j = 0; j < d.s; j++) {
           int64_t at = i * d.s + j;

@@ -72,10 +72,7 @@ hap_status k_unary_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_st
     float scale = (float)(1 / (1 - p));
     k_gpos g;
     k_gpos_of_input(c, 0, &g);
-    for (int64_t i = 0; i < n; i++) {
-      float v = x[i] * scale;
-      y[i] = hap_kernel_keep(c->seed, k_gpos_at(&g, i), p) ? v : 0.0f;
-    }
+    k_dropout_gpos(&g, c->seed, p, x, scale, y, n, false);
   }
   }
   return HAP_OK;
@@ -121,10 +118,7 @@ hap_status k_unary_bwd(const hap_kernel_call *c, const float *const *dout, float
     float scale = (float)(1 / (1 - p));
     k_gpos gp;
     k_gpos_of_input(c, 0, &gp);
-    for (int64_t i = 0; i < n; i++) {
-      float v = g[i] * scale;
-      dx[i] += hap_kernel_keep(c->seed, k_gpos_at(&gp, i), p) ? v : 0.0f;
-    }
+    k_dropout_gpos(&gp, c->seed, p, g, scale, dx, n, true);
   }
   }
   return HAP_OK;

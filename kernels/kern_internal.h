@@ -15,6 +15,18 @@ typedef hap_status (*k_fwd_fn)(const hap_kernel_call *c, void *const *out, hap_k
 typedef hap_status (*k_bwd_fn)(const hap_kernel_call *c, const float *const *dout,
                                float *const *din, const hap_kernel_state *st, hap_err *err);
 
+/* ---- dropout (kernels.c) ----------------------------------------------------------------------
+ */
+
+/* y[i] = x[i] * scale where hap_kernel_keep(seed, pos0 + i, p) keeps element i, else 0
+ * (accumulate: added to y[i] instead), for i < n; decisions bit for bit hap_kernel_keep's.
+ * x may be y. */
+void k_dropout_run(uint64_t seed, double p, int64_t pos0, const float *x, float scale, float *y,
+                   int64_t n, bool accumulate);
+/* The same over n local elements whose global positions g gives (k_gpos_at). */
+void k_dropout_gpos(const k_gpos *g, uint64_t seed, double p, const float *x, float scale, float *y,
+                    int64_t n, bool accumulate);
+
 /* ---- kernels, by file ------------------------------------------------------------------------ */
 
 /* k_gemm.c */

@@ -4,10 +4,12 @@
 
 #include <cblas.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kern_internal.h"
+#include "kern_math.h"
 
 /* ---- shapes ---------------------------------------------------------------------------------- */
 
@@ -96,13 +98,56 @@ static uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+#define KEEP_KEY  0x6a09e667f3bcc909ULL
+#define KEEP_STEP 0x9e3779b97f4a7c15ULL
+
 bool hap_kernel_keep(uint64_t seed, int64_t pos, double p) {
   if (p <= 0)
     return true;
-  uint64_t z =
-      mix64(mix64(seed ^ 0x6a09e667f3bcc909ULL) + ((uint64_t)pos + 1) * 0x9e3779b97f4a7c15ULL);
+  uint64_t z = mix64(mix64(seed ^ KEEP_KEY) + ((uint64_t)pos + 1) * KEEP_STEP);
   double u = (double)(z >> 11) * 0x1.0p-53; /* uniform in [0, 1) */
   return u >= p;
+}
+
+/* The 53-bit draw z >> 11 keeps its element iff it is at least this: u = draw * 2^-53 >= p
+ * exactly when draw >= ceil(p * 2^53) (p * 2^53 is exact). NaN or p >= 1 keep nothing. */
+static uint64_t keep_threshold(double p) {
+  if (p <= 0)
+    return 0;
+  if (!(p < 1))
+    return (uint64_t)1 << 53;
+  return (uint64_t)ceil(p * 0x1.0p53);
+}
+
+/* hap_kernel_keep's decisions for positions pos0 .. pos0 + n - 1, one multiply-xorshift hash per
+ * element and no branch: the loop vectorises. */
+K_VECTOR_CLONES void k_dropout_run(uint64_t seed, double p, int64_t pos0, const float *x,
+                                   float scale, float *y, int64_t n, bool accumulate) {
+  uint64_t at = mix64(seed ^ KEEP_KEY) + ((uint64_t)pos0 + 1) * KEEP_STEP;
+  uint64_t t = keep_threshold(p);
+  if (accumulate)
+    for (int64_t i = 0; i < n; i++) {
+      float v = x[i] * scale;
+      y[i] += mix64(at + (uint64_t)i * KEEP_STEP) >> 11 >= t ? v : 0.0f;
+    }
+  else
+    for (int64_t i = 0; i < n; i++) {
+      float v = x[i] * scale;
+      y[i] = mix64(at + (uint64_t)i * KEEP_STEP) >> 11 >= t ? v : 0.0f;
+    }
+}
+
+void k_dropout_gpos(const k_gpos *g, uint64_t seed, double p, const float *x, float scale, float *y,
+                    int64_t n, bool accumulate) {
+  /* Local elements [outer * inner * len, (outer + 1) * inner * len) have consecutive global
+   * positions; all of them do when the dim is whole. */
+  int64_t run = g->len == g->full_len && g->off == 0 ? n : g->inner * g->len;
+  if (run < 1)
+    run = 1;
+  for (int64_t f = 0; f < n; f += run) {
+    int64_t m = n - f < run ? n - f : run;
+    k_dropout_run(seed, p, k_gpos_at(g, f), x + f, scale, y + f, m, accumulate);
+  }
 }
 
 void hap_kernel_sgd(float *w, const float *g, float lr, int64_t n) {
