@@ -528,6 +528,51 @@ Test(watchdog_process, disarmed_does_not_fire, .timeout = 20) {
                    "when one rank fails); no profile written\n");
 }
 
+/* Arms closer together than the timeout keep the rank alive for several timeouts (the alarm set
+ * by the first arm rings and is set again for the time left); once they stop, the line comes
+ * after the timeout and at most a second or so later. */
+Test(watchdog_process, arms_keep_it_quiet_until_they_stop, .timeout = 20) {
+  int errp[2];
+  cr_assert_eq(pipe(errp), 0);
+  double t0 = now_s();
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    dup2(errp[1], STDERR_FILENO);
+    close(errp[0]);
+    if (hap_watchdog_install("hap-profile", 2, 1, &profile_text, NULL) != HAP_OK)
+      _exit(3);
+    hap_watchdog_set_phase("p2p");
+    for (int i = 0; i < 15; i++) { /* 3 s of arms 0.2 s apart */
+      hap_watchdog_arm();
+      nanosleep(&(struct timespec){.tv_nsec = 200000000}, NULL);
+    }
+    if (write(STDERR_FILENO, "alive\n", 6) != 6)
+      _exit(4);
+    for (int i = 0; i < 100; i++)
+      nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL);
+    _exit(9);
+  }
+  close(errp[1]);
+  child c = {pid, errp[0], -1};
+  char got[1024];
+  size_t n = 0;
+  ssize_t k;
+  while (n + 1 < sizeof got && (k = read(c.err_fd, got + n, sizeof got - 1 - n)) > 0)
+    n += (size_t)k;
+  got[n] = '\0';
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  close(c.err_fd);
+  double took = now_s() - t0;
+  cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 1, "exit 1 (status %#x)", status);
+  cr_expect_str_eq(got,
+                   "alive\nhap-profile: rank 2: no measurement step finished for 1 s (--timeout) "
+                   "during p2p; a peer rank died or hangs; stopping without writing a profile\n");
+  cr_expect_geq(took, 3.8, "the timeout counts from the last arm (%.3f s)", took);
+  cr_expect_leq(took, 9, "about the timeout after the last arm (%.3f s)", took);
+}
+
 /* Quiet (the failure was said already): SIGTERM ends the rank with exit 1, no line, the temporary
  * removed; the timeout still speaks. */
 Test(watchdog_process, quiet_sigterm_says_nothing, .timeout = 20) {

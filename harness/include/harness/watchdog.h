@@ -30,7 +30,10 @@ typedef struct hap_watchdog_text {
 hap_status hap_watchdog_install(const char *prog, int32_t rank, double timeout_s,
                                 const hap_watchdog_text *text, hap_err *err);
 
-/* Start the countdown again (alarm(timeout)); disarm: stop it (alarm(0)). */
+/* Start the countdown again: the timeout line comes when no arm happened for the timeout (at
+ * most a second later; a timeout of 0 never comes). Cheap enough to call per task: a clock read,
+ * with alarm() only when none is set (the handler sets it again for the time left). Disarm: stop
+ * the countdown. */
 void hap_watchdog_arm(void);
 void hap_watchdog_disarm(void);
 
