@@ -12,7 +12,7 @@ if(TARGET hap-model)
   add_test(NAME cli_hap_model
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_hap_model.sh $<TARGET_FILE:hap-model>)
   set_tests_properties(cli_bad_graphs cli_bad_files_check_fails cli_hap_model PROPERTIES LABELS cli
-                       TIMEOUT 300)
+                       TIMEOUT 600)
 endif()
 
 if(TARGET hap-profile)
@@ -22,7 +22,7 @@ if(TARGET hap-profile)
   add_test(NAME cli_hap_profile
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_hap_profile.sh
                    $<TARGET_FILE:hap-profile> $<TARGET_FILE:write_sample_profile>)
-  set_tests_properties(cli_bad_clusters cli_hap_profile PROPERTIES LABELS cli TIMEOUT 300)
+  set_tests_properties(cli_bad_clusters cli_hap_profile PROPERTIES LABELS cli TIMEOUT 600)
   # `measure --single` starts MPI as a singleton: root needs Open MPI's two variables, and under
   # the sanitizers LeakSanitizer must skip Open MPI's own allocations (CMakeLists.profile.cmake).
   set_tests_properties(cli_hap_profile PROPERTIES ENVIRONMENT "${HAP_MPI_TEST_ENV}")
@@ -48,7 +48,7 @@ if(TARGET hap-sim AND TARGET hap-synth)
   add_test(NAME cli_chakra
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_chakra.sh $<TARGET_FILE:hap-sim>
                    ${HAP_ET_PROTO} $<TARGET_FILE:hap-synth>)
-  set_tests_properties(cli_chakra PROPERTIES LABELS cli TIMEOUT 300)
+  set_tests_properties(cli_chakra PROPERTIES LABELS cli TIMEOUT 600)
   # hap-synth --compare ranks the strategies as hap-sim does (issue 20)
   # (the sanitizer build runs the quick modes: the mlp cases, no steered point)
   set(HAP_CLI_MODE all)
@@ -74,7 +74,7 @@ if(TARGET hap-sim AND TARGET hap-synth)
                    $<TARGET_FILE:hap-synth> ${HAP_CLI_MODE})
   set_tests_properties(cli_hap_sim cli_hap_synth_policy cli_paper_study_order cli_paper_segments
                        cli_compare_order cli_memory_limit_fits cli_alpa cli_galvatron PROPERTIES
-                       LABELS cli TIMEOUT 300)
+                       LABELS cli TIMEOUT 600)
 endif()
 
 # hap-report (issue 18): a page of each kind from the tools' real outputs, well-formed (xmllint)
@@ -89,14 +89,14 @@ if(TARGET hap-report AND TARGET hap-sim AND TARGET hap-synth AND TARGET hap-run
       $<TARGET_FILE:write_sample_profile> ${HAP_MPIRUN})
   add_test(NAME cli_report
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_hap_report.sh ${HAP_REPORT_TEST_ARGS})
-  set_tests_properties(cli_report PROPERTIES LABELS cli TIMEOUT 300
+  set_tests_properties(cli_report PROPERTIES LABELS cli TIMEOUT 600
                        ENVIRONMENT "${HAP_MPI_TEST_ENV}")
   # the browser's rendering does not depend on the sanitizers: the Release step runs it
   if(NOT HAP_SANITIZE)
     add_test(NAME cli_report_browser
              COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_report_browser.sh
                      ${HAP_REPORT_TEST_ARGS})
-    set_tests_properties(cli_report_browser PROPERTIES LABELS cli TIMEOUT 300
+    set_tests_properties(cli_report_browser PROPERTIES LABELS cli TIMEOUT 600
                          ENVIRONMENT "${HAP_MPI_TEST_ENV}" SKIP_RETURN_CODE 77)
   endif()
 endif()
