@@ -15,6 +15,12 @@ if(TARGET hap-model)
                        TIMEOUT 600)
 endif()
 
+# reports/trace-gaps.py (time between a hap-run trace's tasks): sums of a hand-made trace, and
+# malformed traces refused in one line
+add_test(NAME cli_trace_gaps COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_trace_gaps.sh
+                                     ${PROJECT_SOURCE_DIR}/reports)
+set_tests_properties(cli_trace_gaps PROPERTIES LABELS cli TIMEOUT 60)
+
 if(TARGET hap-profile)
   add_test(NAME cli_bad_clusters
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_bad_files.sh $<TARGET_FILE:hap-profile>
