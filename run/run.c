@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/hash.h"
 #include "base/vec.h"
@@ -963,16 +962,8 @@ static hap_status collective(hap_run *r, hap_coll_kind kind, int32_t t, hap_layo
 /* ---- tasks ------------------------------------------------------------------------------ */
 
 static void pad_wait(double seconds) {
-  if (seconds <= 0)
-    return;
-  double until = hap_clock_s() + seconds;
-  if (seconds > 5e-4) {
-    double sleep_s = seconds - 2e-4;
-    struct timespec ts = {(time_t)sleep_s, (long)((sleep_s - floor(sleep_s)) * 1e9)};
-    nanosleep(&ts, NULL);
-  }
-  while (hap_clock_s() < until) {
-  }
+  if (seconds > 0)
+    hap_clock_wait_until(hap_clock_s() + seconds);
 }
 
 /* A compute task through the kernel table; *kernel_s: the device's time of it (< 0: none). */
