@@ -87,6 +87,12 @@ typedef struct fval {
   double *v;
 } fval;
 
+/* A constant's value (held as a double) read as a dim, index or axis. One no int64 holds (NaN,
+ * infinite, beyond +-2^62) reads as NOT_AN_INT, which every range check after it refuses: a plain
+ * cast of it is undefined behaviour (fuzz_onnx found one in a Reshape's shape). */
+#define NOT_AN_INT ((int64_t)1 << 62)
+static int64_t as_i64(double v) { return v > -0x1p62 && v < 0x1p62 ? (int64_t)v : NOT_AN_INT; }
+
 static const fval *folded(const ctx *c, const char *name) {
   int32_t i = hap_strmap_get(&c->folded, name);
   return i >= 0 ? &c->fv[i] : NULL;
@@ -430,7 +436,7 @@ static bool map_reshape(ctx *c, const Onnx__NodeProto *n, int32_t *in) {
   const hap_shape *x = shape_of(c, in[0]);
   int64_t d[HAP_MAX_DIMS];
   for (int64_t k = 0; k < cnt; k++) {
-    d[k] = (int64_t)v[k];
+    d[k] = as_i64(v[k]);
     if (d[k] == 0 && attr_i(n, "allowzero", 0) == 0) {
       if (k >= x->rank)
         return fail(c, "shape entry %lld is 0 (copy) beyond the input's rank", (long long)k);
@@ -508,7 +514,7 @@ static bool map_reduce(ctx *c, const Onnx__NodeProto *n, int32_t *in, hap_op op)
     if (!const_values(c, n->input[1], v, HAP_MAX_DIMS, &cnt))
       return false;
     for (int64_t k = 0; k < cnt; k++)
-      dims[k] = (int64_t)v[k];
+      dims[k] = as_i64(v[k]);
   } else {
     for (size_t k = 0; k < na && k < HAP_MAX_DIMS; k++)
       dims[k] = axes[k];
@@ -752,7 +758,7 @@ static bool const_tensor(ctx *c, const char *name, fval *f, int32_t *id) {
   }
   for (int64_t i = 0; i < f->n; i++)
     if (f->is_int)
-      ((int64_t *)data)[i] = (int64_t)f->v[i];
+      ((int64_t *)data)[i] = as_i64(f->v[i]);
     else
       ((float *)data)[i] = (float)f->v[i];
   hap_dtype dt = f->is_int ? HAP_I64 : HAP_F32;
@@ -779,11 +785,13 @@ static bool fold_slice(const fval *in, size_t k, fval *out) {
     hi[d] = x->dims[d];
   }
   for (int64_t i = 0; i < in[1].n; i++) {
-    int64_t a = k > 3 ? (int64_t)in[3].v[i] : i;
+    int64_t a = k > 3 ? as_i64(in[3].v[i]) : i;
     a = a < 0 ? a + x->rank : a;
     if (a < 0 || a >= x->rank || (k > 4 && in[4].v[i] != 1))
       return false;
     double size = (double)x->dims[a], l = in[1].v[i], h = in[2].v[i];
+    if (isnan(l) || isnan(h))
+      return false;
     l = l < 0 ? l + size : l;
     h = h < 0 ? h + size : h;
     l = l < 0 ? 0 : l > size ? size : l;
@@ -819,7 +827,7 @@ static bool fold_reshape(fval *x, const fval *s, bool allowzero, fval *out) {
   *out = (fval){.rank = (int32_t)s->n, .n = x->n, .is_int = x->is_int};
   int64_t known = 1, infer = -1;
   for (int64_t d = 0; d < s->n; d++) {
-    int64_t v = (int64_t)s->v[d];
+    int64_t v = as_i64(s->v[d]);
     if (v == 0 && !allowzero)
       v = d < x->rank ? x->dims[d] : -2;
     if (v == -1 && infer < 0)
@@ -870,7 +878,7 @@ static bool fold_constant_of_shape(const Onnx__NodeProto *n, const fval *s, fval
     return false;
   *out = (fval){.rank = (int32_t)s->n, .n = 1, .is_int = is_int};
   for (int64_t d = 0; d < s->n; d++) {
-    out->dims[d] = (int64_t)s->v[d];
+    out->dims[d] = as_i64(s->v[d]);
     if (out->dims[d] < 0 || out->dims[d] > FOLD_MAX)
       return false;
     out->n *= out->dims[d];
@@ -894,7 +902,7 @@ static double arith(char op, double a, double b, bool is_int) {
   }
   if (!is_int)
     return a / b;
-  int64_t q = b != 0 ? (int64_t)a / (int64_t)b : 0; /* ONNX integer Div truncates */
+  int64_t q = as_i64(b) != 0 ? as_i64(a) / as_i64(b) : 0; /* ONNX integer Div truncates */
   return (double)q;
 }
 
@@ -943,7 +951,7 @@ static bool try_fold(ctx *c, const Onnx__NodeProto *n, bool *done) {
       memcpy(out.dims, in[1].dims, sizeof out.dims);
       out.v = malloc((size_t)(out.n + 1) * sizeof *out.v);
       for (int64_t i = 0; out.v != NULL && i < out.n; i++) {
-        int64_t j = (int64_t)in[1].v[i];
+        int64_t j = as_i64(in[1].v[i]);
         j = j < 0 ? j + in[0].n : j;
         ok = ok && j >= 0 && j < in[0].n;
         out.v[i] = ok ? in[0].v[j] : 0;
@@ -958,7 +966,7 @@ static bool try_fold(ctx *c, const Onnx__NodeProto *n, bool *done) {
         ax[i] = axes[i];
       if (k == 2)
         for (int64_t i = 0; i < in[1].n && i < HAP_MAX_DIMS; i++, na = (size_t)i)
-          ax[i] = (int64_t)in[1].v[i];
+          ax[i] = as_i64(in[1].v[i]);
       if (t[0] == 'U') {
         for (size_t i = 0; i < na && ok; i++) {
           int64_t a = ax[i] < 0 ? ax[i] + out.rank + 1 : ax[i];
@@ -993,7 +1001,7 @@ static bool try_fold(ctx *c, const Onnx__NodeProto *n, bool *done) {
       in[0].v = NULL;
       out.is_int = to == T_INT64 || to == T_INT32 || to == T_BOOL;
       for (int64_t i = 0; out.is_int && i < out.n; i++)
-        out.v[i] = to == T_BOOL ? out.v[i] != 0 : (double)(int64_t)out.v[i];
+        out.v[i] = to == T_BOOL ? out.v[i] != 0 : (double)as_i64(out.v[i]);
     } else if (strcmp(t, "Slice") == 0) {
       ok = fold_slice(in, k, &out);
     } else if (strcmp(t, "Reshape") == 0 && k == 2) {
@@ -1049,11 +1057,13 @@ static bool map_slice(ctx *c, const Onnx__NodeProto *n, const int32_t *in) {
   int32_t cur = in[0];
   for (int64_t i = 0; i < ns; i++) {
     const hap_shape *x = shape_of(c, cur);
-    int64_t a = i < na ? (int64_t)ax[i] : i;
+    int64_t a = i < na ? as_i64(ax[i]) : i;
     a = a < 0 ? a + x->rank : a;
     if (a < 0 || a >= x->rank || (i < nsp && sp[i] != 1))
       return fail(c, "hap maps Slice along existing dims with step 1");
     int64_t size = x->dims[a];
+    if (isnan(st[i]) || isnan(en[i]))
+      return fail(c, "a Slice bound is not a number");
     double lo = st[i] < 0 ? st[i] + (double)size : st[i];
     double hi = en[i] < 0 ? en[i] + (double)size : en[i];
     lo = lo < 0 ? 0 : lo > (double)size ? (double)size : lo;
@@ -1208,7 +1218,7 @@ static bool map_split(ctx *c, const Onnx__NodeProto *n, const int32_t *in) {
   bool sized = true;
   for (int64_t j = 0; j < cnt && j < 64; j++) {
     sized = sized && v[j] >= 1 && v[j] <= (double)x->dims[axis];
-    sizes[j] = sized ? (int64_t)v[j] : 0;
+    sizes[j] = sized ? as_i64(v[j]) : 0;
     total += sizes[j];
   }
   if (!sized || cnt != (int64_t)k || total != x->dims[axis])
@@ -1244,7 +1254,7 @@ static bool map_gather_const(ctx *c, const Onnx__NodeProto *n, fval *idx) {
   axis = s != NULL && axis < 0 ? axis + s->rank : axis;
   ok = ok && axis >= 0 && axis < s->rank;
   for (int64_t i = 0; ok && i < idx->n; i++) {
-    int64_t j = (int64_t)idx->v[i];
+    int64_t j = as_i64(idx->v[i]);
     j = j < 0 ? j + s->dims[axis] : j;
     first = i == 0 ? j : first;
     ok = j >= 0 && j < s->dims[axis] && j == first + i;
@@ -1308,7 +1318,7 @@ static bool map_concat(ctx *c, const Onnx__NodeProto *n) {
   bool ok = x->rank == 3 && axis == 1 && t->rank == 3 && t->dims[0] == 1 && t->dims[1] == 1 &&
             t->dims[2] == x->dims[2] && to.rank == 1 && to.n == 3;
   for (int k = 0; ok && k < 3; k++) { /* broadcast [1, 1, H] with `to` gives [N, 1, H] */
-    int64_t want = k == 0 ? x->dims[0] : k == 1 ? 1 : x->dims[2], v = (int64_t)to.v[k];
+    int64_t want = k == 0 ? x->dims[0] : k == 1 ? 1 : x->dims[2], v = as_i64(to.v[k]);
     ok = v == want || (v == 1 && t->dims[k] == want) || (v == -1 && t->dims[k] == want);
   }
   free(to.v);

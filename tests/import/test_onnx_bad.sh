@@ -6,7 +6,8 @@
 # symbolic batch dim, external initializer data, an initializer shorter than its dims, an output
 # no node produces, a model with InstanceNormalization, CumSum and a Gather of constant indices
 # out of order, one with Erf outside a GELU, a Split missing its dim, a Concat of two tensors
-# and a Where on a condition that is not a constant, and Gelu's tanh form (its erf form imports);
+# and a Where on a condition that is not a constant, Gelu's tanh form (its erf form imports), and
+# Reshape shapes beyond int64 once read as doubles;
 # an initializer feeding three nodes imports with a note on stderr (none under -q).
 # Usage: test_onnx_bad.sh HAP_MODEL SEED.onnx
 set -u
@@ -124,6 +125,19 @@ nodes = [helper.make_node("MatMul", [a, "w"], [b], name=b)
          for a, b in (("x", "h1"), ("h1", "h2"), ("h2", "h3"))]
 nodes.append(helper.make_node("ReduceMean", ["h3"], ["y"], name="mean", axes=[2], keepdims=0))
 save("shared", helper.make_model(helper.make_graph(nodes, "g", [x], [y], [w])))
+
+# shapes that no int64 dim holds once read (int64's largest, 2^63 - 1, is 2^63 as a double): a
+# Reshape of a tensor and one of a constant (folded); a plain cast was undefined (fuzz_onnx)
+big = 2**63 - 1
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [])
+inits = [helper.make_tensor("shape", TensorProto.INT64, [2], [big, -1]),
+         helper.make_tensor("c", TensorProto.INT64, [6], [1, 2, 3, 4, 5, 6]),
+         helper.make_tensor("cshape", TensorProto.INT64, [1], [big])]
+nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
+         helper.make_node("Reshape", ["c", "cshape"], ["rc"], name="reshape_const"),
+         helper.make_node("ReduceMean", ["r"], ["y"], name="mean", keepdims=0)]
+save("huge-shape", helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits)))
 EOF
 refused symbolic "$tmp/symbolic.onnx" 1 \
   "symbolic.onnx: graph.input\[0\] 'x': dim 0 is symbolic, expected a fixed size"
@@ -145,6 +159,10 @@ refused conditions "$tmp/conditions.onnx" 5 \
   "conditions.onnx: 4 unsupported nodes, nothing written: Erf, Split, Concat, Where"
 refused gelu-tanh "$tmp/gelu-tanh.onnx" 2 \
   "node 'gelu' \(op 'Gelu'\): approximate other than none \(hap's gelu is the erf form\)"
+refused huge-shape "$tmp/huge-shape.onnx" 3 \
+  "node 'reshape' \(op 'Reshape'\): .*cannot reshape 6 elements" \
+  "node 'reshape_const' \(op 'Reshape'\): shape arithmetic over constants that does not fit" \
+  "huge-shape.onnx: 2 unsupported nodes, nothing written: Reshape"
 if "$model" import "$tmp/gelu.onnx" --loss mean -o "$tmp/gelu.json" -q &&
   grep -q '"op": "gelu"' "$tmp/gelu.json"; then
   echo "gelu: imported as hap's gelu"
