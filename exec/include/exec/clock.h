@@ -8,8 +8,9 @@ double hap_clock_s(void);
 
 /* Return at hap_clock_s() >= deadline_s, spinning (returns at once if it passed): a padded
  * kernel (--emulate-speed) ends within about a microsecond of its deadline and keeps its core
- * busy, as a slower device's kernel would. A sleep overshot on dev-2c's VM by 0.1 ms at the
- * median and 1-13 ms at the 99th percentile (clock_nanosleep to a deadline, 0.2-10 ms). */
+ * busy, as a slower device's kernel would. A sleep to the deadline woke 0.13-0.23 ms late at the
+ * median on dev-2c's VM, and up to 2 ms (quiet host) or 13 ms (busy) at the 99th percentile
+ * (tests/bench/bench_wait). */
 void hap_clock_wait_until(double deadline_s);
 
 #endif
