@@ -531,7 +531,7 @@ Test(watchdog_process, disarmed_does_not_fire, .timeout = 20) {
 /* Arms closer together than the timeout keep the rank alive for several timeouts (the alarm set
  * by the first arm rings and is set again for the time left); once they stop, the line comes
  * after the timeout and at most a second or so later. */
-Test(watchdog_process, arms_keep_it_quiet_until_they_stop, .timeout = 20) {
+Test(watchdog_process, arms_keep_it_quiet_until_they_stop, .timeout = 30) {
   int errp[2];
   cr_assert_eq(pipe(errp), 0);
   double t0 = now_s();
@@ -540,12 +540,12 @@ Test(watchdog_process, arms_keep_it_quiet_until_they_stop, .timeout = 20) {
   if (pid == 0) {
     dup2(errp[1], STDERR_FILENO);
     close(errp[0]);
-    if (hap_watchdog_install("hap-profile", 2, 1, &profile_text, NULL) != HAP_OK)
+    if (hap_watchdog_install("hap-profile", 2, 2, &profile_text, NULL) != HAP_OK)
       _exit(3);
     hap_watchdog_set_phase("p2p");
-    for (int i = 0; i < 15; i++) { /* 3 s of arms 0.2 s apart */
+    for (int i = 0; i < 16; i++) { /* 4 s of arms 0.25 s apart: twice the timeout */
       hap_watchdog_arm();
-      nanosleep(&(struct timespec){.tv_nsec = 200000000}, NULL);
+      nanosleep(&(struct timespec){.tv_nsec = 250000000}, NULL);
     }
     if (write(STDERR_FILENO, "alive\n", 6) != 6)
       _exit(4);
@@ -567,10 +567,10 @@ Test(watchdog_process, arms_keep_it_quiet_until_they_stop, .timeout = 20) {
   double took = now_s() - t0;
   cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 1, "exit 1 (status %#x)", status);
   cr_expect_str_eq(got,
-                   "alive\nhap-profile: rank 2: no measurement step finished for 1 s (--timeout) "
+                   "alive\nhap-profile: rank 2: no measurement step finished for 2 s (--timeout) "
                    "during p2p; a peer rank died or hangs; stopping without writing a profile\n");
-  cr_expect_geq(took, 3.8, "the timeout counts from the last arm (%.3f s)", took);
-  cr_expect_leq(took, 9, "about the timeout after the last arm (%.3f s)", took);
+  cr_expect_geq(took, 5.8, "the timeout counts from the last arm (%.3f s)", took);
+  cr_expect_leq(took, 14, "about the timeout after the last arm (%.3f s)", took);
 }
 
 /* Quiet (the failure was said already): SIGTERM ends the rank with exit 1, no line, the temporary

@@ -5,8 +5,8 @@
  * the overwriting and the accumulating form, in place, and over a sharded tensor's runs of
  * consecutive global positions. */
 #include <criterion/criterion.h>
-#include <float.h>
 #include <math.h>
+#include <string.h>
 
 #include "kern_internal.h"
 
