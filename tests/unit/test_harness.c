@@ -531,7 +531,7 @@ Test(watchdog_process, disarmed_does_not_fire, .timeout = 20) {
 /* Arms closer together than the timeout keep the rank alive for several timeouts (the alarm set
  * by the first arm rings and is set again for the time left); once they stop, the line comes
  * after the timeout and at most a second or so later. */
-Test(watchdog_process, arms_keep_it_quiet_until_they_stop, .timeout = 30) {
+Test(watchdog_process, arms_keep_it_quiet_until_they_stop, .timeout = 20) {
   int errp[2];
   cr_assert_eq(pipe(errp), 0);
   double t0 = now_s();
