@@ -15,8 +15,7 @@ typedef hap_status (*k_fwd_fn)(const hap_kernel_call *c, void *const *out, hap_k
 typedef hap_status (*k_bwd_fn)(const hap_kernel_call *c, const float *const *dout,
                                float *const *din, const hap_kernel_state *st, hap_err *err);
 
-/* ---- dropout (kernels.c) ----------------------------------------------------------------------
- */
+/* ---- dropout (kernels.c) --------------------------------------------------------------------- */
 
 /* y[i] = x[i] * scale where hap_kernel_keep(seed, pos0 + i, p) keeps element i, else 0
  * (accumulate: added to y[i] instead), for i < n; decisions bit for bit hap_kernel_keep's.
