@@ -12,7 +12,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 fix=0
 build_dir=build
-jobs="${HAP_JOBS:-2}"
+jobs="${HAP_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 while [ $# -gt 0 ]; do
   case "$1" in
   --fix) fix=1 ;;

@@ -4,8 +4,8 @@
 #   scripts/test.sh                normal build in build/, warnings are errors (-DHAP_WERROR=ON)
 #   scripts/test.sh --sanitize     AddressSanitizer + UBSan build in build-asan/ (-DHAP_SANITIZE=ON)
 #
-# Options: --build-dir DIR (override the build directory), -j N (parallel jobs, default 2 or
-# $HAP_JOBS); arguments after `--` go to ctest (e.g. `-- -L gpu`, `-- -R unit_graph`).
+# Options: --build-dir DIR (override the build directory), -j N (parallel jobs, default $HAP_JOBS
+# or the number of cores); arguments after `--` go to ctest (e.g. `-- -L gpu`, `-- -R unit_graph`).
 # ctest runs verbosely so every Criterion "[====] Synthesis:" line is in the log; they are
 # repeated in a summary at the end. Exits non-zero when configuring, building or any test fails.
 set -euo pipefail
@@ -13,7 +13,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 sanitize=0
 build_dir=""
-jobs="${HAP_JOBS:-2}"
+jobs="${HAP_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 ctest_extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
