@@ -197,6 +197,7 @@ typedef struct run {
   void *sendbuf, *recvbuf; /* comm buffers of bufbytes each */
   int64_t bufbytes;
   double *samples;           /* max(n_sizes) * reps */
+  volatile char *flush;      /* HAP_MEASURE_FLUSH_BYTES written before cold samples, or NULL */
   hap_profile_kernel *krows; /* this rank's kernel rows */
   int32_t n_krows;
 } run;
@@ -708,6 +709,12 @@ static int32_t group_sizes(const hap_measure_config *cfg, hap_coll_kind kind, in
   return m;
 }
 
+/* Evict this rank's caches: one write per 64-byte line of r->flush (coll_cold). */
+static void flush_caches(run *r) {
+  for (size_t j = 0; j < HAP_MEASURE_FLUSH_BYTES; j += 64)
+    r->flush[j]++;
+}
+
 /* hg: the group over world (host memory: barrier, slowest time); g: the same ranks over data. */
 static hap_status coll_sweep(run *r, hap_comm *hg, hap_comm *g, hap_coll_kind kind,
                              const char *group, const int64_t *sizes, int32_t n_sizes,
@@ -719,10 +726,13 @@ static hap_status coll_sweep(run *r, hap_comm *hg, hap_comm *g, hap_coll_kind ki
              (long long)sizes[i]);
     progress(r, phase);
     bool extended = i >= n_base; /* large: one warm-up, one call per sample */
-    int32_t warmup = extended ? 1 : cfg->coll_warmup, iters = extended ? 1 : cfg->coll_iters;
+    int32_t warmup = extended ? 1 : cfg->coll_warmup;
+    int32_t iters = extended || cfg->coll_cold ? 1 : cfg->coll_iters;
     for (int32_t w = 0; w < warmup; w++)
       HAP_TRY(coll_once(r, g, kind, sizes[i], err));
     for (int32_t k = 0; k < cfg->coll_reps; k++) {
+      if (cfg->coll_cold)
+        flush_caches(r);
       HAP_TRY(hg->ops->barrier(hg, err));
       double t0 = now(r);
       for (int32_t it = 0; it < iters; it++)
@@ -891,6 +901,12 @@ static hap_status alloc_comm_buffers(run *r, hap_err *err) {
   r->samples = calloc((size_t)most, sizeof *r->samples);
   if (r->samples == NULL)
     return hap_err_set(err, HAP_ENOMEM, "measure: out of memory");
+  if (cfg->coll_cold) {
+    r->flush = calloc(HAP_MEASURE_FLUSH_BYTES, 1);
+    if (r->flush == NULL)
+      return hap_err_set(err, HAP_ENOMEM, "measure: out of memory for the cache flush (%zu bytes)",
+                         HAP_MEASURE_FLUSH_BYTES);
+  }
   hap_dev *d = r->dev;
   HAP_TRY(d->ops->alloc(d, (size_t)r->bufbytes, &r->sendbuf, err));
   HAP_TRY(d->ops->alloc(d, (size_t)r->bufbytes, &r->recvbuf, err));
@@ -990,6 +1006,7 @@ hap_status hap_measure_profile(hap_comm *world, hap_dev *dev, const hap_measure_
   dev->ops->release(dev, r.recvbuf);
   hap_profile_destroy(r.p);
   free(r.samples);
+  free((void *)r.flush);
   free(r.krows);
   free(r.recs);
   free(r.host_of);

@@ -15,6 +15,8 @@
 # run the plans under it. MODELS (optional): the models to run, comma-separated (default
 # mlp,bert-base,vit,vgg19). HAP_RUN_ARGS (environment, optional): more hap-run arguments for every
 # run, e.g. "--overlap 4" (issue 19: gradient buckets that overlap the backward pass).
+# HAP_PROFILE_ARGS (environment, optional): more hap-profile measure arguments for both profiles,
+# e.g. "--coll-caches cold" (collectives timed with the caches an iteration leaves them).
 # Usage: reports/run-vs-sim.sh [BUILD_DIR] [replay|loop] [REPEATS] [POLICY] [MODELS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,14 +47,17 @@ echo "|---|---|---|---|---|---|---|---|---|"
 for speeds in 1,1 1,0.5; do
   emu=()
   [ "$speeds" = 1,1 ] || emu=(--emulate-speed "$speeds")
-  "${mpi[@]}" "$bin/hap-profile" measure --backend cpu --quick --quiet "${emu[@]}" -o "$tmp/p0.h5"
+  # shellcheck disable=SC2086 # HAP_PROFILE_ARGS: words on purpose
+  "${mpi[@]}" "$bin/hap-profile" measure --backend cpu --quick --quiet "${emu[@]}" \
+    ${HAP_PROFILE_ARGS:-} -o "$tmp/p0.h5"
   for m in "${models[@]}"; do
     [ -z "$only" ] || [[ ",$only," == *",${m%%:*},"* ]] || continue
     for s in hap dp-ev; do
       "$bin/hap-synth" "$m" -c "$tmp/p0.h5" -s "$s" "${pol[@]}" -o "$tmp/plan0.json" -q
       for r in $(seq "$repeats"); do
+        # shellcheck disable=SC2086 # HAP_PROFILE_ARGS: words on purpose
         "${mpi[@]}" "$bin/hap-profile" measure --backend cpu --quick --quiet "${emu[@]}" \
-          --plan "$tmp/plan0.json" --model "$m" --cluster "$tmp/p0.h5" --kernel-timing "$timing" \
+          ${HAP_PROFILE_ARGS:-} --plan "$tmp/plan0.json" --model "$m" --cluster "$tmp/p0.h5" --kernel-timing "$timing" \
           -o "$tmp/p.h5"
         # shellcheck disable=SC2086 # HAP_RUN_ARGS: words on purpose
         "${mpi[@]}" "$bin/hap-run" "$tmp/plan0.json" -m "$m" -c "$tmp/p0.h5" \

@@ -102,6 +102,12 @@ add_test(NAME profile_kernel_rows
                  $<TARGET_FILE:hap-synth>)
 set_tests_properties(profile_kernel_rows PROPERTIES LABELS mpi RUN_SERIAL TRUE TIMEOUT 600
                      ENVIRONMENT "${HAP_MPI_TEST_ENV}")
+# --coll-caches cold|warm: recorded, every collective's rows, a bad value refused
+add_test(NAME profile_coll_caches
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/profile/test_coll_caches.sh
+                 $<TARGET_FILE:hap-profile> ${MPIEXEC_EXECUTABLE})
+set_tests_properties(profile_coll_caches PROPERTIES LABELS mpi RUN_SERIAL TRUE TIMEOUT 600
+                     ENVIRONMENT "${HAP_MPI_TEST_ENV}")
 
 # tests/unit/test_fit_rel.c (auto-registered with the unit tests) tests profile/fit_rel.h.
 if(TARGET test_fit_rel)

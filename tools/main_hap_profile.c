@@ -103,6 +103,10 @@ static void usage(FILE *f) {
          "                        hap-run runs it (caches as the iteration leaves them, the\n"
          "                        runner's per-task overhead); loop times each shape alone\n"
          "                        in a hot loop\n"
+         "      --coll-caches HOW  warm (default): each collective sample averages calls made\n"
+         "                        back to back; cold: every rank first writes 64 MiB\n"
+         "                        elsewhere and a sample is one call, as a gradient's sum\n"
+         "                        meets the caches inside hap-run's iteration\n"
          "      --model SPEC      the plan's model (zoo spec or hap-graph file)\n"
          "      --cluster SPEC    the plan's cluster (spec, hap-cluster file or profile)\n"
          "      --timeout SEC     stop every rank when no measurement step finishes for SEC\n"
@@ -261,6 +265,7 @@ typedef struct measure_opts {
   double timeout_s;
   const char *plan, *model, *cluster; /* --plan: kernel shapes from a plan */
   const char *kernel_timing;          /* "replay" (the default with --plan) or "loop" */
+  bool coll_cold;                     /* --coll-caches cold */
 } measure_opts;
 
 static bool replaying(const measure_opts *o) {
@@ -333,6 +338,7 @@ static hap_status record_env(hap_profile *p, const measure_opts *o, int size, ha
   HAP_TRY(hap_profile_set_env(p, "hap.plan", o->quick ? "quick" : "default", err));
   HAP_TRY(hap_profile_set_env(p, "hap.kernel_shapes", o->plan ? o->plan : "built-in grid", err));
   HAP_TRY(hap_profile_set_env(p, "hap.kernel_timing", replaying(o) ? "replay" : "loop", err));
+  HAP_TRY(hap_profile_set_env(p, "hap.coll_caches", o->coll_cold ? "cold" : "warm", err));
   HAP_TRY(hap_profile_set_env(p, "hap.only",
                               o->only_compute ? "compute"
                               : o->only_comm  ? "comm"
@@ -745,6 +751,7 @@ static int measure(int *argc, char ***argv, const measure_opts *o, const char *o
     cfg.kernel_rows_arg = &rx;
   }
   memcpy(cfg.coll_extend_bytes, extend, sizeof extend);
+  cfg.coll_cold = o->coll_cold;
   cfg.progress = on_progress;
   cfg.progress_arg = &ps;
 
@@ -820,6 +827,7 @@ int main(int argc, char **argv) {
     OPT_MODEL,
     OPT_CLUSTER,
     OPT_KERNEL_TIMING,
+    OPT_COLL_CACHES,
     OPT_SINGLE,
     OPT_TEST,
     OPT_DEVICE
@@ -838,6 +846,7 @@ int main(int argc, char **argv) {
       {"model", required_argument, NULL, OPT_MODEL},
       {"cluster", required_argument, NULL, OPT_CLUSTER},
       {"kernel-timing", required_argument, NULL, OPT_KERNEL_TIMING},
+      {"coll-caches", required_argument, NULL, OPT_COLL_CACHES},
       {"single", no_argument, NULL, OPT_SINGLE},
       {"test", required_argument, NULL, OPT_TEST},
       {"device", required_argument, NULL, OPT_DEVICE},
@@ -922,6 +931,12 @@ int main(int argc, char **argv) {
       if (strcmp(optarg, "replay") != 0 && strcmp(optarg, "loop") != 0)
         return hap_report_usage(prog, -1, "--kernel-timing: '%s', expected replay or loop", optarg);
       mo.kernel_timing = optarg;
+      measure_flags = true;
+      break;
+    case OPT_COLL_CACHES:
+      if (strcmp(optarg, "warm") != 0 && strcmp(optarg, "cold") != 0)
+        return hap_report_usage(prog, -1, "--coll-caches: '%s', expected warm or cold", optarg);
+      mo.coll_cold = strcmp(optarg, "cold") == 0;
       measure_flags = true;
       break;
     case OPT_TEST:

@@ -37,6 +37,10 @@ typedef void (*hap_measure_progress_fn)(void *arg, const char *phase, int32_t do
 
 enum { HAP_MEASURE_MAX_EXTEND = 16 };
 
+/* Bytes each rank writes before a cold collective sample (coll_cold): beyond any last-level cache
+ * of the CPUs hap runs on. */
+#define HAP_MEASURE_FLUSH_BYTES ((size_t)64 << 20)
+
 typedef struct hap_measure_config {
   bool gemm; /* the GEMM sweep (memory bandwidth and launch overhead are always measured) */
   bool comm; /* point-to-point and collective sweeps */
@@ -51,7 +55,12 @@ typedef struct hap_measure_config {
   const int64_t *coll_sizes; /* strictly increasing, bytes; rounded up per group to a multiple
                                 of 4 x ranks (float32 elements, equal shares) */
   int32_t n_coll_sizes, coll_reps, coll_warmup;
-  int32_t coll_iters;  /* back-to-back calls averaged into one sample */
+  int32_t coll_iters; /* back-to-back calls averaged into one sample */
+  /* Cold collective samples (hap-profile --coll-caches cold): before each sample every rank writes
+   * HAP_MEASURE_FLUSH_BYTES elsewhere, and a sample is one call, so a collective meets the caches
+   * as one between a layer's backward and the next meets them in hap-run (bench_coll_cold: a
+   * 256 KiB all-reduce ~2x the back-to-back price on dev-2c). false: back-to-back (the default). */
+  bool coll_cold;
   uint32_t coll_kinds; /* bit (1u << hap_coll_kind) per collective to measure */
   /* Per kind (0 = none): continue that collective's sweep past coll_sizes, by the factor of its
    * last two sizes, until it reaches this many bytes (a plan's largest message of the kind, so
