@@ -1,6 +1,6 @@
 /* bench_membw.c — the memory bandwidth one process sees, pass by pass: y[i] += 0.5 * x[i] over two
  * float arrays of MB MiB each (12 bytes moved per element: x and y read, y written), REPS passes
- * after one untimed pass that maps the pages. Run one per core at once to see what two ranks of
+ * after one untimed warm-up pass. Run one per core at once to see what two ranks of
  * hap-run share (reports/BENCHMARKS.md, "VGG19's memory-bound rows"):
  *   taskset -c 0 bench_membw 400 5 & taskset -c 1 bench_membw 400 5; wait
  * Usage: bench_membw [MB] [REPS] (default 400 MiB, 5 passes). Prints GB/s (1e9 bytes) per pass
