@@ -91,7 +91,7 @@ static hap_status task_node(const hap_plan_sim *ps, const shared *sh, int32_t t,
     return hap_err_set(err, HAP_EUNSUPPORTED, "task '%s': collective '%s' has no Chakra type",
                        k->name, hap_coll_kind_name(k->coll));
   n->comm_size = sh->coll_bytes[(size_t)t * (size_t)ps->n_devices + (size_t)d];
-  int32_t m = hap_plan_sim_coll_group(lw, t, d, sh->ranks);
+  int32_t m = hap_lowered_coll_group(lw, t, d, sh->ranks);
   char pg[64];
   snprintf(pg, sizeof pg, "hap_%s%d", k->span == HAP_SPAN_GROUP ? "group" : "replicas",
            k->span == HAP_SPAN_GROUP ? d / lw->group_size : d % lw->group_size);
@@ -167,7 +167,8 @@ hap_status hap_chakra_export(const hap_plan_sim *ps, const char *dir, const char
     st = hap_plan_sim_nic_sharers(lw, ps->cluster, (hap_task_span)sp, &sh.sharers[sp], err);
   for (int32_t t = 0; t < lw->n_tasks && st == HAP_OK; t++)
     if (lw->tasks[t].kind == HAP_TASK_COLLECTIVE)
-      st = hap_plan_sim_coll_bytes(lw, ps->cluster, t, sh.coll_bytes + (size_t)t * (size_t)n, err);
+      st = hap_lowered_coll_moved_bytes(lw, ps->cluster, t, sh.coll_bytes + (size_t)t * (size_t)n,
+                                        err);
   int64_t total = 0;
   for (int32_t d = 0; d < n && st == HAP_OK; d++) {
     char path[4096];

@@ -69,8 +69,10 @@ void hap_cluster_destroy(hap_cluster *c) {
     free(c->devices[d].gemm);
     free(c->devices[d].kernels);
   }
-  for (int32_t f = 0; f < c->n_fits; f++)
+  for (int32_t f = 0; f < c->n_fits; f++) {
     free(c->fits[f].ranks);
+    free(c->fits[f].points);
+  }
   free(c->devices);
   free(c->hosts);
   free(c->fits);
@@ -223,6 +225,11 @@ static int cmp_int32(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+static int cmp_point(const void *a, const void *b) {
+  double x = ((const hap_coll_point *)a)->bytes, y = ((const hap_coll_point *)b)->bytes;
+  return (x > y) - (x < y);
+}
+
 hap_ab_fit hap_ab_fit_one(double alpha_s, double beta_Bps) {
   hap_ab_fit f = {.n_pieces = 1, .upper_bytes = {INFINITY}};
   f.alpha_s[0] = alpha_s;
@@ -247,6 +254,25 @@ double hap_ab_fit_time(const hap_ab_fit *f, double bytes) {
   while (i + 1 < f->n_pieces && !(bytes < f->upper_bytes[i]))
     i++;
   return f->alpha_s[i] + bytes / f->beta_Bps[i];
+}
+
+/* How far (bytes) a query may be from a measured point and still be at it: half a byte, or a
+ * relative 1e-9 of large sizes (profiles store whole bytes; the replay and the simulator compute
+ * a size the same way, so it differs only by that rounding). */
+static double point_tol(double bytes) { return fmax(0.5, 1e-9 * bytes); }
+
+double hap_coll_fit_time(const hap_coll_fit *f, double bytes) {
+  int32_t lo = 0, hi = f->n_points; /* binary search: the first point not below S's window */
+  while (lo < hi) {
+    int32_t mid = lo + (hi - lo) / 2;
+    if (f->points[mid].bytes < bytes - point_tol(bytes))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo < f->n_points && fabs(f->points[lo].bytes - bytes) <= point_tol(bytes))
+    return f->points[lo].seconds;
+  return hap_ab_fit_time(&f->fit, bytes);
 }
 
 const char *hap_ab_fit_check(const hap_ab_fit *f, char *buf, size_t len) {
@@ -286,21 +312,44 @@ hap_status hap_cluster_add_fit(hap_cluster *c, const hap_coll_fit *fit, hap_err 
                          hap_coll_kind_name(fit->kind), fit->ranks[i]);
   if (HAP_VEC_RESERVE(c->fits, c->impl->cap_fits, (int64_t)c->n_fits + 1, 16) != 0)
     return hap_err_set(err, HAP_ENOMEM, "out of memory adding a collective fit");
+  for (int32_t i = 0; i < fit->n_points; i++)
+    if (!(isfinite(fit->points[i].bytes) && fit->points[i].bytes > 0 &&
+          isfinite(fit->points[i].seconds) && fit->points[i].seconds > 0))
+      return hap_err_set(err, HAP_EINVAL,
+                         "collective fit (%s): point %d is (%g bytes, %g s), expected both finite "
+                         "and > 0",
+                         hap_coll_kind_name(fit->kind), i, fit->points[i].bytes,
+                         fit->points[i].seconds);
   hap_coll_fit *f = &c->fits[c->n_fits];
   *f = *fit;
   f->ranks = malloc((size_t)fit->n_ranks * sizeof *f->ranks);
-  if (f->ranks == NULL)
+  f->points = malloc(((size_t)fit->n_points + 1) * sizeof *f->points);
+  if (f->ranks == NULL || f->points == NULL) {
+    free(f->ranks);
+    free(f->points);
     return hap_err_set(err, HAP_ENOMEM, "out of memory adding a collective fit");
+  }
   memcpy(f->ranks, fit->ranks, (size_t)fit->n_ranks * sizeof *f->ranks);
   qsort(f->ranks, (size_t)f->n_ranks, sizeof *f->ranks, cmp_int32);
-  for (int32_t i = 1; i < f->n_ranks; i++)
-    if (f->ranks[i] == f->ranks[i - 1]) {
-      int32_t dup = f->ranks[i];
-      free(f->ranks);
-      f->ranks = NULL;
-      return hap_err_set(err, HAP_EINVAL, "collective fit (%s): device %d appears twice",
-                         hap_coll_kind_name(fit->kind), dup);
-    }
+  if (fit->n_points > 0)
+    memcpy(f->points, fit->points, (size_t)fit->n_points * sizeof *f->points);
+  qsort(f->points, (size_t)f->n_points, sizeof *f->points, cmp_point);
+  char why[96] = "";
+  for (int32_t i = 1; i < f->n_ranks && why[0] == '\0'; i++)
+    if (f->ranks[i] == f->ranks[i - 1])
+      snprintf(why, sizeof why, "device %d appears twice", f->ranks[i]);
+  for (int32_t i = 1; i < f->n_points && why[0] == '\0'; i++)
+    if (f->points[i].bytes - f->points[i - 1].bytes <= point_tol(f->points[i].bytes))
+      snprintf(why, sizeof why, "two points at %g bytes, expected one time per size",
+               f->points[i].bytes);
+  if (why[0] != '\0') {
+    free(f->ranks);
+    free(f->points);
+    f->ranks = NULL;
+    f->points = NULL;
+    return hap_err_set(err, HAP_EINVAL, "collective fit (%s): %s", hap_coll_kind_name(fit->kind),
+                       why);
+  }
   c->n_fits++;
   return HAP_OK;
 }
@@ -454,6 +503,19 @@ hap_dtype hap_io_compute_dtype(const hap_op_io *io) {
 
 /* Mixed into the key of an application computed in float16 or bfloat16 (+ the dtype). */
 #define KEY_HALF_SALT 0x68616c6600000000ULL /* "half" */
+
+/* Mixed into the key of a backward application with the mask of float inputs it computes no
+ * gradient for. */
+#define KEY_NO_GRAD_SALT 0x6e6f677200000000ULL /* "nogr" */
+
+uint64_t hap_kernel_key(const hap_op_io *io, bool backward) {
+  uint64_t h = hap_kernel_shape_key(io);
+  uint64_t skipped = 0; /* bit i: float input i gets no gradient */
+  for (int i = 0; backward && i < io->n_in; i++)
+    if (hap_dtype_is_float(io->in_dtype[i]) && !io->in_grad[i])
+      skipped |= 1ULL << i;
+  return skipped != 0 ? hap_fnv1a_word(h, KEY_NO_GRAD_SALT + skipped) : h;
+}
 
 uint64_t hap_kernel_shape_key(const hap_op_io *io) {
   uint64_t h = HAP_KEY_HASH_BASIS; /* FNV-1a over ranks and dims */

@@ -853,6 +853,38 @@ static hap_status read_pieces(reader *r, const json_t *arr, const char *ppath, h
   return HAP_OK;
 }
 
+/* "points": [{"bytes", "s"}, ...] (hap-cluster 1.1: times measured at exact sizes, cluster.h);
+ * *out is malloc'd (n_points + 1 entries). */
+static hap_status read_points(reader *r, const json_t *arr, const char *ppath, hap_coll_point **out,
+                              int32_t *n_points) {
+  static const char *const keys[] = {"bytes", "s", NULL};
+  HAP_TRY(hap_jr_want_array(&r->jr, arr, ppath, "an array of measured points", 1 << 20));
+  size_t n = json_array_size(arr);
+  hap_coll_point *pts = malloc((n + 1) * sizeof *pts);
+  if (pts == NULL)
+    return hap_jr_oom(&r->jr);
+  hap_status st = HAP_OK;
+  for (size_t i = 0; i < n && st == HAP_OK; i++) {
+    hap_jpath ip;
+    json_t *v = json_array_get(arr, i);
+    hap_jpath_index(ip, ppath, i);
+    st = hap_jr_want_type(&r->jr, v, JSON_OBJECT, ip, "a point {\"bytes\", \"s\"}");
+    if (st == HAP_OK)
+      st = hap_jr_check_keys(&r->jr, v, ip, keys, "bytes, s");
+    if (st == HAP_OK)
+      st = fit_num(r, v, ip, "bytes", HAP_JR_POSITIVE, "a size in bytes", -1, &pts[i].bytes);
+    if (st == HAP_OK)
+      st = fit_num(r, v, ip, "s", HAP_JR_POSITIVE, "a time in s", -1, &pts[i].seconds);
+  }
+  if (st != HAP_OK) {
+    free(pts);
+    return st;
+  }
+  *out = pts;
+  *n_points = (int32_t)n;
+  return HAP_OK;
+}
+
 /* The two-piece keys of hap-cluster 1.0 (threshold_bytes 0 = one piece). */
 static hap_status read_two_piece(reader *r, const json_t *v, const char *fpath, hap_ab_fit *f) {
   double thr = 0, as = 0, bs = 0, al = 0, bl = 0;
@@ -868,9 +900,9 @@ static hap_status read_two_piece(reader *r, const json_t *v, const char *fpath, 
 }
 
 static hap_status read_fit(reader *r, const json_t *v, const char *fpath) {
-  static const char *const keys[] = {"kind",           "ranks",          "threshold_bytes",
-                                     "alpha_small_s",  "beta_small_Bps", "alpha_large_s",
-                                     "beta_large_Bps", "pieces",         NULL};
+  static const char *const keys[] = {
+      "kind",          "ranks",          "threshold_bytes", "alpha_small_s", "beta_small_Bps",
+      "alpha_large_s", "beta_large_Bps", "pieces",          "points",        NULL};
   static const char *const two_piece[] = {"threshold_bytes", "alpha_small_s", "beta_small_Bps",
                                           "alpha_large_s", "beta_large_Bps"};
   hap_jpath p;
@@ -882,7 +914,7 @@ static hap_status read_fit(reader *r, const json_t *v, const char *fpath) {
                            "a collective fit {\"kind\", \"ranks\", ...}"));
   HAP_TRY(hap_jr_check_keys(&r->jr, v, fpath, keys,
                             "kind, ranks, pieces, threshold_bytes, alpha_small_s, beta_small_Bps, "
-                            "alpha_large_s, beta_large_Bps"));
+                            "alpha_large_s, beta_large_Bps, points"));
   HAP_TRY(hap_jr_member(&r->jr, v, fpath, "kind", true, "a collective such as \"all_reduce\"", &m));
   HAP_TRY(hap_jr_want_str(&r->jr, m, hap_jpath_key(p, fpath, "kind"),
                           "a collective such as \"all_reduce\"", &s));
@@ -911,11 +943,14 @@ static hap_status read_fit(reader *r, const json_t *v, const char *fpath) {
   for (int32_t d = 0; d < r->c->n_devices; d++)
     seen[d] = -1;
   hap_status st = read_ranks(r, m, p, ranks, seen, &fit.n_ranks);
+  if (st == HAP_OK && (m = json_object_get(v, "points")) != NULL)
+    st = read_points(r, m, hap_jpath_key(p, fpath, "points"), &fit.points, &fit.n_points);
   hap_err e = {0};
   fit.ranks = ranks;
   if (st == HAP_OK)
     st = hap_cluster_add_fit(r->c, &fit, &e);
   free(ranks);
+  free(fit.points);
   return st == HAP_OK || e.status == HAP_OK ? st : hap_jr_fail(&r->jr, st, fpath, "%s", e.msg);
 }
 
@@ -1412,6 +1447,19 @@ static void write_fits(hap_jw *w, const hap_cluster *c) {
       }
       hap_jw_end_array(w);
     }
+    if (f->n_points > 0) {
+      hap_jw_key(w, "points");
+      hap_jw_begin_array_inline(w);
+      for (int32_t k = 0; k < f->n_points; k++) {
+        hap_jw_begin_object_inline(w);
+        hap_jw_key(w, "bytes");
+        hap_jw_double(w, f->points[k].bytes);
+        hap_jw_key(w, "s");
+        hap_jw_double(w, f->points[k].seconds);
+        hap_jw_end_object(w);
+      }
+      hap_jw_end_array(w);
+    }
     hap_jw_end_object(w);
   }
   hap_jw_end_array(w);
@@ -1419,8 +1467,12 @@ static void write_fits(hap_jw *w, const hap_cluster *c) {
 
 hap_status hap_cluster_write(const hap_cluster *c, FILE *f, hap_err *err) {
   HAP_TRY(check_writable(c, err));
+  /* the oldest version that holds it (so a cluster without 1.1's points digests as before) */
+  int32_t minor = 0;
+  for (int32_t i = 0; i < c->n_fits; i++)
+    minor = c->fits[i].n_points > 0 ? HAP_CLUSTER_VERSION_MINOR : minor;
   char version[32];
-  snprintf(version, sizeof version, "%d.%d", HAP_CLUSTER_VERSION_MAJOR, HAP_CLUSTER_VERSION_MINOR);
+  snprintf(version, sizeof version, "%d.%d", HAP_CLUSTER_VERSION_MAJOR, minor);
   hap_jw w;
   hap_jw_init(&w, f, 2);
   hap_jw_begin_object(&w);

@@ -134,6 +134,9 @@ static void print_fits(FILE *f, const hap_cluster *c) {
       fprintf(f, "  %-20s  %10.2f %10.3f\n", range, x->fit.alpha_s[k] * 1e6,
               x->fit.beta_Bps[k] / 1e9);
     }
+    if (x->n_points > 0)
+      fprintf(f, "%-15s %6s  + %d sizes timed in the plan's iterations (they override the fit)\n",
+              "", "", x->n_points);
   }
 }
 
@@ -228,6 +231,17 @@ bool hap_cluster_show_json_more(FILE *f, const hap_cluster *c,
       hap_jw_double(&w, x->fit.alpha_s[k]);
       hap_jw_key(&w, "beta_Bps");
       hap_jw_double(&w, x->fit.beta_Bps[k]);
+      hap_jw_end_object(&w);
+    }
+    hap_jw_end_array(&w);
+    hap_jw_key(&w, "points");
+    hap_jw_begin_array_inline(&w);
+    for (int32_t k = 0; k < x->n_points; k++) {
+      hap_jw_begin_object_inline(&w);
+      hap_jw_key(&w, "bytes");
+      hap_jw_double(&w, x->points[k].bytes);
+      hap_jw_key(&w, "s");
+      hap_jw_double(&w, x->points[k].seconds);
       hap_jw_end_object(&w);
     }
     hap_jw_end_array(&w);

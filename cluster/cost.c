@@ -232,17 +232,15 @@ static double broadcast_time(const hap_group *g, hap_coll_impl impl, double s) {
   }
 }
 
-/* Message size in nccl-tests' meaning for a fit of this kind. */
-static double fit_size(hap_coll_kind kind, hap_coll_bytes b) {
+double hap_coll_fit_bytes(hap_coll_kind kind, hap_coll_impl impl, hap_coll_bytes b) {
+  if (impl == HAP_IMPL_GROUPED)
+    return b.sum; /* the shares as they are */
   switch (kind) {
   case HAP_COLL_ALL_GATHER:
   case HAP_COLL_REDUCE_SCATTER: return b.max * b.n; /* padded: every rank sends the largest */
   default: return b.max;
   }
 }
-
-/* The fit's piece for s bytes (cluster.h: the last piece beyond the measured sizes). */
-static double fit_time(const hap_coll_fit *f, double s) { return hap_ab_fit_time(&f->fit, s); }
 
 static double formula_time(const hap_group *g, hap_coll_kind kind, hap_coll_impl impl,
                            hap_coll_bytes b) {
@@ -263,7 +261,7 @@ hap_coll_impl hap_coll_best(const hap_group *g, hap_coll_kind kind, hap_coll_byt
     return HAP_IMPL_AUTO;
   }
   if (g->fit[kind] != NULL) {
-    *seconds = fit_time(g->fit[kind], fit_size(kind, b));
+    *seconds = hap_coll_fit_time(g->fit[kind], hap_coll_fit_bytes(kind, HAP_IMPL_AUTO, b));
     return HAP_IMPL_AUTO;
   }
   hap_coll_impl best = HAP_IMPL_AUTO;
@@ -292,7 +290,7 @@ double hap_coll_time(const hap_group *g, hap_coll_kind kind, hap_coll_impl impl,
    * moves the shares as they are (b.sum), a padded one every rank's share at the largest. */
   double t = formula_time(g, kind, impl, b);
   if (isfinite(t) && g->fit[kind] != NULL)
-    return fit_time(g->fit[kind], impl == HAP_IMPL_GROUPED ? b.sum : fit_size(kind, b));
+    return hap_coll_fit_time(g->fit[kind], hap_coll_fit_bytes(kind, impl, b));
   return t;
 }
 
@@ -331,7 +329,7 @@ double hap_compute_time(const hap_cluster *c, int32_t dev, hap_op op, const hap_
   /* a row serves the application's shapes in its format (hap_kernel_shape_key): float32 rows
    * no half-precision application on a device with half-precision arithmetic of its own */
   if (d->n_kernels > 0) {
-    const hap_kernel_sample *s = hap_device_kernel(d, op, backward, hap_kernel_shape_key(io));
+    const hap_kernel_sample *s = hap_device_kernel(d, op, backward, hap_kernel_key(io, backward));
     if (s != NULL)
       return s->seconds;
   }

@@ -229,7 +229,7 @@ hap_status hap_kernel_grid_case(bool quick, int32_t i, hap_kgrid_case *out, hap_
 
 typedef struct grid_entry {
   hap_op op;
-  uint64_t key;
+  uint64_t key[2]; /* hap_kernel_key, [backward] */
   bool gemm;       /* m, n, k valid */
   double m, n, k;  /* GEMM dims */
   double flops[2]; /* FLOP, [backward] */
@@ -246,7 +246,7 @@ static int cmp_entry(const void *a, const void *b) {
   const grid_entry *x = a, *y = b;
   if (x->op != y->op)
     return x->op < y->op ? -1 : 1;
-  return (x->key > y->key) - (x->key < y->key);
+  return (x->key[0] > y->key[0]) - (x->key[0] < y->key[0]);
 }
 
 static void build_table(void) {
@@ -256,10 +256,11 @@ static void build_table(void) {
       hap_kgrid_case kc;
       if (hap_kernel_grid_case(q == 0, i, &kc, NULL) != HAP_OK)
         continue; /* cannot happen for the static grids (unit_kernel_model builds every case) */
-      grid_entry e = {.op = kc.op, .key = hap_kernel_shape_key(&kc.io)};
+      grid_entry e = {.op = kc.op,
+                      .key = {hap_kernel_key(&kc.io, false), hap_kernel_key(&kc.io, true)}};
       bool dup = false;
       for (int32_t j = 0; j < n && !dup; j++)
-        dup = table[j].op == e.op && table[j].key == e.key;
+        dup = table[j].op == e.op && table[j].key[0] == e.key[0] && table[j].key[1] == e.key[1];
       if (dup)
         continue;
       e.gemm = hap_op_gemm_dims(kc.op, &kc.io, &e.m, &e.n, &e.k);
@@ -316,7 +317,7 @@ double hap_kernel_model_time(const hap_device *d, hap_op op, bool backward, hap_
   int dir = backward ? 1 : 0;
   for (int32_t i = op_first[op]; i < op_first[op + 1] && np < MAX_POINTS; i++) {
     const grid_entry *e = &table[i];
-    const hap_kernel_sample *s = hap_device_kernel(d, op, backward, e->key);
+    const hap_kernel_sample *s = hap_device_kernel(d, op, backward, e->key[dir]);
     if (s == NULL || !(s->seconds > 0))
       continue;
     double wi = roofline(d, HAP_F32, e->flops[dir], e->bytes[dir], e->gemm, e->m, e->n, e->k);

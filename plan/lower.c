@@ -842,6 +842,60 @@ hap_status hap_lowered_coll_bytes(hap_lowered *lw, int32_t t, double *per_rank, 
   return HAP_OK;
 }
 
+int32_t hap_lowered_n_subgroups(const hap_lowered *lw, hap_task_span sp) {
+  return sp == HAP_SPAN_GROUP ? lw->replicas : lw->group_size;
+}
+
+int32_t hap_lowered_subgroup_size(const hap_lowered *lw, hap_task_span sp) {
+  return sp == HAP_SPAN_GROUP ? lw->group_size : lw->replicas;
+}
+
+int32_t hap_lowered_subgroup_member(const hap_lowered *lw, hap_task_span sp, int32_t s, int32_t i) {
+  return sp == HAP_SPAN_GROUP ? s * lw->group_size + i : i * lw->group_size + s;
+}
+
+int32_t hap_lowered_coll_group(const hap_lowered *lw, int32_t t, int32_t d, int32_t *ranks) {
+  hap_task_span sp = lw->tasks[t].span;
+  int32_t m = hap_lowered_subgroup_size(lw, sp);
+  int32_t s = sp == HAP_SPAN_GROUP ? d / lw->group_size : d % lw->group_size;
+  for (int32_t i = 0; i < m; i++)
+    ranks[i] = hap_lowered_subgroup_member(lw, sp, s, i);
+  return m;
+}
+
+double hap_lowered_emulated_scale(const hap_lowered *lw, int32_t t) {
+  hap_dtype half = hap_policy_compute_dtype(&lw->plan->policy);
+  const hap_task *k = &lw->tasks[t];
+  if (half == HAP_F32 || k->tensor < 0 || lw->priced_graph->tensors[k->tensor].dtype != half)
+    return 1;
+  double elem = hap_lowered_elem_bytes(lw, t);
+  return elem > 0 && elem < 4 ? 4 / elem : 1;
+}
+
+/* Whether device d of cluster c (NULL: hap-run's CPU runner) holds half precision in float32. */
+static bool emulates(const hap_lowered *lw, const hap_cluster *c, int32_t d) {
+  return c == NULL ||
+         hap_device_emulates_dtype(&c->devices[d], hap_policy_compute_dtype(&lw->plan->policy));
+}
+
+hap_status hap_lowered_coll_moved_bytes(hap_lowered *lw, const hap_cluster *c, int32_t t,
+                                        double *per_rank, hap_err *err) {
+  const hap_task *k = &lw->tasks[t];
+  HAP_TRY(hap_lowered_coll_bytes(lw, t, per_rank, err));
+  double emu = hap_lowered_emulated_scale(lw, t);
+  if (emu == 1)
+    return HAP_OK;
+  int32_t ns = hap_lowered_n_subgroups(lw, k->span), m = hap_lowered_subgroup_size(lw, k->span);
+  for (int32_t s = 0; s < ns; s++) {
+    bool all_emulate = true;
+    for (int32_t i = 0; i < m && all_emulate; i++)
+      all_emulate = emulates(lw, c, hap_lowered_subgroup_member(lw, k->span, s, i));
+    for (int32_t i = 0; i < m && all_emulate; i++)
+      per_rank[hap_lowered_subgroup_member(lw, k->span, s, i)] *= emu;
+  }
+  return HAP_OK;
+}
+
 static hap_status compute_work(hap_lowered *lw, const hap_graph *g, const hap_task *k, int32_t dev,
                                hap_task_work *w, hap_err *err) {
   const hap_step *s = &lw->plan->steps[k->step];

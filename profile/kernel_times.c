@@ -23,16 +23,24 @@ typedef struct klist {
   int32_t n, cap;
 } klist;
 
-static bool same_case(const hap_kcase *a, const hap_kcase *b) {
+static bool same_shapes(const hap_kcase *a, const hap_kcase *b) {
   return a->op == b->op && hap_kernel_shape_key(&a->io) == hap_kernel_shape_key(&b->io);
 }
 
-/* Append kc (merging directions into an existing case with the same op and shape key). */
+/* Append kc, merging its directions into an existing case of the same op and shapes whose
+ * backward (if both have one) keys alike (hap_kernel_key: the same gradients left out). A case
+ * added for another backward of the same shapes leaves the forward to the first. */
 static hap_status klist_add(klist *l, const hap_kcase *kc, hap_err *err) {
+  bool fwd_listed = false; /* the forward of these shapes is timed already */
+  for (int32_t i = 0; i < l->n; i++)
+    fwd_listed = fwd_listed || (same_shapes(&l->v[i], kc) && l->v[i].fwd);
   for (int32_t i = 0; i < l->n; i++) {
-    if (same_case(&l->v[i], kc)) {
+    if (!same_shapes(&l->v[i], kc))
+      continue;
+    if (!kc->bwd || !l->v[i].bwd ||
+        hap_kernel_key(&l->v[i].io, true) == hap_kernel_key(&kc->io, true)) {
       hap_kcase *x = &l->v[i];
-      x->fwd |= kc->fwd;
+      x->fwd = x->fwd || (kc->fwd && !fwd_listed);
       if (kc->bwd && !x->bwd) {
         x->bwd = true;
         memcpy(x->io.in_grad, kc->io.in_grad, sizeof x->io.in_grad);
@@ -48,6 +56,7 @@ static hap_status klist_add(klist *l, const hap_kcase *kc, hap_err *err) {
   }
   l->v[l->n] = *kc;
   hap_kcase_fix(&l->v[l->n]);
+  l->v[l->n].fwd = kc->fwd && !fwd_listed;
   l->n++;
   return HAP_OK;
 }
@@ -232,7 +241,7 @@ hap_status hap_kcase_row(const hap_kcase *kc, bool backward, const double *t, in
   memset(row, 0, sizeof *row);
   row->op = kc->op;
   row->backward = backward;
-  row->shape_key = hap_kernel_shape_key(&kc->io);
+  row->shape_key = hap_kernel_key(&kc->io, backward);
   row->reps = reps;
   size_t at = 0;
   for (int32_t i = 0; i < kc->io.n_in && at < sizeof row->shape; i++) {

@@ -9,6 +9,7 @@
 #include "exec/comm_silent.h"
 #include "plan/lower.h"
 #include "profile/kernel_times.h"
+#include "replay_colls.h"
 #include "run/run.h"
 #include "store/fit.h"
 
@@ -44,7 +45,7 @@ static hap_status oom(hap_err *err) {
 
 static bool same_case(const hap_kcase *a, const hap_kcase *b) {
   return a->op == b->op && a->bwd == b->bwd &&
-         hap_kernel_shape_key(&a->io) == hap_kernel_shape_key(&b->io);
+         hap_kernel_key(&a->io, a->bwd) == hap_kernel_key(&b->io, b->bwd);
 }
 
 /* io as an application computed in `format`: its float32 inputs and outputs in that dtype. */
@@ -122,6 +123,24 @@ static hap_status list_cases(hap_lowered *lw, int32_t dev, int32_t iters, cases 
   return HAP_OK;
 }
 
+/* The last iteration's times of the collectives the timer times: one sample of each key. */
+static hap_status sample_colls(hap_coll_timer *x, const hap_run *run, hap_comm *world,
+                               hap_err *err) {
+  int32_t n = 0;
+  const int32_t *task = hap_coll_timer_tasks(x, &n);
+  double *mine = malloc(((size_t)n + 1) * sizeof *mine);
+  if (mine == NULL)
+    return oom(err);
+  for (int32_t j = 0; j < n; j++) {
+    double own_s = 0;
+    int32_t runs = hap_run_task_runs(run, task[j], &own_s);
+    mine[j] = runs > 0 ? fmax(own_s, 0) / runs : -1;
+  }
+  hap_status st = hap_coll_timer_sample(x, mine, world, err);
+  free(mine);
+  return st;
+}
+
 /* Run the warm-ups, then timed iterations until at least iters of them and min_s seconds (at
  * most max_iters), keeping their compute task durations. Every rank stops after the same
  * iteration (the silent communicator's barriers need them all): they agree after each one.
@@ -129,7 +148,8 @@ static hap_status list_cases(hap_lowered *lw, int32_t dev, int32_t iters, cases 
  * micro-batch gives its runs' mean, without the recomputation nested in a backward task, as the
  * simulator multiplies a row by the task's repeats and adds its recompute_of forward task. */
 static hap_status replay(hap_run *run, hap_comm *world, const hap_lowered *lw,
-                         const hap_replay_options *o, cases *c, hap_err *err) {
+                         const hap_replay_options *o, cases *c, hap_coll_timer *colls,
+                         hap_err *err) {
   hap_status st = HAP_OK;
   int32_t total = o->warmup + o->max_iters, all_done = 0;
   double timed_from = 0;
@@ -152,6 +172,8 @@ static hap_status replay(hap_run *run, hap_comm *world, const hap_lowered *lw,
         upd_s += own_s;
       }
     }
+    if (st == HAP_OK && i >= o->warmup && colls != NULL)
+      st = sample_colls(colls, run, world, err);
     if (upd_s > 0 && c->n_upd_rates < o->max_iters)
       c->upd_rate[c->n_upd_rates++] = upd_bytes / upd_s;
     if (st == HAP_OK && o->progress != NULL)
@@ -167,9 +189,22 @@ static hap_status replay(hap_run *run, hap_comm *world, const hap_lowered *lw,
 hap_status hap_replay_kernel_rows(const hap_plan *p, const hap_graph *g, hap_comm *world,
                                   const hap_replay_options *o, hap_profile_kernel **rows,
                                   int32_t *n_rows, double *update_Bps, hap_err *err) {
+  hap_replay_options only_kernels = *o;
+  only_kernels.collectives = false;
+  return hap_replay_plan(p, g, world, &only_kernels, rows, n_rows, update_Bps, NULL, err);
+}
+
+hap_status hap_replay_plan(const hap_plan *p, const hap_graph *g, hap_comm *world,
+                           const hap_replay_options *o, hap_profile_kernel **rows, int32_t *n_rows,
+                           double *update_Bps, hap_replay_colls *colls, hap_err *err) {
   *rows = NULL;
   *n_rows = 0;
   *update_Bps = 0;
+  if (colls != NULL)
+    memset(colls, 0, sizeof *colls);
+  if (o->collectives && colls == NULL)
+    return hap_err_set(err, HAP_EINVAL,
+                       "kernel replay: collectives timed, but nowhere to put them");
   if (o->warmup < 0 || o->iters < 1 || o->max_iters < o->iters || !(o->min_s >= 0) ||
       !(o->speed > 0 && o->speed <= 1))
     return hap_err_set(err, HAP_EINVAL,
@@ -178,18 +213,22 @@ hap_status hap_replay_kernel_rows(const hap_plan *p, const hap_graph *g, hap_com
                        o->warmup, o->iters, o->max_iters, o->min_s, o->speed);
   hap_lowered *lw = NULL;
   hap_comm *silent = NULL;
+  hap_coll_timer *timer = NULL;
   hap_run *run = NULL;
   cases c = {0};
   HAP_TRY(hap_lower(p, g, &lw, err));
-  hap_status st = hap_comm_silent_create(world, true, &silent, err);
+  hap_status st = o->collectives ? hap_coll_timer_create(lw, o->max_iters, &timer, err)
+                                 : hap_comm_silent_create(world, true, &silent, err);
   if (st == HAP_OK)
     st = list_cases(lw, world->rank, o->max_iters, &c, err);
   /* as hap-run by default: the same learning rate, so updates touch every weight */
   hap_run_options ro = {.seed = o->seed, .lr = 1e-3, .speed = o->speed, .kernels = o->kernels};
   if (st == HAP_OK)
-    st = hap_run_create(lw, g, silent, &ro, &run, err);
+    st = hap_run_create(lw, g, o->collectives ? world : silent, &ro, &run, err);
   if (st == HAP_OK)
-    st = replay(run, world, lw, o, &c, err);
+    st = replay(run, world, lw, o, &c, timer, err);
+  if (st == HAP_OK && timer != NULL)
+    hap_coll_timer_take(timer, o->warmup, colls);
   hap_profile_kernel *out = NULL;
   if (st == HAP_OK && (out = calloc((size_t)c.n + 1, sizeof *out)) == NULL)
     st = oom(err);
@@ -215,6 +254,7 @@ hap_status hap_replay_kernel_rows(const hap_plan *p, const hap_graph *g, hap_com
   }
   hap_run_destroy(run);
   hap_comm_destroy(silent);
+  hap_coll_timer_destroy(timer);
   cases_free(&c);
   hap_lowered_destroy(lw);
   return st;

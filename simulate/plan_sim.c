@@ -51,18 +51,6 @@ typedef struct price_memo {
   double s;
 } price_memo;
 
-/* The sub-groups a collective of a span runs over (lower.h): GROUP, one per group of
- * group_size consecutive devices; REPLICAS, one per index in a group. Member i of sub-group s. */
-static int32_t n_subs(const hap_lowered *lw, hap_task_span sp) {
-  return sp == HAP_SPAN_GROUP ? lw->replicas : lw->group_size;
-}
-static int32_t sub_size(const hap_lowered *lw, hap_task_span sp) {
-  return sp == HAP_SPAN_GROUP ? lw->group_size : lw->replicas;
-}
-static int32_t sub_member(const hap_lowered *lw, hap_task_span sp, int32_t s, int32_t i) {
-  return sp == HAP_SPAN_GROUP ? s * lw->group_size + i : i * lw->group_size + s;
-}
-
 /* Every sub-group of both spans, summarised for pricing: groups[span][sub]. The sub-groups of a
  * span run at the same time; those that cross a host's NIC share it (hap_group_share_nics). */
 typedef struct span_groups {
@@ -80,12 +68,12 @@ static void span_groups_free(span_groups *sg) {
  * n_devices entries, `crossing` n_hosts (scratch). */
 static int32_t span_sharers(const hap_lowered *lw, const hap_cluster *c, hap_task_span sp,
                             int32_t *ranks, int32_t *crossing) {
-  int32_t ns = n_subs(lw, sp), m = sub_size(lw, sp);
+  int32_t ns = hap_lowered_n_subgroups(lw, sp), m = hap_lowered_subgroup_size(lw, sp);
   memset(crossing, 0, (size_t)c->n_hosts * sizeof *crossing);
   for (int32_t k = 0; k < ns; k++) {
     bool hosts = false;
     for (int32_t i = 0; i < m; i++) {
-      ranks[i] = sub_member(lw, sp, k, i);
+      ranks[i] = hap_lowered_subgroup_member(lw, sp, k, i);
       hosts = hosts || c->devices[ranks[i]].host != c->devices[ranks[0]].host;
     }
     for (int32_t i = 0; i < m && hosts; i++)
@@ -117,14 +105,15 @@ static hap_status span_groups_init(const hap_lowered *lw, const hap_cluster *c, 
   int32_t *crossing = calloc((size_t)c->n_hosts, sizeof *crossing);
   hap_status st = ranks && crossing ? HAP_OK : oom(err);
   for (int sp = 0; sp < 2 && st == HAP_OK; sp++) {
-    int32_t ns = n_subs(lw, (hap_task_span)sp), m = sub_size(lw, (hap_task_span)sp);
+    int32_t ns = hap_lowered_n_subgroups(lw, (hap_task_span)sp),
+            m = hap_lowered_subgroup_size(lw, (hap_task_span)sp);
     if ((sg->g[sp] = malloc((size_t)ns * sizeof *sg->g[sp])) == NULL) {
       st = oom(err);
       break;
     }
     for (int32_t k = 0; k < ns && st == HAP_OK; k++) {
       for (int32_t i = 0; i < m; i++)
-        ranks[i] = sub_member(lw, (hap_task_span)sp, k, i);
+        ranks[i] = hap_lowered_subgroup_member(lw, (hap_task_span)sp, k, i);
       st = hap_group_init(c, ranks, m, &sg->g[sp][k], err);
     }
     int32_t sharers = span_sharers(lw, c, (hap_task_span)sp, ranks, crossing);
@@ -149,48 +138,9 @@ static double policy_time(const hap_lowered *lw, const hap_task *k, const double
   return s;
 }
 
-/* How many times the priced bytes of collective or local task t a device moves that holds the
- * policy's half-precision values in float32 (hap_device_emulates_dtype: hap-run's CPU backend):
- * 4 / the priced bytes per element for a half-precision tensor moved in half precision, else 1. */
-static double emulated_scale(const hap_lowered *lw, int32_t t) {
-  hap_dtype half = hap_policy_compute_dtype(&lw->plan->policy);
-  const hap_task *k = &lw->tasks[t];
-  if (half == HAP_F32 || k->tensor < 0 || lw->priced_graph->tensors[k->tensor].dtype != half)
-    return 1;
-  double elem = hap_lowered_elem_bytes(lw, t);
-  return elem > 0 && elem < 4 ? 4 / elem : 1;
-}
-
-/* Whether device d moves task t's bytes times emulated_scale. */
+/* Whether device d holds the policy's half-precision values in float32 (hap-run's CPU backend). */
 static bool emulates(const hap_lowered *lw, const hap_cluster *c, int32_t d) {
   return hap_device_emulates_dtype(&c->devices[d], hap_policy_compute_dtype(&lw->plan->policy));
-}
-
-hap_status hap_plan_sim_coll_bytes(hap_lowered *lw, const hap_cluster *c, int32_t t,
-                                   double *per_rank, hap_err *err) {
-  const hap_task *k = &lw->tasks[t];
-  HAP_TRY(hap_lowered_coll_bytes(lw, t, per_rank, err));
-  double emu = emulated_scale(lw, t);
-  if (emu == 1)
-    return HAP_OK;
-  int32_t ns = n_subs(lw, k->span), m = sub_size(lw, k->span);
-  for (int32_t s = 0; s < ns; s++) {
-    bool all_emulate = true;
-    for (int32_t i = 0; i < m && all_emulate; i++)
-      all_emulate = emulates(lw, c, sub_member(lw, k->span, s, i));
-    for (int32_t i = 0; i < m && all_emulate; i++)
-      per_rank[sub_member(lw, k->span, s, i)] *= emu;
-  }
-  return HAP_OK;
-}
-
-int32_t hap_plan_sim_coll_group(const hap_lowered *lw, int32_t t, int32_t d, int32_t *ranks) {
-  hap_task_span sp = lw->tasks[t].span;
-  int32_t m = sub_size(lw, sp);
-  int32_t s = sp == HAP_SPAN_GROUP ? d / lw->group_size : d % lw->group_size;
-  for (int32_t i = 0; i < m; i++)
-    ranks[i] = sub_member(lw, sp, s, i);
-  return m;
 }
 
 /* The rounding pass hap-run's emulated storage adds to all-reduce task t on device d: the summed
@@ -201,31 +151,32 @@ int32_t hap_plan_sim_coll_group(const hap_lowered *lw, int32_t t, int32_t d, int
  * bandwidth. 0 where nothing is emulated (a GPU's half-precision sum has no such pass). */
 static double emulated_round_s(const hap_lowered *lw, const hap_cluster *c, int32_t t, int32_t d,
                                double per_rank_bytes) {
-  if (lw->tasks[t].coll != HAP_COLL_ALL_REDUCE || emulated_scale(lw, t) == 1 || !emulates(lw, c, d))
+  if (lw->tasks[t].coll != HAP_COLL_ALL_REDUCE || hap_lowered_emulated_scale(lw, t) == 1 ||
+      !emulates(lw, c, d))
     return 0;
   const hap_device *dev = &c->devices[d];
   return 2 * per_rank_bytes / (dev->update_bw_Bps > 0 ? dev->update_bw_Bps : dev->memory_bw_Bps);
 }
 
 /* A collective's duration on every device: its sub-group's time for the bytes its members hold
- * (hap_plan_sim_coll_bytes), and an emulated all-reduce's rounding pass (emulated_round_s). */
+ * (hap_lowered_coll_moved_bytes), and an emulated all-reduce's rounding pass (emulated_round_s). */
 static hap_status price_collective(hap_lowered *lw, const hap_cluster *c, int32_t t,
                                    const span_groups *sg, double *per_rank, double *sub_bytes,
                                    double *dur, hap_err *err) {
   double *row = dur + (size_t)t * (size_t)lw->n_devices;
   const hap_task *k = &lw->tasks[t];
-  HAP_TRY(hap_plan_sim_coll_bytes(lw, c, t, per_rank, err));
-  int32_t ns = n_subs(lw, k->span), m = sub_size(lw, k->span);
+  HAP_TRY(hap_lowered_coll_moved_bytes(lw, c, t, per_rank, err));
+  int32_t ns = hap_lowered_n_subgroups(lw, k->span), m = hap_lowered_subgroup_size(lw, k->span);
   for (int32_t s = 0; s < ns; s++) {
     for (int32_t i = 0; i < m; i++)
-      sub_bytes[i] = per_rank[sub_member(lw, k->span, s, i)];
+      sub_bytes[i] = per_rank[hap_lowered_subgroup_member(lw, k->span, s, i)];
     double sec =
         m > 1 ? hap_coll_time(&sg->g[k->span][s], k->coll, k->impl, hap_coll_bytes_of(sub_bytes, m))
               : 0;
     if (!isfinite(sec) || sec < 0)
       return hap_err_set(err, HAP_EINVAL, "task '%s': the cluster prices it at %g s", k->name, sec);
     for (int32_t i = 0; i < m; i++) {
-      int32_t d = sub_member(lw, k->span, s, i);
+      int32_t d = hap_lowered_subgroup_member(lw, k->span, s, i);
       row[d] = policy_time(lw, k, dur, d, sec + emulated_round_s(lw, c, t, d, per_rank[d]));
     }
   }
@@ -271,7 +222,7 @@ static hap_status price(hap_lowered *lw, const hap_cluster *c, const int32_t *cl
       }
     }
     int n_memo = 0;
-    double emu = k->kind == HAP_TASK_LOCAL ? emulated_scale(lw, t) : 1;
+    double emu = k->kind == HAP_TASK_LOCAL ? hap_lowered_emulated_scale(lw, t) : 1;
     for (int32_t d = 0; d < n && st == HAP_OK; d++) {
       double key = len ? (double)len[d % lw->group_size] : -1;
       double s = -1;
@@ -387,14 +338,15 @@ static hap_status collective_ids(const hap_plan_sim *ps, int32_t t, hap_sim *sim
                                  int32_t *coll, bool *folded_ok, hap_err *err) {
   const hap_lowered *lw = ps->lw;
   const hap_task *k = &lw->tasks[t];
-  int32_t ns = n_subs(lw, k->span), m = sub_size(lw, k->span), n_local = 0;
+  int32_t ns = hap_lowered_n_subgroups(lw, k->span), m = hap_lowered_subgroup_size(lw, k->span),
+          n_local = 0;
   *folded_ok = true;
   for (int32_t g = 0; g < ps->n_groups; g++)
     x->local[g] = -1;
   for (int32_t s = 0; s < ns && *folded_ok; s++) {
     int32_t u = 0;
     for (int32_t i = 0; i < m; i++)
-      x->members[i] = ps->group[sub_member(lw, k->span, s, i)];
+      x->members[i] = ps->group[hap_lowered_subgroup_member(lw, k->span, s, i)];
     qsort(x->members, (size_t)m, sizeof *x->members, cmp_i32);
     for (int32_t i = 0; i < m; i++)
       if (i == 0 || x->members[i] != x->members[i - 1])

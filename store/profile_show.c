@@ -86,18 +86,27 @@ void hap_profile_show_sweeps(FILE *f, const hap_profile *p) {
       int32_t last = s->n_sizes - 1, at;
       char big[32], cell[24];
       double miss = worst_miss(&s->fit, s->sizes_bytes, s->p50_s, s->n_sizes, &at);
+      bool plan = hap_profile_is_plan_group(s->group); /* priced at its sizes, not by its fit */
       fprintf(f, "%-15s %-16s %6d %6d %12s %10.1fus %12.3f %9s\n", hap_coll_kind_name(s->kind),
               s->group, s->n_ranks, s->n_sizes,
               hap_fmt_bytes((double)s->sizes_bytes[last], big, sizeof big), s->p50_s[last] * 1e6,
-              s->busbw_Bps[last] / 1e9, miss_cell(miss, cell, sizeof cell));
+              s->busbw_Bps[last] / 1e9, plan ? "-" : miss_cell(miss, cell, sizeof cell));
     }
+    for (int32_t i = 0; i < p->n_colls; i++)
+      if (hap_profile_is_plan_group(p->colls[i].group)) {
+        fprintf(f,
+                "(group %s: timed inside the plan's iterations at its own sizes, which these "
+                "times price; fit miss '-')\n",
+                HAP_PROFILE_PLAN_GROUP);
+        break;
+      }
     for (int32_t i = 0; i < p->n_colls; i++) {
       const hap_profile_coll *s = &p->colls[i];
       int32_t at;
       double miss = worst_miss(&s->fit, s->sizes_bytes, s->p50_s, s->n_sizes, &at);
       char what[160];
       snprintf(what, sizeof what, "%s over %s", hap_coll_kind_name(s->kind), s->group);
-      if (miss > HAP_FIT_MAX_MISS)
+      if (miss > HAP_FIT_MAX_MISS && !hap_profile_is_plan_group(s->group))
         explain_miss(f, what, &s->fit, s->sizes_bytes, s->p50_s, at, miss);
     }
   }

@@ -973,27 +973,71 @@ static hap_status add_cluster_device(hap_cluster *c, const hap_profile_device *d
   return st;
 }
 
+bool hap_profile_is_plan_group(const char *group) {
+  size_t n = strlen(HAP_PROFILE_PLAN_GROUP);
+  return strncmp(group, HAP_PROFILE_PLAN_GROUP, n) == 0 && (group[n] == '\0' || group[n] == ':');
+}
+
+/* Do two collectives run over the same devices (in any order)? */
+static bool same_devices(const hap_profile_coll *a, const hap_profile_coll *b) {
+  if (a->n_ranks != b->n_ranks)
+    return false;
+  for (int32_t i = 0; i < a->n_ranks; i++) {
+    bool found = false;
+    for (int32_t k = 0; k < b->n_ranks && !found; k++)
+      found = a->ranks[i] == b->ranks[k];
+    if (!found)
+      return false;
+  }
+  return true;
+}
+
+/* pc's fit, with the points (size, p50) of every plan group of its kind over its devices (pc's
+ * own when it is one), into c. */
+static hap_status add_cluster_fit(const hap_profile *p, const hap_profile_coll *pc,
+                                  const int32_t *perm, hap_cluster *c, hap_err *err) {
+  int32_t n_points = 0;
+  for (int32_t j = 0; j < p->n_colls; j++)
+    if (p->colls[j].kind == pc->kind && hap_profile_is_plan_group(p->colls[j].group) &&
+        same_devices(&p->colls[j], pc))
+      n_points += p->colls[j].n_sizes;
+  int32_t *ranks = malloc((size_t)pc->n_ranks * sizeof *ranks);
+  hap_coll_point *points = malloc(((size_t)n_points + 1) * sizeof *points);
+  if (ranks == NULL || points == NULL) {
+    free(ranks);
+    free(points);
+    return hap_err_set(err, HAP_ENOMEM, "out of memory loading collective fits");
+  }
+  for (int32_t r = 0; r < pc->n_ranks; r++)
+    ranks[r] = perm[pc->ranks[r]];
+  n_points = 0;
+  for (int32_t j = 0; j < p->n_colls; j++) {
+    const hap_profile_coll *x = &p->colls[j];
+    if (x->kind == pc->kind && hap_profile_is_plan_group(x->group) && same_devices(x, pc))
+      for (int32_t i = 0; i < x->n_sizes; i++)
+        points[n_points++] = (hap_coll_point){(double)x->sizes_bytes[i], x->p50_s[i]};
+  }
+  hap_coll_fit fit = {pc->kind, pc->n_ranks, ranks, pc->fit, n_points, points};
+  hap_status st = HAP_OK;
+  if (hap_cluster_find_fit(c, pc->kind, ranks, pc->n_ranks) == NULL)
+    st = hap_cluster_add_fit(c, &fit, err);
+  free(ranks);
+  free(points);
+  return st;
+}
+
 static hap_status add_cluster_fits(const hap_profile *p, const int32_t *perm, hap_cluster *c,
                                    hap_err *err) {
   for (int32_t j = 0; j < p->n_p2p; j++) {
     const hap_profile_p2p *s = &p->p2p[j];
     HAP_TRY(hap_cluster_set_link(c, perm[s->src], perm[s->dst], s->fit, err));
   }
-  for (int32_t j = 0; j < p->n_colls; j++) {
-    const hap_profile_coll *pc = &p->colls[j];
-    int32_t *ranks = malloc((size_t)pc->n_ranks * sizeof *ranks);
-    if (ranks == NULL)
-      return hap_err_set(err, HAP_ENOMEM, "out of memory loading collective fits");
-    for (int32_t r = 0; r < pc->n_ranks; r++)
-      ranks[r] = perm[pc->ranks[r]];
-    hap_status st = HAP_OK;
-    if (hap_cluster_find_fit(c, pc->kind, ranks, pc->n_ranks) == NULL) {
-      hap_coll_fit fit = {pc->kind, pc->n_ranks, ranks, pc->fit};
-      st = hap_cluster_add_fit(c, &fit, err);
-    }
-    free(ranks);
-    HAP_TRY(st);
-  }
+  /* the sweeps' fits first (a plan group's points join the sweep over its devices), then plan
+   * groups over devices no sweep covered, with their own fits */
+  for (int pass = 0; pass < 2; pass++)
+    for (int32_t j = 0; j < p->n_colls; j++)
+      if (hap_profile_is_plan_group(p->colls[j].group) == (pass == 1))
+        HAP_TRY(add_cluster_fit(p, &p->colls[j], perm, c, err));
   return HAP_OK;
 }
 

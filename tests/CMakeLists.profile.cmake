@@ -108,6 +108,14 @@ add_test(NAME profile_coll_caches
                  $<TARGET_FILE:hap-profile> ${MPIEXEC_EXECUTABLE})
 set_tests_properties(profile_coll_caches PROPERTIES LABELS mpi RUN_SERIAL TRUE TIMEOUT 600
                      ENVIRONMENT "${HAP_MPI_TEST_ENV}")
+# --coll-timing replay|sweep: the plan's collectives timed in the replay price the simulation of
+# exactly their sizes; sweep writes none; bad values refused
+add_test(NAME profile_coll_timing
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/profile/test_coll_timing.sh
+                 $<TARGET_FILE:hap-profile> $<TARGET_FILE:hap-synth> $<TARGET_FILE:hap-run>
+                 ${MPIEXEC_EXECUTABLE})
+set_tests_properties(profile_coll_timing PROPERTIES LABELS mpi RUN_SERIAL TRUE TIMEOUT 600
+                     ENVIRONMENT "${HAP_MPI_TEST_ENV}")
 
 # tests/unit/test_fit_rel.c (auto-registered with the unit tests) tests profile/fit_rel.h.
 if(TARGET test_fit_rel)

@@ -103,6 +103,11 @@ static void usage(FILE *f) {
          "                        hap-run runs it (caches as the iteration leaves them, the\n"
          "                        runner's per-task overhead); loop times each shape alone\n"
          "                        in a hot loop\n"
+         "      --coll-timing HOW  with --plan replayed: replay (default) also times each\n"
+         "                        collective task of the plan in the replay, data crossing\n"
+         "                        ranks as in hap-run (its time on the sub-group's fastest\n"
+         "                        member), and prices the plan's own sizes with those times;\n"
+         "                        sweep: the collective sweeps alone price them\n"
          "      --coll-caches HOW  warm (default): each collective sample averages calls made\n"
          "                        back to back; cold: every rank first writes 64 MiB\n"
          "                        elsewhere and a sample is one call, as a gradient's sum\n"
@@ -266,10 +271,16 @@ typedef struct measure_opts {
   const char *plan, *model, *cluster; /* --plan: kernel shapes from a plan */
   const char *kernel_timing;          /* "replay" (the default with --plan) or "loop" */
   bool coll_cold;                     /* --coll-caches cold */
+  const char *coll_timing;            /* "replay" (the default when replaying) or "sweep" */
 } measure_opts;
 
 static bool replaying(const measure_opts *o) {
   return o->plan != NULL && (o->kernel_timing == NULL || strcmp(o->kernel_timing, "replay") == 0);
+}
+
+/* Are the plan's collectives timed in its replay (replay.h)? */
+static bool timing_colls(const measure_opts *o) {
+  return replaying(o) && (o->coll_timing == NULL || strcmp(o->coll_timing, "replay") == 0);
 }
 
 /* The watchdog's lines (harness/watchdog.h); {phase} is the measurement step. */
@@ -339,6 +350,7 @@ static hap_status record_env(hap_profile *p, const measure_opts *o, int size, ha
   HAP_TRY(hap_profile_set_env(p, "hap.kernel_shapes", o->plan ? o->plan : "built-in grid", err));
   HAP_TRY(hap_profile_set_env(p, "hap.kernel_timing", replaying(o) ? "replay" : "loop", err));
   HAP_TRY(hap_profile_set_env(p, "hap.coll_caches", o->coll_cold ? "cold" : "warm", err));
+  HAP_TRY(hap_profile_set_env(p, "hap.coll_timing", timing_colls(o) ? "replay" : "sweep", err));
   HAP_TRY(hap_profile_set_env(p, "hap.only",
                               o->only_compute ? "compute"
                               : o->only_comm  ? "comm"
@@ -418,7 +430,9 @@ typedef struct replay_ctx {
   /* --backend cuda: the GPU kernels hap-run runs (owned), as the replay's kernel table */
   hap_cuda_kernels *gpu;
   hap_run_kernels gpu_table;
-  hap_dtype gpu_gemm; /* the format its GEMMs compute in (the plan's policy) */
+  hap_dtype gpu_gemm;          /* the format its GEMMs compute in (the plan's policy) */
+  bool colls;                  /* time the collectives too (a flat plan on the CPU runner) */
+  hap_replay_colls *colls_out; /* where they go (the same on every rank) */
 } replay_ctx;
 
 static void replay_progress(void *arg, int32_t i, int32_t n) {
@@ -490,11 +504,12 @@ static hap_status replay_rows(void *arg, double speed, hap_profile_kernel **rows
                            .seed = 1,
                            .kernels = x->gpu != NULL ? &x->gpu_table : NULL,
                            .gemm = x->gpu != NULL ? x->gpu_gemm : HAP_F32,
+                           .collectives = x->colls,
                            .progress = replay_progress,
                            .progress_arg = (void *)x->ps};
   hap_status st = x->pw != NULL ? replay_stages(x, &ro, rows, n_rows, update_Bps, err)
-                                : hap_replay_kernel_rows(x->plan, x->graph, x->world, &ro, rows,
-                                                         n_rows, update_Bps, err);
+                                : hap_replay_plan(x->plan, x->graph, x->world, &ro, rows, n_rows,
+                                                  update_Bps, x->colls_out, err);
   if (st != HAP_OK && st != HAP_ENOMEM) { /* e.g. a float16 plan: hap-run's runner is float32 */
     char why[sizeof err->msg];
     snprintf(why, sizeof why, "%s", err->msg);
@@ -647,6 +662,8 @@ static int measure(int *argc, char ***argv, const measure_opts *o, const char *o
     return hap_report_usage(prog, -1, "--model and --cluster go with --plan");
   if (o->kernel_timing != NULL && o->plan == NULL)
     return hap_report_usage(prog, -1, "--kernel-timing goes with --plan");
+  if (o->coll_timing != NULL && !replaying(o))
+    return hap_report_usage(prog, -1, "--coll-timing goes with --plan and --kernel-timing replay");
   if (cuda && o->emulate != NULL)
     return hap_report_usage(prog, -1, "--emulate-speed is for --backend cpu");
   if (o->emulate != NULL && hap_emulate_parse(o->emulate, &speeds, &n_speeds, &err) != HAP_OK)
@@ -746,9 +763,14 @@ static int measure(int *argc, char ***argv, const measure_opts *o, const char *o
   rx.iters = cfg.kernel_reps;
   rx.min_s = o->quick ? 0.5 : 2.0; /* samples spread over time: robust to a noisy neighbour */
   rx.max_iters = o->quick ? 50 : 200;
+  hap_replay_colls colls = {0};
   if ((rx.plan != NULL || (rx.pw != NULL && replaying(o))) && cfg.kernels) {
     cfg.kernel_rows = replay_rows;
     cfg.kernel_rows_arg = &rx;
+    /* collectives: hap-run's CPU runner over the world (a GPU's run over NCCL, and a pipelined
+     * plan's over stage groups, keep the sweeps' prices) */
+    rx.colls = timing_colls(o) && rx.plan != NULL && rx.gpu == NULL;
+    rx.colls_out = &colls;
   }
   memcpy(cfg.coll_extend_bytes, extend, sizeof extend);
   cfg.coll_cold = o->coll_cold;
@@ -776,6 +798,8 @@ static int measure(int *argc, char ***argv, const measure_opts *o, const char *o
     hap_watchdog_set_phase("writing the profile");
     st = hap_profile_set_meta(p, NULL, NULL, cuda ? "cuda+nccl" : "cpu+mpi", &err);
     if (st == HAP_OK)
+      st = hap_replay_colls_to_profile(&colls, p, &err);
+    if (st == HAP_OK)
       st = record_env(p, o, size, &err);
     if (st == HAP_OK && cuda) {
       char v[32];
@@ -787,6 +811,7 @@ static int measure(int *argc, char ***argv, const measure_opts *o, const char *o
   }
   hap_watchdog_disarm();
   free(kcases);
+  hap_replay_colls_free(&colls);
   replay_free(&rx);
   if (st != HAP_OK) {
     hap_report_err(prog, rank, &err); /* "hap-profile: rank R: why" */
@@ -828,6 +853,7 @@ int main(int argc, char **argv) {
     OPT_CLUSTER,
     OPT_KERNEL_TIMING,
     OPT_COLL_CACHES,
+    OPT_COLL_TIMING,
     OPT_SINGLE,
     OPT_TEST,
     OPT_DEVICE
@@ -847,6 +873,7 @@ int main(int argc, char **argv) {
       {"cluster", required_argument, NULL, OPT_CLUSTER},
       {"kernel-timing", required_argument, NULL, OPT_KERNEL_TIMING},
       {"coll-caches", required_argument, NULL, OPT_COLL_CACHES},
+      {"coll-timing", required_argument, NULL, OPT_COLL_TIMING},
       {"single", no_argument, NULL, OPT_SINGLE},
       {"test", required_argument, NULL, OPT_TEST},
       {"device", required_argument, NULL, OPT_DEVICE},
@@ -931,6 +958,12 @@ int main(int argc, char **argv) {
       if (strcmp(optarg, "replay") != 0 && strcmp(optarg, "loop") != 0)
         return hap_report_usage(prog, -1, "--kernel-timing: '%s', expected replay or loop", optarg);
       mo.kernel_timing = optarg;
+      measure_flags = true;
+      break;
+    case OPT_COLL_TIMING:
+      if (strcmp(optarg, "replay") != 0 && strcmp(optarg, "sweep") != 0)
+        return hap_report_usage(prog, -1, "--coll-timing: '%s', expected replay or sweep", optarg);
+      mo.coll_timing = optarg;
       measure_flags = true;
       break;
     case OPT_COLL_CACHES:

@@ -44,13 +44,13 @@ static int check_device(const hap_profile *p, const hap_cluster *c, int32_t dev,
   const hap_profile_device *d = &p->devices[dev];
   int matched = 0;
   for (int32_t i = 0; i < n; i++) {
-    uint64_t key = hap_kernel_shape_key(&kc[i].io);
     bool any_grad = false;
     for (int32_t j = 0; j < kc[i].io.n_in; j++)
       any_grad |= kc[i].io.in_grad[j];
     for (int b = 0; b < 2; b++) {
       bool want = b ? kc[i].bwd && any_grad : kc[i].fwd;
-      const hap_profile_kernel *row = find_row(d, kc[i].op, b, key);
+      /* a backward leaving some input's gradient out has its own row (hap_kernel_key) */
+      const hap_profile_kernel *row = find_row(d, kc[i].op, b, hap_kernel_key(&kc[i].io, b));
       if (!want)
         continue;
       CHECK(row != NULL, "device %s: no %s row for %s", d->name, b ? "backward" : "forward",

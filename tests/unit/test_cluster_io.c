@@ -142,6 +142,11 @@ static void assert_clusters_eq(const hap_cluster *a, const hap_cluster *b) {
     assert_doubles_eq(x->fit.upper_bytes, y->fit.upper_bytes, x->fit.n_pieces, "fit", "cluster");
     assert_doubles_eq(x->fit.alpha_s, y->fit.alpha_s, x->fit.n_pieces, "fit", "cluster");
     assert_doubles_eq(x->fit.beta_Bps, y->fit.beta_Bps, x->fit.n_pieces, "fit", "cluster");
+    cr_assert_eq(x->n_points, y->n_points);
+    for (int32_t k = 0; k < x->n_points; k++) {
+      assert_doubles_eq(&x->points[k].bytes, &y->points[k].bytes, 1, "point bytes", "cluster");
+      assert_doubles_eq(&x->points[k].seconds, &y->points[k].seconds, 1, "point s", "cluster");
+    }
   }
 }
 
@@ -710,6 +715,24 @@ Test(cluster_io, built_cluster_round_trips) {
   cr_assert_eq(hap_cluster_validate(c, &err), HAP_OK, "%s", err.msg);
   assert_round_trip(c);
   char *s = to_string(c);
+  cr_assert_not_null(strstr(s, "\"version\": \"1.0\""), "no points: the 1.0 form\n%s", s);
+  free(s);
+  /* the same group's all-reduce, timed at two sizes of a plan (hap-cluster 1.1) */
+  hap_coll_point pts[] = {{1.0 / 3 * 3e6, 2.5e-4}, {4096, 1.0 / 3e4}};
+  fit = (hap_coll_fit){.kind = HAP_COLL_ALL_REDUCE,
+                       .n_ranks = 3,
+                       .ranks = (int32_t[]){5, 0, 3},
+                       .fit = hap_ab_fit_one(1e-5, 1e9),
+                       .n_points = 2,
+                       .points = pts};
+  cr_assert_eq(hap_cluster_add_fit(c, &fit, &err), HAP_OK, "%s", err.msg);
+  cr_assert_float_eq(c->fits[1].points[0].bytes, 4096, 0, "points sorted by size");
+  assert_round_trip(c);
+  s = to_string(c);
+  cr_assert_not_null(strstr(s, "\"version\": \"1.1\""), "points: 1.1\n%s", s);
+  cr_assert_not_null(strstr(s, "\"points\": [{\"bytes\": 4096.0, \"s\": "), "%s", s);
+  free(s);
+  s = to_string(c);
   cr_assert_not_null(strstr(s, "{\"src\": \"n0/gpu0\", \"dst\": \"n1/gpu1\", "), "sorted:\n%s", s);
   cr_assert_not_null(strstr(s, "\"shape_key\": \"0xffffffffffffffff\""), "%s", s);
   cr_assert_not_null(strstr(s, "\"int32\": 1000000000000.0"), "%s", s);
@@ -807,6 +830,9 @@ static const bad_case bad_cases[] = {
     {"collective_missing_beta.json",
      "collectives[0].beta_large_Bps: missing, expected a bandwidth in bytes/s"},
     {"collective_no_ranks.json", "collectives[0].ranks: is empty, expected at least one device"},
+    {"collective_point_negative.json",
+     "collectives[0].points[1].bytes: is -5, expected a size in bytes > 0"},
+    {"collective_point_twice.json", "two points at 1024 bytes, expected one time per size"},
 };
 #define N_BAD (sizeof bad_cases / sizeof *bad_cases)
 

@@ -341,6 +341,33 @@ Test(cost, compute_roofline_and_measured_kernels) {
   hap_cluster_destroy(c);
 }
 
+/* A backward that leaves the input's gradient out (a first layer) does half the work of the full
+ * one of the same shapes: it keys apart (hap_kernel_key), so each is priced by its own row; the
+ * forward, and a backward computing every gradient, key as the shapes alone. */
+Test(cost, a_backward_without_the_input_gradient_has_its_own_row) {
+  hap_op_io full = linear_io(256, 256, 256);
+  hap_op_io first = full;
+  first.in_grad[0] = false;
+  cr_assert_eq(hap_kernel_key(&full, false), hap_kernel_shape_key(&full));
+  cr_assert_eq(hap_kernel_key(&first, false), hap_kernel_shape_key(&full));
+  cr_assert_eq(hap_kernel_key(&full, true), hap_kernel_shape_key(&full));
+  cr_assert_neq(hap_kernel_key(&first, true), hap_kernel_key(&full, true));
+  hap_op_io no_weight = full; /* another input left out: another key */
+  no_weight.in_grad[1] = false;
+  cr_assert_neq(hap_kernel_key(&no_weight, true), hap_kernel_key(&first, true));
+  hap_cluster *c = hap_cluster_create("rows");
+  hap_cluster_add_host(c, "h", (hap_link){A_INTRA, B_INTRA}, (hap_link){A_NIC, B_NIC}, NULL, NULL);
+  hap_device proto = proto_device(1e13);
+  hap_kernel_sample ks[] = {{HAP_OP_LINEAR, true, hap_kernel_key(&full, true), 2e-3},
+                            {HAP_OP_LINEAR, true, hap_kernel_key(&first, true), 1e-3}};
+  proto.kernels = ks;
+  proto.n_kernels = 2;
+  cr_assert_eq(hap_cluster_add_device(c, "h:0", &proto, NULL, NULL), HAP_OK);
+  expect_close(hap_compute_time(c, 0, HAP_OP_LINEAR, &full, true), 2e-3);
+  expect_close(hap_compute_time(c, 0, HAP_OP_LINEAR, &first, true), 1e-3);
+  hap_cluster_destroy(c);
+}
+
 /* io with every float input and output in `dt` */
 static hap_op_io in_dtype(hap_op_io io, hap_dtype dt) {
   for (int i = 0; i < io.n_in; i++)

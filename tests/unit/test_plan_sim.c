@@ -148,7 +148,8 @@ Test(plan_sim, half_precision_on_cpu_devices_is_priced_as_float32) {
         bool all_reduce =
             kind == HAP_TASK_COLLECTIVE && lw[0]->tasks[t].coll == HAP_COLL_ALL_REDUCE;
         if (all_reduce) /* its float32 bytes: under the default policy (p's policy now) */
-          cr_assert_eq(hap_plan_sim_coll_bytes(lw[1], c, t, per_rank, &err), HAP_OK, "%s", err.msg);
+          cr_assert_eq(hap_lowered_coll_moved_bytes(lw[1], c, t, per_rank, &err), HAP_OK, "%s",
+                       err.msg);
         for (int32_t d = 0; d < 2; d++) {
           double half = hap_plan_sim_duration(ps[0], t, d);
           double f32 = hap_plan_sim_duration(ps[1], t, d);

@@ -112,6 +112,11 @@ double hap_ab_fit_time(const hap_ab_fit *f, double bytes);
  * not above upper_bytes[0] = 8192, expected strictly increasing bounds"), in buf. */
 const char *hap_ab_fit_check(const hap_ab_fit *f, char *buf, size_t len);
 
+/* One collective time measured at one size: bytes (nccl-tests' meaning, as below) and s. */
+typedef struct hap_coll_point {
+  double bytes, seconds;
+} hap_coll_point;
+
 /* A profiled collective over one group: piecewise alpha-beta (hap_ab_fit) in the message size S
  * (bytes, with nccl-tests' meaning: the full buffer for all-reduce and broadcast, the
  * gathered/scattered total for all-gather and reduce-scatter, the per-rank send total for
@@ -121,7 +126,16 @@ typedef struct hap_coll_fit {
   int32_t n_ranks;
   int32_t *ranks; /* sorted device ids */
   hap_ab_fit fit;
+  /* Times measured at exact sizes inside a plan's own iterations (hap-profile --plan's replay,
+   * profile/replay.h): a query at one of these sizes gets the measured time, not the fit's.
+   * Sorted by bytes, distinct; n_points may be 0 (points NULL). */
+  int32_t n_points;
+  hap_coll_point *points;
 } hap_coll_fit;
+
+/* Seconds for S bytes over this fit's group: a point's time where S is one of its sizes (within
+ * half a byte, or a relative 1e-9 of sizes over 500 MB), else the fit's piece holding S. */
+double hap_coll_fit_time(const hap_coll_fit *f, double bytes);
 
 typedef struct hap_cluster_impl hap_cluster_impl;
 
@@ -155,7 +169,9 @@ void hap_cluster_set_inter_latency(hap_cluster *c, double seconds);
 /* Override the path src -> dst (device ids). */
 hap_status hap_cluster_set_link(hap_cluster *c, int32_t src, int32_t dst, hap_link link,
                                 hap_err *err);
-/* Record a profiled collective fit (ranks are copied and sorted). */
+/* Record a profiled collective fit (ranks are copied and sorted, points copied and sorted by
+ * bytes; HAP_EINVAL for a point that is not positive and finite, or two points at one size as
+ * hap_coll_fit_time matches them). */
 hap_status hap_cluster_add_fit(hap_cluster *c, const hap_coll_fit *fit, hap_err *err);
 
 /* The path src -> dst: an override if set, else the host's intra link for two devices of one
@@ -196,6 +212,11 @@ hap_dtype hap_io_compute_dtype(const hap_op_io *io);
  * when it computes in float16 or bfloat16 (hap_io_compute_dtype): rows a GPU timed with
  * half-precision GEMMs serve half-precision applications only, float32 rows the others. */
 uint64_t hap_kernel_shape_key(const hap_op_io *io);
+/* The key of a measured kernel row: hap_kernel_shape_key, and for a backward application that
+ * leaves some float input's gradient out (in_grad false: e.g. a first layer's input) also which
+ * ones, since it does less work than the full backward of the same shapes. A backward computing
+ * every float input's gradient (the usual case, and every grid case) keys as its shapes alone. */
+uint64_t hap_kernel_key(const hap_op_io *io, bool backward);
 
 /* Device d's measured kernel row for (op, direction, hap_kernel_shape_key), found by binary
  * search in its sorted rows; NULL when it has none. The one lookup of measured kernels: cost.h's

@@ -19,7 +19,7 @@
 
 #define HAP_CLUSTER_FORMAT        "hap-cluster"
 #define HAP_CLUSTER_VERSION_MAJOR 1
-#define HAP_CLUSTER_VERSION_MINOR 0
+#define HAP_CLUSTER_VERSION_MINOR 1 /* 1.1: collective fits' points */
 
 #define HAP_CLUSTER_MAX_DEVICES 65536 /* per cluster: bounds what a small file can allocate */
 

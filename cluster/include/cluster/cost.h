@@ -63,10 +63,15 @@ typedef struct hap_group {
 hap_status hap_group_init(const hap_cluster *c, const int32_t *ranks, int32_t n, hap_group *g,
                           hap_err *err);
 
+/* The size a measured fit of `kind` is read at (hap_coll_fit_time), in nccl-tests' meaning: the
+ * shares' total for a grouped (uneven) gather or scatter, every rank's share at the largest for
+ * any other gather or scatter (padded), the largest buffer otherwise. Bytes. */
+double hap_coll_fit_bytes(hap_coll_kind kind, hap_coll_impl impl, hap_coll_bytes b);
+
 /* Seconds for one collective. HUGE_VAL when `impl` does not apply to `kind` (e.g. a tree
  * all-gather) or to the group (hierarchical on one host). One rank costs 0. When the group has a
  * measured fit for `kind`, an applicable impl is priced by the fit (the library picks its own
- * algorithm when it runs): grouped at the shares' total, any other at the padded size. */
+ * algorithm when it runs) at hap_coll_fit_bytes (a point measured at that size first). */
 double hap_coll_time(const hap_group *g, hap_coll_kind kind, hap_coll_impl impl, hap_coll_bytes b);
 
 /* The fastest applicable implementation and its time (AUTO resolved). */

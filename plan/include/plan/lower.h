@@ -172,4 +172,26 @@ double hap_lowered_elem_bytes(const hap_lowered *lw, int32_t t);
  * what moves (hap_shard_moved, hap_reshard_spread). */
 hap_status hap_lowered_coll_bytes(hap_lowered *lw, int32_t t, double *per_rank, hap_err *err);
 
+/* The sub-groups a collective of span sp runs over: GROUP, one per group of group_size
+ * consecutive devices; REPLICAS, one per index in a group. Their number, their size, and member i
+ * of sub-group s (a device id). */
+int32_t hap_lowered_n_subgroups(const hap_lowered *lw, hap_task_span sp);
+int32_t hap_lowered_subgroup_size(const hap_lowered *lw, hap_task_span sp);
+int32_t hap_lowered_subgroup_member(const hap_lowered *lw, hap_task_span sp, int32_t s, int32_t i);
+/* The sub-group of collective task t that device d joins: its members in ring order into ranks[]
+ * (at most n_devices); returns how many. */
+int32_t hap_lowered_coll_group(const hap_lowered *lw, int32_t t, int32_t d, int32_t *ranks);
+
+/* How many times its priced bytes collective or local task t moves on a device that holds the
+ * policy's half-precision values in float32 (cost.h hap_device_emulates_dtype: hap-run's CPU
+ * backend): 4 / the priced bytes per element for a half-precision tensor, else 1. */
+double hap_lowered_emulated_scale(const hap_lowered *lw, int32_t t);
+
+/* What collective task t moves on the devices of cluster c, as the simulator prices it
+ * (n_devices entries, as hap_coll_bytes_of wants a sub-group's): hap_lowered_coll_bytes, times
+ * hap_lowered_emulated_scale on a sub-group whose members all emulate the policy's half
+ * precision. c NULL: every device emulates it (what hap-run's CPU runner moves). */
+hap_status hap_lowered_coll_moved_bytes(hap_lowered *lw, const hap_cluster *c, int32_t t,
+                                        double *per_rank, hap_err *err);
+
 #endif

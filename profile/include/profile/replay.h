@@ -7,7 +7,13 @@
  * (cold weights, the previous task's output warm), shares the memory bus with the same work on
  * the other ranks of its host, and includes the runner's per-task overhead, all of which a kernel
  * timed alone in a loop misses. The update tasks give the device's update bandwidth the same way.
- * Communication time is not measured here: the collective sweeps price it.
+ * With `collectives` (hap-profile --coll-timing replay) the replay runs over `world` itself, so
+ * data crosses ranks as in hap-run, and each collective task is timed too: in each timed iteration
+ * its run on the member of its sub-group that took least (the last to arrive, which waits for no
+ * one), pooled per (kind, sub-group, size) over the iteration's tasks; those times, at exactly the
+ * plan's sizes, become the profile's plan groups (store/profile_store.h HAP_PROFILE_PLAN_GROUP),
+ * which the cluster model prices those sizes with. Without it, the collective sweeps alone price
+ * communication.
  * Contract: every rank of `world` calls it at once (the runner's start-up splits communicators
  * for 2-D plans); rank r replays device r (`world` has the plan's device count). Rows are pooled
  * over every task with the same key and every timed iteration: p50, p95, reps = samples.
@@ -43,9 +49,39 @@ typedef struct hap_replay_options {
    * half-precision applications on a device with half arithmetic look up. HAP_F32 (zero): float32,
    * as the CPU kernels compute whatever the policy. */
   hap_dtype gemm;
+  /* Time the collectives too (see above; the CPU runner's plans without pipeline stages: a silent
+   * communicator otherwise). An all-reduce that hap-run's emulated half precision follows with a
+   * rounding pass is not timed: the simulator prices that pass apart (simulation.md). */
+  bool collectives;
   hap_replay_progress_fn progress;
   void *progress_arg;
 } hap_replay_options;
+
+/* One collective of a replay (hap_replay_options.collectives): a kind over one sub-group at one
+ * size, and its time in each timed iteration. */
+typedef struct hap_replay_coll {
+  hap_coll_kind kind;
+  int32_t n_ranks;
+  int32_t *ranks;    /* the sub-group's device ids, in ring order */
+  int64_t bytes;     /* the size a fit is read at (cluster/cost.h hap_coll_fit_bytes), rounded */
+  int32_t n_samples; /* timed iterations */
+  double *samples_s; /* [n_samples]: the mean over the iteration's tasks of this key of each run's
+                        time on its sub-group's fastest member, s */
+} hap_replay_coll;
+
+typedef struct hap_replay_colls {
+  int32_t n;
+  hap_replay_coll *v;
+  int32_t warmup; /* untimed iterations before the samples */
+} hap_replay_colls;
+
+void hap_replay_colls_free(hap_replay_colls *c);
+
+/* Add c to profile p as collective sweeps (one per kind and sub-group, its sizes in increasing
+ * order, reps = the iterations) named HAP_PROFILE_PLAN_GROUP ("plan" over every device of p, else
+ * "plan:<id>-<id>-..."), then recompute p's statistics and fits (profile/fit_rel.h). HAP_EINVAL
+ * naming the group when p already has it (one replay per profile). */
+hap_status hap_replay_colls_to_profile(const hap_replay_colls *c, hap_profile *p, hap_err *err);
 
 /* Rows: one sample per compute task and timed iteration, the mean of the task's runs in the
  * iteration (its micro-batches, hap_run_task_runs) without the recomputation that ran inside it:
@@ -59,5 +95,11 @@ typedef struct hap_replay_options {
 hap_status hap_replay_kernel_rows(const hap_plan *p, const hap_graph *g, hap_comm *world,
                                   const hap_replay_options *o, hap_profile_kernel **rows,
                                   int32_t *n_rows, double *update_Bps, hap_err *err);
+
+/* hap_replay_kernel_rows, and with o->collectives the collectives' times into *colls (the same on
+ * every rank; owned, hap_replay_colls_free; zeroed without o->collectives or on failure). */
+hap_status hap_replay_plan(const hap_plan *p, const hap_graph *g, hap_comm *world,
+                           const hap_replay_options *o, hap_profile_kernel **rows, int32_t *n_rows,
+                           double *update_Bps, hap_replay_colls *colls, hap_err *err);
 
 #endif

@@ -69,14 +69,9 @@ void hap_plan_sim_destroy(hap_plan_sim *ps);
  * (n_tasks * n_devices entries), s. Errors as hap_plan_sim_run's pricing. */
 hap_status hap_plan_sim_price(hap_lowered *lw, const hap_cluster *c, double *dur, hap_err *err);
 
-/* What the simulator prices collective task t with, for writers of its input elsewhere (Chakra
- * traces, chakra/): the bytes of every device (n_devices entries, as hap_coll_bytes_of wants a
- * sub-group's; float32's where every member emulates the policy's half precision); the sub-group
- * device d joins (its members in ring order into ranks[], at most n_devices; returns how many);
- * how many sub-groups of a span share a NIC (hap_group_share_nics). */
-hap_status hap_plan_sim_coll_bytes(hap_lowered *lw, const hap_cluster *c, int32_t t,
-                                   double *per_rank, hap_err *err);
-int32_t hap_plan_sim_coll_group(const hap_lowered *lw, int32_t t, int32_t d, int32_t *ranks);
+/* How many sub-groups of a span share a NIC (hap_group_share_nics), for writers of the
+ * simulator's input elsewhere (Chakra traces, chakra/; the bytes and sub-groups: lower.h
+ * hap_lowered_coll_moved_bytes, hap_lowered_coll_group). */
 hap_status hap_plan_sim_nic_sharers(const hap_lowered *lw, const hap_cluster *c, hap_task_span sp,
                                     int32_t *sharers, hap_err *err);
 

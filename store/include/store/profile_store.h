@@ -91,6 +91,13 @@ typedef struct hap_profile_coll {
   hap_ab_fit fit;                /* piecewise alpha-beta over (sizes, p50) */
 } hap_profile_coll;
 
+/* The group name (or its prefix, "plan:...") of a collective timed inside a plan's own iterations
+ * (hap-profile --plan's replay, profile/replay.h): its sizes are the plan's, and hap_profile_to_
+ * cluster makes its (size, p50) pairs points of the fit over the same devices (cluster.h), which
+ * price exactly those sizes. */
+#define HAP_PROFILE_PLAN_GROUP "plan"
+bool hap_profile_is_plan_group(const char *group);
+
 typedef struct hap_profile_kv {
   char *key, *value;
 } hap_profile_kv;
@@ -186,7 +193,9 @@ hap_status hap_profile_merge(hap_profile *const *parts, int n, hap_profile **out
  * assumed). Devices take the measured fields, sustained FLOP/s per dtype = the
  * best GEMM rate (else the peak), GEMM rows as hap_gemm_sample, kernel rows as hap_kernel_sample
  * (p50). Every p2p fit becomes a hap_cluster_set_link override, every collective fit a
- * hap_cluster_add_fit (a second group with the same kind and rank set is skipped). The cluster is
+ * hap_cluster_add_fit (a second group with the same kind and rank set is skipped), with the
+ * (size, p50) pairs of the plan groups (HAP_PROFILE_PLAN_GROUP) of its kind and devices as its
+ * points; a plan group over devices no sweep covers brings its own fit. The cluster is
  * validated; its name and source are p->source (or "profile"). */
 hap_status hap_profile_to_cluster(const hap_profile *p, hap_cluster **out, hap_err *err);
 
