@@ -261,7 +261,7 @@ double hap_ab_fit_time(const hap_ab_fit *f, double bytes) {
  * a size the same way, so it differs only by that rounding). */
 static double point_tol(double bytes) { return fmax(0.5, 1e-9 * bytes); }
 
-double hap_coll_fit_time(const hap_coll_fit *f, double bytes) {
+const hap_coll_point *hap_coll_fit_point(const hap_coll_fit *f, double bytes) {
   int32_t lo = 0, hi = f->n_points; /* binary search: the first point not below S's window */
   while (lo < hi) {
     int32_t mid = lo + (hi - lo) / 2;
@@ -271,8 +271,13 @@ double hap_coll_fit_time(const hap_coll_fit *f, double bytes) {
       hi = mid;
   }
   if (lo < f->n_points && fabs(f->points[lo].bytes - bytes) <= point_tol(bytes))
-    return f->points[lo].seconds;
-  return hap_ab_fit_time(&f->fit, bytes);
+    return &f->points[lo];
+  return NULL;
+}
+
+double hap_coll_fit_time(const hap_coll_fit *f, double bytes) {
+  const hap_coll_point *at = hap_coll_fit_point(f, bytes);
+  return at != NULL ? at->seconds : hap_ab_fit_time(&f->fit, bytes);
 }
 
 const char *hap_ab_fit_check(const hap_ab_fit *f, char *buf, size_t len) {

@@ -294,6 +294,16 @@ double hap_coll_time(const hap_group *g, hap_coll_kind kind, hap_coll_impl impl,
   return t;
 }
 
+bool hap_coll_measured(const hap_group *g, hap_coll_kind kind, hap_coll_impl impl,
+                       hap_coll_bytes b) {
+  if (g->n <= 1 || (unsigned)kind >= HAP_COLL_KIND_COUNT || g->fit[kind] == NULL ||
+      (kind == HAP_COLL_ALL_TO_ALL && b.max <= 0))
+    return false;
+  if (impl != HAP_IMPL_AUTO && !isfinite(formula_time(g, kind, impl, b)))
+    return false; /* hap_coll_time does not read the fit */
+  return hap_coll_fit_point(g->fit[kind], hap_coll_fit_bytes(kind, impl, b)) != NULL;
+}
+
 double hap_p2p_time(const hap_cluster *c, int32_t src, int32_t dst, double bytes) {
   if (src == dst)
     return 0;

@@ -118,8 +118,7 @@ hap_status hap_coll_timer_create(hap_lowered *lw, int32_t max_iters, hap_coll_ti
   hap_status st = x->task && x->key_of && per_rank && sub && ranks ? HAP_OK : oom(err);
   for (int32_t t = 0; t < lw->n_tasks && st == HAP_OK; t++) {
     const hap_task *k = &lw->tasks[t];
-    if (k->kind != HAP_TASK_COLLECTIVE ||
-        (k->coll == HAP_COLL_ALL_REDUCE && hap_lowered_emulated_scale(lw, t) != 1))
+    if (k->kind != HAP_TASK_COLLECTIVE)
       continue;
     int32_t *keys = x->key_of + (size_t)x->n_tasks * nd;
     bool timed = false;

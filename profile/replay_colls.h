@@ -15,8 +15,8 @@
 typedef struct hap_coll_timer hap_coll_timer;
 
 /* The timed tasks of lw: every collective with a sub-group of two or more devices that moves
- * something, but an all-reduce followed by hap-run's emulated rounding pass (replay.h).
- * At most max_iters samples per key. */
+ * something (an emulated half-precision sum with the rounding hap-run does inside the task: the
+ * simulator then adds none, cost.h hap_coll_measured). At most max_iters samples per key. */
 hap_status hap_coll_timer_create(hap_lowered *lw, int32_t max_iters, hap_coll_timer **out,
                                  hap_err *err);
 void hap_coll_timer_destroy(hap_coll_timer *x);

@@ -159,7 +159,8 @@ static double emulated_round_s(const hap_lowered *lw, const hap_cluster *c, int3
 }
 
 /* A collective's duration on every device: its sub-group's time for the bytes its members hold
- * (hap_lowered_coll_moved_bytes), and an emulated all-reduce's rounding pass (emulated_round_s). */
+ * (hap_lowered_coll_moved_bytes), and an emulated all-reduce's rounding pass (emulated_round_s)
+ * unless that time was measured in the plan's replay (hap_coll_measured), which ran it. */
 static hap_status price_collective(hap_lowered *lw, const hap_cluster *c, int32_t t,
                                    const span_groups *sg, double *per_rank, double *sub_bytes,
                                    double *dur, hap_err *err) {
@@ -170,14 +171,17 @@ static hap_status price_collective(hap_lowered *lw, const hap_cluster *c, int32_
   for (int32_t s = 0; s < ns; s++) {
     for (int32_t i = 0; i < m; i++)
       sub_bytes[i] = per_rank[hap_lowered_subgroup_member(lw, k->span, s, i)];
-    double sec =
-        m > 1 ? hap_coll_time(&sg->g[k->span][s], k->coll, k->impl, hap_coll_bytes_of(sub_bytes, m))
-              : 0;
+    hap_coll_bytes b = hap_coll_bytes_of(sub_bytes, m);
+    const hap_group *g = &sg->g[k->span][s];
+    double sec = m > 1 ? hap_coll_time(g, k->coll, k->impl, b) : 0;
+    /* a time measured in the plan's replay holds the rounding pass already */
+    bool measured = m > 1 && hap_coll_measured(g, k->coll, k->impl, b);
     if (!isfinite(sec) || sec < 0)
       return hap_err_set(err, HAP_EINVAL, "task '%s': the cluster prices it at %g s", k->name, sec);
     for (int32_t i = 0; i < m; i++) {
       int32_t d = hap_lowered_subgroup_member(lw, k->span, s, i);
-      row[d] = policy_time(lw, k, dur, d, sec + emulated_round_s(lw, c, t, d, per_rank[d]));
+      double round_s = measured ? 0 : emulated_round_s(lw, c, t, d, per_rank[d]);
+      row[d] = policy_time(lw, k, dur, d, sec + round_s);
     }
   }
   return HAP_OK;

@@ -350,7 +350,6 @@ static hap_status record_env(hap_profile *p, const measure_opts *o, int size, ha
   HAP_TRY(hap_profile_set_env(p, "hap.kernel_shapes", o->plan ? o->plan : "built-in grid", err));
   HAP_TRY(hap_profile_set_env(p, "hap.kernel_timing", replaying(o) ? "replay" : "loop", err));
   HAP_TRY(hap_profile_set_env(p, "hap.coll_caches", o->coll_cold ? "cold" : "warm", err));
-  HAP_TRY(hap_profile_set_env(p, "hap.coll_timing", timing_colls(o) ? "replay" : "sweep", err));
   HAP_TRY(hap_profile_set_env(p, "hap.only",
                               o->only_compute ? "compute"
                               : o->only_comm  ? "comm"
@@ -801,6 +800,8 @@ static int measure(int *argc, char ***argv, const measure_opts *o, const char *o
       st = hap_replay_colls_to_profile(&colls, p, &err);
     if (st == HAP_OK)
       st = record_env(p, o, size, &err);
+    if (st == HAP_OK) /* what priced the plan's collectives: its replay, or the sweeps */
+      st = hap_profile_set_env(p, "hap.coll_timing", rx.colls ? "replay" : "sweep", &err);
     if (st == HAP_OK && cuda) {
       char v[32];
       snprintf(v, sizeof v, "%d", hap_comm_nccl_version());

@@ -3,8 +3,10 @@
 # collectives in the replay, and the profile's all_reduce group "plan" holds them at the plan's
 # sizes; hap-run --sim-cluster on that profile then simulates every gradient all-reduce of the
 # plan at exactly one of those p50s (the cluster model's points), and every size the group holds
-# prices some task. --coll-timing sweep records "sweep" and writes no such group. A bad value,
-# and the option without --plan, are refused (exit 2, the error on the first line, no file).
+# prices some task. Under precision=bf16 too, whose sums hap-run rounds inside the task: the
+# simulation adds no rounding pass to a time measured so. --coll-timing sweep records "sweep" and
+# writes no such group. A bad value, and the option without --plan, are refused (exit 2, the
+# error on the first line, no file).
 # (Whether the replayed times price hap-run better is a benchmark: reports/coll-timing.sh.)
 # Needs h5py.
 # Usage: test_coll_timing.sh HAP_PROFILE HAP_SYNTH HAP_RUN MPIEXEC
@@ -29,16 +31,19 @@ refused "--coll-timing: 'often', expected replay or sweep" --coll-timing often
 refused "--coll-timing goes with --plan" --coll-timing replay
 
 if ! "$mpiexec" -np 2 "$prof" measure --backend cpu --quick --quiet -o "$tmp/p0.h5" 2>"$tmp/err" ||
-  ! "$synth" "$model" -c "$tmp/p0.h5" -s dp-ev -o "$tmp/plan.json" -q 2>"$tmp/err"; then
-  echo "FAIL: the first profile or the plan: $(head -n 3 "$tmp/err")"
+  ! "$synth" "$model" -c "$tmp/p0.h5" -s dp-ev -o "$tmp/default.json" -q 2>"$tmp/err" ||
+  ! "$synth" "$model" -c "$tmp/p0.h5" -s dp-ev --policy precision=bf16 -o "$tmp/bf16.json" -q \
+    2>"$tmp/err"; then
+  echo "FAIL: the first profile or the plans: $(head -n 3 "$tmp/err")"
   exit 1
 fi
-for how in default sweep; do
+cp "$tmp/default.json" "$tmp/sweep.json"
+for how in default bf16 sweep; do
   args=()
-  [ "$how" = default ] || args=(--coll-timing "$how")
-  if ! "$mpiexec" -np 2 "$prof" measure --backend cpu --quick --quiet --plan "$tmp/plan.json" \
+  [ "$how" != sweep ] || args=(--coll-timing "$how")
+  if ! "$mpiexec" -np 2 "$prof" measure --backend cpu --quick --quiet --plan "$tmp/$how.json" \
     --model "$model" --cluster "$tmp/p0.h5" "${args[@]}" -o "$tmp/$how.h5" 2>"$tmp/err" ||
-    ! "$mpiexec" -np 2 "$run" "$tmp/plan.json" -m "$model" -c "$tmp/p0.h5" \
+    ! "$mpiexec" -np 2 "$run" "$tmp/$how.json" -m "$model" -c "$tmp/p0.h5" \
       --sim-cluster "$tmp/$how.h5" -n 2 -w 1 -t "$tmp/$how.trace.json" -f json \
       >/dev/null 2>"$tmp/err"; then
     echo "FAIL: --coll-timing $how: $(head -n 3 "$tmp/err")"

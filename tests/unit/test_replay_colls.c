@@ -238,6 +238,13 @@ Test(replay_colls, the_plan_group_prices_exactly_its_sizes_and_the_fit_the_rest)
   cr_assert_float_eq(
       hap_coll_time(&g, HAP_COLL_ALL_REDUCE, HAP_IMPL_AUTO, hap_coll_bytes_uniform(3000, 2)), 7e-5,
       1e-12);
+  /* the simulator adds nothing to a measured time (e.g. an emulated sum's rounding) */
+  cr_assert(
+      hap_coll_measured(&g, HAP_COLL_ALL_REDUCE, HAP_IMPL_AUTO, hap_coll_bytes_uniform(3000, 2)));
+  cr_assert_not(
+      hap_coll_measured(&g, HAP_COLL_ALL_REDUCE, HAP_IMPL_AUTO, hap_coll_bytes_uniform(2000, 2)));
+  cr_assert_not(
+      hap_coll_measured(&g, HAP_COLL_ALL_GATHER, HAP_IMPL_AUTO, hap_coll_bytes_uniform(3000, 2)));
   hap_cluster_destroy(cl);
   hap_replay_colls_free(&c);
   hap_profile_destroy(p);

@@ -136,6 +136,8 @@ typedef struct hap_coll_fit {
 /* Seconds for S bytes over this fit's group: a point's time where S is one of its sizes (within
  * half a byte, or a relative 1e-9 of sizes over 500 MB), else the fit's piece holding S. */
 double hap_coll_fit_time(const hap_coll_fit *f, double bytes);
+/* The point hap_coll_fit_time reads for S bytes, or NULL when S is at none (the fit prices it). */
+const hap_coll_point *hap_coll_fit_point(const hap_coll_fit *f, double bytes);
 
 typedef struct hap_cluster_impl hap_cluster_impl;
 

@@ -74,6 +74,12 @@ double hap_coll_fit_bytes(hap_coll_kind kind, hap_coll_impl impl, hap_coll_bytes
  * algorithm when it runs) at hap_coll_fit_bytes (a point measured at that size first). */
 double hap_coll_time(const hap_group *g, hap_coll_kind kind, hap_coll_impl impl, hap_coll_bytes b);
 
+/* Whether hap_coll_time reads this collective from a point of the group's fit: a time measured
+ * inside a plan's own iterations (cluster.h), which already holds whatever the runner did inside
+ * the task (e.g. hap-run's rounding of an emulated half-precision sum). */
+bool hap_coll_measured(const hap_group *g, hap_coll_kind kind, hap_coll_impl impl,
+                       hap_coll_bytes b);
+
 /* The fastest applicable implementation and its time (AUTO resolved). */
 hap_coll_impl hap_coll_best(const hap_group *g, hap_coll_kind kind, hap_coll_bytes b,
                             double *seconds);

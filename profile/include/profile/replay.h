@@ -50,8 +50,9 @@ typedef struct hap_replay_options {
    * as the CPU kernels compute whatever the policy. */
   hap_dtype gemm;
   /* Time the collectives too (see above; the CPU runner's plans without pipeline stages: a silent
-   * communicator otherwise). An all-reduce that hap-run's emulated half precision follows with a
-   * rounding pass is not timed: the simulator prices that pass apart (simulation.md). */
+   * communicator otherwise). A task's time is all of it, e.g. with the rounding of an emulated
+   * half-precision sum, which the simulator then does not add (cluster/cost.h hap_coll_measured).
+   */
   bool collectives;
   hap_replay_progress_fn progress;
   void *progress_arg;
