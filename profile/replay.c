@@ -15,13 +15,13 @@
 
 /* The distinct (op, shape key, direction) cases of this rank's compute tasks, and each task's. */
 typedef struct cases {
-  hap_kcase *v;      /* [n] */
-  int32_t n;         /* distinct cases */
-  int32_t *of;       /* [n_tasks]: the task's case, -1 for other tasks and empty shards */
-  double *upd_bytes; /* [n_tasks]: an update task's bytes as the simulator prices them (lower.h
-                        hap_lowered_priced_work: the policy's optimizer pass), else 0 */
-  double *upd_rate;  /* [max_iters]: each timed iteration's update bytes / update time, B/s */
-  int32_t n_upd_rates;
+  hap_kcase *v;        /* [n] */
+  int32_t n;           /* distinct cases */
+  int32_t *of;         /* [n_tasks]: the task's case, -1 for other tasks and empty shards */
+  double *upd_bytes;   /* [n_tasks]: an update task's bytes as the simulator prices them (lower.h
+                          hap_lowered_priced_work: the policy's optimizer pass), else 0 */
+  double *upd_s_per_B; /* [max_iters]: each timed iteration's update time / update bytes, s/B */
+  int32_t n_upd;
   int32_t *count;  /* [n]: tasks per case */
   double **sample; /* [n][count * iters], s */
   int32_t *filled; /* [n] */
@@ -34,7 +34,7 @@ static void cases_free(cases *c) {
   free(c->v);
   free(c->of);
   free(c->upd_bytes);
-  free(c->upd_rate);
+  free(c->upd_s_per_B);
   free(c->count);
   free(c->filled);
 }
@@ -114,8 +114,8 @@ static hap_status list_cases(hap_lowered *lw, int32_t dev, int32_t iters, cases 
   free(w);
   c->sample = calloc((size_t)c->n + 1, sizeof *c->sample);
   c->filled = calloc((size_t)c->n + 1, sizeof *c->filled);
-  c->upd_rate = malloc(((size_t)iters + 1) * sizeof *c->upd_rate);
-  if (c->sample == NULL || c->filled == NULL || c->upd_rate == NULL)
+  c->upd_s_per_B = malloc(((size_t)iters + 1) * sizeof *c->upd_s_per_B);
+  if (c->sample == NULL || c->filled == NULL || c->upd_s_per_B == NULL)
     return oom(err);
   for (int32_t i = 0; i < c->n; i++)
     if ((c->sample[i] = malloc(((size_t)c->count[i] * (size_t)iters + 1) * sizeof(double))) == NULL)
@@ -174,8 +174,8 @@ static hap_status replay(hap_run *run, hap_comm *world, const hap_lowered *lw,
     }
     if (st == HAP_OK && i >= o->warmup && colls != NULL)
       st = sample_colls(colls, run, world, err);
-    if (upd_s > 0 && c->n_upd_rates < o->max_iters)
-      c->upd_rate[c->n_upd_rates++] = upd_bytes / upd_s;
+    if (upd_s > 0 && upd_bytes > 0 && c->n_upd < o->max_iters)
+      c->upd_s_per_B[c->n_upd++] = upd_s / upd_bytes;
     if (st == HAP_OK && o->progress != NULL)
       o->progress(o->progress_arg, i + 1, total);
     int32_t timed = i + 1 - o->warmup;
@@ -239,12 +239,21 @@ hap_status hap_replay_plan(const hap_plan *p, const hap_graph *g, hap_comm *worl
     hap_kcase kc = c.v[i];
     hap_kcase_fix(&kc);
     computed_in(&kc.io, o->gemm);
-    st = hap_kcase_row(&kc, kc.bwd, c.sample[i], c.filled[i], &out[n_out++], err);
+    hap_profile_kernel *row = &out[n_out++];
+    st = hap_kcase_row(&kc, kc.bwd, c.sample[i], c.filled[i], row, err);
+    /* the price: sums of medians fall short of a mean iteration (every task's times skew long) */
+    if (st == HAP_OK && !o->price_p50 &&
+        hap_trimmed_mean(c.sample[i], c.filled[i], HAP_PRICE_TRIM, &row->mean_s) != HAP_OK)
+      st = oom(err);
   }
-  double upd_p95 = 0; /* the median iteration's rate: a noise burst spoils a few, not the mean */
-  if (st == HAP_OK && c.n_upd_rates > 0 &&
-      hap_p50_p95(c.upd_rate, c.n_upd_rates, update_Bps, &upd_p95) != HAP_OK)
+  double upd_s_per_B = 0, upd_p95 = 0; /* priced as the kernels */
+  if (st == HAP_OK && c.n_upd > 0 &&
+      (o->price_p50
+           ? hap_p50_p95(c.upd_s_per_B, c.n_upd, &upd_s_per_B, &upd_p95)
+           : hap_trimmed_mean(c.upd_s_per_B, c.n_upd, HAP_PRICE_TRIM, &upd_s_per_B)) != HAP_OK)
     st = oom(err);
+  if (st == HAP_OK && upd_s_per_B > 0)
+    *update_Bps = 1 / upd_s_per_B;
   if (st == HAP_OK) {
     *rows = out;
     *n_rows = n_out;

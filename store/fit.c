@@ -1,4 +1,4 @@
-/* fit.c — percentiles, bus-bandwidth factors and alpha-beta fits (fit.h). */
+/* fit.c — percentiles, trimmed means, bus-bandwidth factors and alpha-beta fits (fit.h). */
 #include "store/fit.h"
 
 #include <math.h>
@@ -25,16 +25,42 @@ double hap_quantile_sorted(const double *sorted, int32_t n, double q) {
   return sorted[lo] + frac * (sorted[lo + 1] - sorted[lo]);
 }
 
+/* A sorted copy of x[0..n), n >= 1 (free()); NULL when out of memory. */
+static double *sorted_copy(const double *x, int32_t n) {
+  double *s = malloc((size_t)n * sizeof *s);
+  if (s == NULL)
+    return NULL;
+  memcpy(s, x, (size_t)n * sizeof *s);
+  qsort(s, (size_t)n, sizeof *s, cmp_double);
+  return s;
+}
+
 hap_status hap_p50_p95(const double *x, int32_t n, double *p50_s, double *p95_s) {
   if (n < 1)
     return HAP_EINVAL;
-  double *s = malloc((size_t)n * sizeof *s);
+  double *s = sorted_copy(x, n);
   if (s == NULL)
     return HAP_ENOMEM;
-  memcpy(s, x, (size_t)n * sizeof *s);
-  qsort(s, (size_t)n, sizeof *s, cmp_double);
   *p50_s = hap_quantile_sorted(s, n, 0.50);
   *p95_s = hap_quantile_sorted(s, n, 0.95);
+  free(s);
+  return HAP_OK;
+}
+
+hap_status hap_trimmed_mean(const double *x, int32_t n, double trim, double *mean) {
+  if (n < 1 || !(trim >= 0 && trim < 0.5))
+    return HAP_EINVAL;
+  double *s = sorted_copy(x, n);
+  if (s == NULL)
+    return HAP_ENOMEM;
+  int32_t cut = (int32_t)ceil(trim * n);
+  if (cut > (n - 1) / 2)
+    cut = (n - 1) / 2; /* at least one value kept */
+  int32_t kept = n - 2 * cut;
+  double sum = 0;
+  for (int32_t i = cut; i < n - cut; i++)
+    sum += s[i];
+  *mean = sum / kept;
   free(s);
   return HAP_OK;
 }

@@ -31,6 +31,7 @@ typedef struct hap_h5_kernel_row {
   char shape[HAP_PROFILE_SHAPE_MAX];
   double p50_s, p95_s; /* s */
   int64_t reps;
+  double mean_s; /* s; 0 = not recorded (a 2.1 file has no such member) */
 } hap_h5_kernel_row;
 
 /* Memory compound types of the rows (native layout); negative on failure. */

@@ -678,6 +678,7 @@ static hap_status kernel_from_row(const reader *r, const char *obj, int32_t i,
   field_str(k->shape, row->shape, sizeof k->shape);
   k->p50_s = row->p50_s;
   k->p95_s = row->p95_s;
+  k->mean_s = row->mean_s; /* 0 from a 2.1 file: the member is missing, the row zeroed */
   k->reps = (int32_t)row->reps;
   return HAP_OK;
 }

@@ -1,7 +1,7 @@
 /* profile_store.c — the hap-profile model (building, validation, statistics, merging, loading into
  * the cluster model) and its HDF5 writer; the reader is profile_read.c.
  *
- * HDF5 layout, format "hap-profile", version "2.1". Strings are variable-length UTF-8 scalars
+ * HDF5 layout, format "hap-profile", version "2.2". Strings are variable-length UTF-8 scalars
  * (h5py reads them as str) except inside compound tables, where they are fixed-length.
  *   /                       attrs format, version ("MAJOR.MINOR"), created (ISO-8601 UTC), tool,
  *                           backend (str), hosts (str[H])
@@ -13,7 +13,8 @@
  *                           peak_flops_<dtype> (float64; only the known ones)
  *   /devices/<i>/gemm       compound[G] {m, n, k int64; dtype char[16]; seconds, flops_per_s f64}
  *   /devices/<i>/kernels    compound[K] {op char[32]; direction char[4] ("fwd" | "bwd");
- *                           shape_key uint64; shape char[128]; p50_s, p95_s f64; reps int64}
+ *                           shape_key uint64; shape char[128]; p50_s, p95_s f64; reps int64;
+ *                           mean_s f64 (2.2; 0 = not recorded, as in a 2.1 file, which lacks it)}
  *   /p2p/<src>-<dst>        attrs src, dst, warmup, iters (int64), latency_s, bandwidth_Bps (f64:
  *                           the one-piece link), FIT; sizes_bytes int64[N], samples_s
  *                           f64[N, reps], p50_s, p95_s f64[N]
@@ -477,10 +478,11 @@ static hap_status check_kernels(const char *obj, const hap_profile_device *d, ha
                          "%s/kernels: row %d: op %d, reps %d, expected a known op, reps >= 1 and "
                          "a shape string shorter than %d bytes",
                          obj, r, (int)k->op, k->reps, HAP_PROFILE_SHAPE_MAX);
-    if (!finite_ge0(k->p50_s) || !finite_ge0(k->p95_s))
+    if (!finite_ge0(k->p50_s) || !finite_ge0(k->p95_s) || !finite_ge0(k->mean_s))
       return hap_err_set(err, HAP_EINVAL,
-                         "%s/kernels: row %d: p50_s %g, p95_s %g, expected finite numbers >= 0",
-                         obj, r, k->p50_s, k->p95_s);
+                         "%s/kernels: row %d: p50_s %g, p95_s %g, mean_s %g, expected finite "
+                         "numbers >= 0",
+                         obj, r, k->p50_s, k->p95_s, k->mean_s);
   }
   if (d->n_kernels < 2)
     return HAP_OK;
@@ -961,7 +963,8 @@ static hap_status add_cluster_device(hap_cluster *c, const hap_profile_device *d
       proto.sustained_flops[t] = d->peak_flops[t];
   for (int32_t r = 0; r < d->n_kernels; r++) {
     const hap_profile_kernel *k = &d->kernels[r];
-    kern[r] = (hap_kernel_sample){k->op, k->backward, k->shape_key, k->p50_s};
+    double price_s = k->mean_s > 0 ? k->mean_s : k->p50_s;
+    kern[r] = (hap_kernel_sample){k->op, k->backward, k->shape_key, price_s};
   }
   proto.n_gemm = d->n_gemm;
   proto.gemm = gemm;
@@ -992,8 +995,8 @@ static bool same_devices(const hap_profile_coll *a, const hap_profile_coll *b) {
   return true;
 }
 
-/* pc's fit, with the points (size, p50) of every plan group of its kind over its devices (pc's
- * own when it is one), into c. */
+/* pc's fit, with the points (size, price: HAP_PROFILE_PRICE_ENV) of every plan group of its kind
+ * over its devices (pc's own when it is one), into c. */
 static hap_status add_cluster_fit(const hap_profile *p, const hap_profile_coll *pc,
                                   const int32_t *perm, hap_cluster *c, hap_err *err) {
   int32_t n_points = 0;
@@ -1003,23 +1006,31 @@ static hap_status add_cluster_fit(const hap_profile *p, const hap_profile_coll *
       n_points += p->colls[j].n_sizes;
   int32_t *ranks = malloc((size_t)pc->n_ranks * sizeof *ranks);
   hap_coll_point *points = malloc(((size_t)n_points + 1) * sizeof *points);
-  if (ranks == NULL || points == NULL) {
-    free(ranks);
-    free(points);
-    return hap_err_set(err, HAP_ENOMEM, "out of memory loading collective fits");
-  }
-  for (int32_t r = 0; r < pc->n_ranks; r++)
+  const char *price = hap_profile_get_env(p, HAP_PROFILE_PRICE_ENV);
+  bool mean = price != NULL && strcmp(price, "mean") == 0;
+  hap_status st = HAP_OK;
+  if (ranks == NULL || points == NULL)
+    st = HAP_ENOMEM;
+  for (int32_t r = 0; r < pc->n_ranks && st == HAP_OK; r++)
     ranks[r] = perm[pc->ranks[r]];
   n_points = 0;
-  for (int32_t j = 0; j < p->n_colls; j++) {
+  for (int32_t j = 0; j < p->n_colls && st == HAP_OK; j++) {
     const hap_profile_coll *x = &p->colls[j];
-    if (x->kind == pc->kind && hap_profile_is_plan_group(x->group) && same_devices(x, pc))
-      for (int32_t i = 0; i < x->n_sizes; i++)
-        points[n_points++] = (hap_coll_point){(double)x->sizes_bytes[i], x->p50_s[i]};
+    if (x->kind != pc->kind || !hap_profile_is_plan_group(x->group) || !same_devices(x, pc))
+      continue;
+    for (int32_t i = 0; i < x->n_sizes && st == HAP_OK; i++) {
+      hap_coll_point *pt = &points[n_points++];
+      pt->bytes = (double)x->sizes_bytes[i];
+      pt->seconds = x->p50_s[i];
+      if (mean)
+        st = hap_trimmed_mean(x->samples_s + (size_t)i * (size_t)x->reps, x->reps, HAP_PRICE_TRIM,
+                              &pt->seconds);
+    }
   }
+  if (st != HAP_OK)
+    st = hap_err_set(err, HAP_ENOMEM, "out of memory loading collective fits");
   hap_coll_fit fit = {pc->kind, pc->n_ranks, ranks, pc->fit, n_points, points};
-  hap_status st = HAP_OK;
-  if (hap_cluster_find_fit(c, pc->kind, ranks, pc->n_ranks) == NULL)
+  if (st == HAP_OK && hap_cluster_find_fit(c, pc->kind, ranks, pc->n_ranks) == NULL)
     st = hap_cluster_add_fit(c, &fit, err);
   free(ranks);
   free(points);
@@ -1162,7 +1173,8 @@ hid_t hap_h5_kernel_type(void) {
       H5Tinsert(t, "shape", HOFFSET(hap_h5_kernel_row, shape), shape) >= 0 &&
       H5Tinsert(t, "p50_s", HOFFSET(hap_h5_kernel_row, p50_s), H5T_NATIVE_DOUBLE) >= 0 &&
       H5Tinsert(t, "p95_s", HOFFSET(hap_h5_kernel_row, p95_s), H5T_NATIVE_DOUBLE) >= 0 &&
-      H5Tinsert(t, "reps", HOFFSET(hap_h5_kernel_row, reps), H5T_NATIVE_INT64) >= 0;
+      H5Tinsert(t, "reps", HOFFSET(hap_h5_kernel_row, reps), H5T_NATIVE_INT64) >= 0 &&
+      H5Tinsert(t, "mean_s", HOFFSET(hap_h5_kernel_row, mean_s), H5T_NATIVE_DOUBLE) >= 0;
   hid_t parts[] = {op, dir, shape};
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
     if (parts[i] >= 0)
@@ -1352,10 +1364,11 @@ static hap_status write_kernels(const writer *w, hid_t g, const char *obj,
     rows[r].p50_s = k->p50_s;
     rows[r].p95_s = k->p95_s;
     rows[r].reps = k->reps;
+    rows[r].mean_s = k->mean_s;
   }
   hid_t mtype = hap_h5_kernel_type();
   hap_status st = put_table(w, g, obj, "kernels", mtype, rows, d->n_kernels,
-                            "shape_key: hap_kernel_shape_key; p50_s, p95_s: s; reps: runs");
+                            "shape_key: hap_kernel_shape_key; p50_s, p95_s, mean_s: s; reps: runs");
   if (mtype >= 0)
     H5Tclose(mtype);
   free(rows);

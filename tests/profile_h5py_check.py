@@ -105,7 +105,7 @@ def check_units(f):
 
 def check_root(f):
     attr(f, "format", "str", "hap-profile")
-    attr(f, "version", "str", "2.1")
+    attr(f, "version", "str", "2.2")
     attr(f, "created", "str", "2025-01-31T12:00:00Z")
     attr(f, "tool", "str", "hap-profile 0.1.0")
     attr(f, "backend", "str", "cuda+nccl")
@@ -139,10 +139,12 @@ def check_devices(f):
                    float(row["seconds"]), float(row["flops_per_s"]))
             check(got == want, f"{d.name}/gemm row {r}: {got}, expected {want}")
         k = d["kernels"][()]
-        want = [(b"linear", b"fwd", 1234, b"[64, 1024] x [4096, 1024]", 1e-4, 1.2e-4, 20),
-                (b"gelu", b"bwd", 5678, b"[64, 4096]", 2e-5, 3e-5, 50)]
+        want = [(b"linear", b"fwd", 1234, b"[64, 1024] x [4096, 1024]", 1e-4, 1.2e-4, 20,
+                 1.05e-4),
+                (b"gelu", b"bwd", 5678, b"[64, 4096]", 2e-5, 3e-5, 50, 0.0)]
         got = [(bytes(x["op"]), bytes(x["direction"]), int(x["shape_key"]), bytes(x["shape"]),
-                float(x["p50_s"]), float(x["p95_s"]), int(x["reps"])) for x in k]
+                float(x["p50_s"]), float(x["p95_s"]), int(x["reps"]), float(x["mean_s"]))
+               for x in k]
         check(got == want, f"{d.name}/kernels: {got}, expected {want}")
 
 

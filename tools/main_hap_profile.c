@@ -108,6 +108,10 @@ static void usage(FILE *f) {
          "                        ranks as in hap-run (its time on the sub-group's fastest\n"
          "                        member), and prices the plan's own sizes with those times;\n"
          "                        sweep: the collective sweeps alone price them\n"
+         "      --price HOW       with --plan replayed: mean (default) prices each timed\n"
+         "                        kernel, the update and the plan's collectives at their\n"
+         "                        samples' mean without the top and bottom 5 %% (what a\n"
+         "                        mean iteration adds up); p50: at their median\n"
          "      --coll-caches HOW  warm (default): each collective sample averages calls made\n"
          "                        back to back; cold: every rank first writes 64 MiB\n"
          "                        elsewhere and a sample is one call, as a gradient's sum\n"
@@ -272,6 +276,7 @@ typedef struct measure_opts {
   const char *kernel_timing;          /* "replay" (the default with --plan) or "loop" */
   bool coll_cold;                     /* --coll-caches cold */
   const char *coll_timing;            /* "replay" (the default when replaying) or "sweep" */
+  const char *price;                  /* "mean" (the default when replaying) or "p50" */
 } measure_opts;
 
 static bool replaying(const measure_opts *o) {
@@ -432,6 +437,7 @@ typedef struct replay_ctx {
   hap_dtype gpu_gemm;          /* the format its GEMMs compute in (the plan's policy) */
   bool colls;                  /* time the collectives too (a flat plan on the CPU runner) */
   hap_replay_colls *colls_out; /* where they go (the same on every rank) */
+  bool price_p50;              /* --price p50 */
 } replay_ctx;
 
 static void replay_progress(void *arg, int32_t i, int32_t n) {
@@ -504,6 +510,7 @@ static hap_status replay_rows(void *arg, double speed, hap_profile_kernel **rows
                            .kernels = x->gpu != NULL ? &x->gpu_table : NULL,
                            .gemm = x->gpu != NULL ? x->gpu_gemm : HAP_F32,
                            .collectives = x->colls,
+                           .price_p50 = x->price_p50,
                            .progress = replay_progress,
                            .progress_arg = (void *)x->ps};
   hap_status st = x->pw != NULL ? replay_stages(x, &ro, rows, n_rows, update_Bps, err)
@@ -663,6 +670,8 @@ static int measure(int *argc, char ***argv, const measure_opts *o, const char *o
     return hap_report_usage(prog, -1, "--kernel-timing goes with --plan");
   if (o->coll_timing != NULL && !replaying(o))
     return hap_report_usage(prog, -1, "--coll-timing goes with --plan and --kernel-timing replay");
+  if (o->price != NULL && !replaying(o))
+    return hap_report_usage(prog, -1, "--price goes with --plan and --kernel-timing replay");
   if (cuda && o->emulate != NULL)
     return hap_report_usage(prog, -1, "--emulate-speed is for --backend cpu");
   if (o->emulate != NULL && hap_emulate_parse(o->emulate, &speeds, &n_speeds, &err) != HAP_OK)
@@ -769,6 +778,7 @@ static int measure(int *argc, char ***argv, const measure_opts *o, const char *o
     /* collectives: hap-run's CPU runner over the world (a GPU's run over NCCL, and a pipelined
      * plan's over stage groups, keep the sweeps' prices) */
     rx.colls = timing_colls(o) && rx.plan != NULL && rx.gpu == NULL;
+    rx.price_p50 = o->price != NULL && strcmp(o->price, "p50") == 0;
     rx.colls_out = &colls;
   }
   memcpy(cfg.coll_extend_bytes, extend, sizeof extend);
@@ -802,6 +812,8 @@ static int measure(int *argc, char ***argv, const measure_opts *o, const char *o
       st = record_env(p, o, size, &err);
     if (st == HAP_OK) /* what priced the plan's collectives: its replay, or the sweeps */
       st = hap_profile_set_env(p, "hap.coll_timing", rx.colls ? "replay" : "sweep", &err);
+    if (st == HAP_OK && replaying(o)) /* how its times price: the plan groups' points follow it */
+      st = hap_profile_set_env(p, HAP_PROFILE_PRICE_ENV, rx.price_p50 ? "p50" : "mean", &err);
     if (st == HAP_OK && cuda) {
       char v[32];
       snprintf(v, sizeof v, "%d", hap_comm_nccl_version());
@@ -855,6 +867,7 @@ int main(int argc, char **argv) {
     OPT_KERNEL_TIMING,
     OPT_COLL_CACHES,
     OPT_COLL_TIMING,
+    OPT_PRICE,
     OPT_SINGLE,
     OPT_TEST,
     OPT_DEVICE
@@ -875,6 +888,7 @@ int main(int argc, char **argv) {
       {"kernel-timing", required_argument, NULL, OPT_KERNEL_TIMING},
       {"coll-caches", required_argument, NULL, OPT_COLL_CACHES},
       {"coll-timing", required_argument, NULL, OPT_COLL_TIMING},
+      {"price", required_argument, NULL, OPT_PRICE},
       {"single", no_argument, NULL, OPT_SINGLE},
       {"test", required_argument, NULL, OPT_TEST},
       {"device", required_argument, NULL, OPT_DEVICE},
@@ -965,6 +979,12 @@ int main(int argc, char **argv) {
       if (strcmp(optarg, "replay") != 0 && strcmp(optarg, "sweep") != 0)
         return hap_report_usage(prog, -1, "--coll-timing: '%s', expected replay or sweep", optarg);
       mo.coll_timing = optarg;
+      measure_flags = true;
+      break;
+    case OPT_PRICE:
+      if (strcmp(optarg, "mean") != 0 && strcmp(optarg, "p50") != 0)
+        return hap_report_usage(prog, -1, "--price: '%s', expected mean or p50", optarg);
+      mo.price = optarg;
       measure_flags = true;
       break;
     case OPT_COLL_CACHES:

@@ -49,7 +49,7 @@ static hap_status add_device(hap_profile *p, int i, hap_err *err) {
     HAP_TRY(hap_profile_add_gemm(d, &g, err));
   }
   hap_profile_kernel lin = {HAP_OP_LINEAR, false,  1234, "[64, 1024] x [4096, 1024]",
-                            1e-4,          1.2e-4, 20};
+                            1e-4,          1.2e-4, 20,   1.05e-4}; /* a replayed row's price */
   hap_profile_kernel gelu = {HAP_OP_GELU, true, 5678, "[64, 4096]", 2e-5, 3e-5, 50};
   HAP_TRY(hap_profile_add_kernel(d, &lin, err));
   return hap_profile_add_kernel(d, &gelu, err);

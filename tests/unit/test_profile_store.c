@@ -111,8 +111,9 @@ static void add_device(hap_profile *p, const char *name, const char *host, const
   cr_assert_eq(hap_profile_add_kernel(d, &k, &err), HAP_OK, "%s", err.msg);
   k = (hap_profile_kernel){HAP_OP_GELU, true, 42, "[64, 4096]", 2e-5 / speed, 2.5e-5 / speed, 50};
   cr_assert_eq(hap_profile_add_kernel(d, &k, &err), HAP_OK, "%s", err.msg);
-  k = (hap_profile_kernel){HAP_OP_LINEAR,   true, 7, "[64, 1024] x [4096, 1024]", 2.5e-4 / speed,
-                           2.75e-4 / speed, 20};
+  k = (hap_profile_kernel){
+      HAP_OP_LINEAR, true, 7, "[64, 1024] x [4096, 1024]", 2.5e-4 / speed, 2.75e-4 / speed, 20,
+      2.6e-4 / speed}; /* a replayed row: its price */
   cr_assert_eq(hap_profile_add_kernel(d, &k, &err), HAP_OK, "%s", err.msg);
 }
 
@@ -238,6 +239,7 @@ static void same_device(const hap_profile_device *a, const hap_profile_device *b
     cr_assert_str_eq(x->shape, y->shape);
     same_doubles(&x->p50_s, &y->p50_s, 1, "kernel p50_s");
     same_doubles(&x->p95_s, &y->p95_s, 1, "kernel p95_s");
+    same_doubles(&x->mean_s, &y->mean_s, 1, "kernel mean_s");
     cr_assert_eq(x->reps, y->reps);
   }
 }
@@ -318,6 +320,37 @@ Test(fit, quantiles_interpolate_linearly) {
   cr_assert_eq(hap_p50_p95(two, 2, &p50, &p95), HAP_OK);
   cr_assert_float_eq(p50, 1.5, 1e-15);
   cr_assert_eq(hap_p50_p95(two, 0, &p50, &p95), HAP_EINVAL);
+}
+
+/* The replay's price: one stall among twenty samples moves the 5 % trimmed mean not at all, the
+ * plain mean fifty-fold; trimming works from each end of the sorted samples, at least one value
+ * from each end of three or more. */
+Test(fit, trimmed_mean_drops_each_end) {
+  double x[20];
+  for (int i = 0; i < 20; i++)
+    x[i] = 1;
+  x[3] = 1000; /* a descheduled rank */
+  x[11] = 0.5;
+  double m = 0;
+  cr_assert_eq(hap_trimmed_mean(x, 20, HAP_PRICE_TRIM, &m), HAP_OK);
+  cr_assert_eq(m, 1.0);
+  cr_assert_eq(hap_trimmed_mean(x, 20, 0, &m), HAP_OK);
+  cr_assert_float_eq(m, (18 + 1000 + 0.5) / 20, 1e-12);
+  cr_assert_eq(x[3], 1000, "x is not modified");
+  const double y[] = {5, 1, 4, 2, 3};
+  cr_assert_eq(hap_trimmed_mean(y, 5, 0.2, &m), HAP_OK);
+  cr_assert_eq(m, 3.0, "mean of 2, 3, 4");
+  cr_assert_eq(hap_trimmed_mean(y, 5, 0.05, &m), HAP_OK); /* ceil(0.25): one from each end */
+  cr_assert_eq(m, 3.0);
+  cr_assert_eq(hap_trimmed_mean(y, 2, 0.05, &m), HAP_OK); /* two values: none cut */
+  cr_assert_eq(m, 3.0, "mean of 5 and 1");
+  cr_assert_eq(hap_trimmed_mean(y, 4, 0.3, &m), HAP_OK); /* ceil(1.2) = 2, at most 1 */
+  cr_assert_eq(m, 3.0, "mean of 2 and 4");
+  cr_assert_eq(hap_trimmed_mean(y, 1, 0.49, &m), HAP_OK);
+  cr_assert_eq(m, 5.0);
+  cr_assert_eq(hap_trimmed_mean(y, 0, 0.05, &m), HAP_EINVAL);
+  cr_assert_eq(hap_trimmed_mean(y, 5, 0.5, &m), HAP_EINVAL);
+  cr_assert_eq(hap_trimmed_mean(y, 5, NAN, &m), HAP_EINVAL);
 }
 
 Test(fit, stats_match_hand_computed_nccl_tests_values) {
@@ -707,6 +740,16 @@ static void m_gemm_not_table(hid_t f) {
   hsize_t dims[] = {3};
   replace_dataset(f, "/devices/0/gemm", H5T_IEEE_F64LE, 1, dims);
 }
+/* Row 0 of /devices/0/kernels gets mean_s -1 (the other members written back as they were). */
+static void m_negative_mean(hid_t f) {
+  hid_t d = H5Dopen2(f, "/devices/0/kernels", H5P_DEFAULT);
+  hid_t mt = H5Tcreate(H5T_COMPOUND, sizeof(double));
+  cr_assert_geq(H5Tinsert(mt, "mean_s", 0, H5T_NATIVE_DOUBLE), 0);
+  double v[3] = {-1, 0, 0};
+  cr_assert_geq(H5Dwrite(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, v), 0);
+  H5Tclose(mt);
+  H5Dclose(d);
+}
 static void m_unknown_host(hid_t f) {
   hid_t g = H5Gopen2(f, "/devices/3", H5P_DEFAULT);
   set_str_attr(g, "host", "a100-9");
@@ -764,6 +807,9 @@ static const bad_case bad_cases[] = {
     {"bad-rank.h5", m_bad_rank, HAP_EPARSE,
      "/collectives/all_gather/cross-host: ranks[1] is 9, expected a device of 0..3"},
     {"gemm.h5", m_gemm_not_table, HAP_EPARSE, "/devices/0/gemm: expected a 1-D compound dataset"},
+    {"mean.h5", m_negative_mean, HAP_EPARSE,
+     "/devices/0/kernels: row 0: p50_s 0.000125, p95_s 0.00015, mean_s -1, expected finite "
+     "numbers >= 0"},
     {"host.h5", m_unknown_host, HAP_EPARSE,
      "/devices/3: host 'a100-9' is not one of the root attribute hosts"},
 };
@@ -1208,6 +1254,83 @@ Test(cluster, defaults_when_nothing_was_measured) {
   same_link(c->hosts[0].nic, HAP_PROFILE_DEFAULT_NIC);
   hap_cluster_destroy(c);
   hap_profile_destroy(p);
+}
+
+/* Every kernel table rewritten without the mean_s member, as hap-profile 2.1 wrote it. */
+static void m_as_version_2_1(hid_t f) {
+  set_str_attr(f, "version", "2.1");
+  char path[64];
+  for (int dev = 0;
+       snprintf(path, sizeof path, "/devices/%d", dev) > 0 && H5Lexists(f, path, H5P_DEFAULT) > 0;
+       dev++) {
+    snprintf(path, sizeof path, "/devices/%d/kernels", dev);
+    hid_t d = H5Dopen2(f, path, H5P_DEFAULT), ft = H5Dget_type(d), s = H5Dget_space(d);
+    hid_t old = H5Tcopy(ft);
+    cr_assert_geq(H5Tclose(ft), 0);
+    /* the 2.2 type less its last member: a 2.1 row (mean_s was appended) */
+    int n = H5Tget_nmembers(old);
+    char *last = H5Tget_member_name(old, (unsigned)(n - 1));
+    cr_assert_str_eq(last, "mean_s");
+    H5free_memory(last);
+    hid_t t21 = H5Tcreate(H5T_COMPOUND, H5Tget_member_offset(old, (unsigned)(n - 1)));
+    for (int i = 0; i < n - 1; i++) {
+      char *name = H5Tget_member_name(old, (unsigned)i);
+      hid_t mt = H5Tget_member_type(old, (unsigned)i);
+      cr_assert_geq(H5Tinsert(t21, name, H5Tget_member_offset(old, (unsigned)i), mt), 0);
+      H5Tclose(mt);
+      H5free_memory(name);
+    }
+    hssize_t rows = H5Sget_simple_extent_npoints(s);
+    void *buf = calloc((size_t)rows + 1, H5Tget_size(t21));
+    cr_assert_geq(H5Dread(d, t21, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf), 0);
+    H5Dclose(d);
+    cr_assert_geq(H5Ldelete(f, path, H5P_DEFAULT), 0);
+    d = H5Dcreate2(f, path, t21, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    cr_assert_geq(d, 0);
+    cr_assert_geq(H5Dwrite(d, t21, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf), 0);
+    free(buf);
+    H5Dclose(d);
+    H5Tclose(t21);
+    H5Tclose(old);
+    H5Sclose(s);
+  }
+}
+
+/* A replayed row is priced at its trimmed mean, any other at its p50; a 2.1 file (no mean_s)
+ * reads every row as having none. */
+Test(cluster, replayed_rows_are_priced_at_their_mean) {
+  char *dir = tmpdir_make("profile");
+  char *good = path_in(dir, "good.h5");
+  hap_profile *p = sample_profile();
+  write_ok(p, good);
+  hap_profile_destroy(p);
+  char *old = mutated(dir, good, "v2.1.h5", m_as_version_2_1);
+  for (int file = 0; file < 2; file++) {
+    p = read_ok(file == 0 ? good : old);
+    hap_cluster *c = NULL;
+    hap_err err = {0};
+    cr_assert_eq(hap_profile_to_cluster(p, &c, &err), HAP_OK, "%s", err.msg);
+    for (int32_t dev = 0; dev < p->n_devices; dev++) {
+      const hap_profile_device *pd = &p->devices[dev];
+      int32_t cd = hap_cluster_find_device(c, pd->name);
+      for (int32_t r = 0; r < pd->n_kernels; r++) {
+        const hap_profile_kernel *k = &pd->kernels[r];
+        bool replayed = k->op == HAP_OP_LINEAR && k->backward; /* sample_device's third row */
+        cr_assert_eq(k->mean_s > 0, replayed && file == 0, "file %d device %d row %d: mean %g",
+                     file, dev, r, k->mean_s);
+        const hap_kernel_sample *ks =
+            hap_device_kernel(&c->devices[cd], k->op, k->backward, k->shape_key);
+        cr_assert_not_null(ks);
+        cr_assert_eq(ks->seconds, k->mean_s > 0 ? k->mean_s : k->p50_s);
+        cr_assert_neq(k->mean_s, k->p50_s);
+      }
+    }
+    hap_cluster_destroy(c);
+    hap_profile_destroy(p);
+  }
+  free(old);
+  free(good);
+  rm_tree(dir);
 }
 
 Test(cluster, invalid_profile_is_refused) {

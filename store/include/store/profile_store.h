@@ -18,7 +18,7 @@
 
 #define HAP_PROFILE_FORMAT        "hap-profile"
 #define HAP_PROFILE_VERSION_MAJOR 2 /* 2.0: N-piece fits; 1.x (two pieces) is still read */
-#define HAP_PROFILE_VERSION_MINOR 1
+#define HAP_PROFILE_VERSION_MINOR 2 /* 2.1: update_bw_Bps; 2.2: kernels mean_s */
 
 /* Bytes of a kernel row's readable shape string, NUL included (a fixed-length field on disk). */
 #define HAP_PROFILE_SHAPE_MAX 128
@@ -43,7 +43,9 @@ typedef struct hap_profile_kernel {
   uint64_t shape_key;                /* hap_kernel_shape_key of the input shapes */
   char shape[HAP_PROFILE_SHAPE_MAX]; /* readable, e.g. "[256, 768] x [3072, 768]" */
   double p50_s, p95_s;               /* s */
-  int32_t reps;                      /* timed runs behind the percentiles */
+  int32_t reps;                      /* timed runs behind the statistics */
+  double mean_s; /* a replayed row's price: the runs' trimmed mean (hap_trimmed_mean), s;
+                    0 = not recorded (hot-loop rows, files before 2.2): p50_s prices it */
 } hap_profile_kernel;
 
 typedef struct hap_profile_device {
@@ -93,9 +95,12 @@ typedef struct hap_profile_coll {
 
 /* The group name (or its prefix, "plan:...") of a collective timed inside a plan's own iterations
  * (hap-profile --plan's replay, profile/replay.h): its sizes are the plan's, and hap_profile_to_
- * cluster makes its (size, p50) pairs points of the fit over the same devices (cluster.h), which
- * price exactly those sizes. */
+ * cluster makes each size and its price a point of the fit over the same devices (cluster.h),
+ * which prices exactly those sizes. The price follows the environment entry
+ * HAP_PROFILE_PRICE_ENV: "mean", the samples' trimmed mean (store/fit.h hap_trimmed_mean, as a
+ * replayed kernel's mean_s), or "p50" (and for a profile without the entry, written before it). */
 #define HAP_PROFILE_PLAN_GROUP "plan"
+#define HAP_PROFILE_PRICE_ENV  "hap.price"
 bool hap_profile_is_plan_group(const char *group);
 
 typedef struct hap_profile_kv {
