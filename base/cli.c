@@ -18,6 +18,20 @@ hap_status hap_format_parse(const char *s, hap_format *out) {
   return HAP_EINVAL;
 }
 
+void hap_csv_field(FILE *f, const char *s) {
+  if (strpbrk(s, ",\"\r\n") == NULL) {
+    fputs(s, f);
+    return;
+  }
+  fputc('"', f);
+  for (const char *p = s; *p != '\0'; p++) {
+    if (*p == '"')
+      fputc('"', f);
+    fputc(*p, f);
+  }
+  fputc('"', f);
+}
+
 const char *hap_fmt_si(double v, const char *unit, char *buf, size_t len) {
   static const char *const prefix[] = {"", "K", "M", "G", "T", "P", "E", "Z"};
   int i = 0;

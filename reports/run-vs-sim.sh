@@ -6,9 +6,10 @@
 # mean iteration with the one simulated on the second profile (--sim-cluster); then the same with
 # --emulate-speed 1,0.5, where the hap plan should also be measured faster than dp-ev. Prints a
 # markdown table with two errors per row: of the mean iteration and of the median (p50) one, the
-# latter blind to the odd iteration a busy host stretches. The second profile and the run are repeated REPEATS times per row (default 3):
-# the table gives the medians (this machine's run-to-run spread is several per cent) and the
-# range of the errors. The kernel timing: how the second profile times the plan's kernels, replay
+# latter blind to the odd iteration a busy host stretches. The second profile and the run are
+# repeated REPEATS times per row (default 5): the table gives the medians and the range of the
+# errors (on a shared host two identical runs back to back differ by up to 5-10 %: one rank's core
+# runs slower for a while, now one, now the other). The kernel timing: how the second profile times the plan's kernels, replay
 # (the default: in a replay of the plan's task list) or loop (each shape alone in a hot loop).
 # POLICY (optional): a training policy for every plan, as hap-synth --policy takes it (e.g.
 # optimizer=adam,recompute=full,micro_batches=4 or precision=bf16); hap-profile --plan and hap-run
@@ -22,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 timing=${2:-replay}
-repeats=${3:-3}
+repeats=${3:-5}
 policy=${4:-}
 only=${5:-}
 pol=()

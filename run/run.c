@@ -1121,6 +1121,16 @@ static hap_status sfb_grad(hap_run *r, const hap_task *k, int32_t t, double *ker
   return st;
 }
 
+/* Does backward task k only hand its parameter's replicated gradient to an overlapped bucket
+ * (summed at the first update) instead of summing it in the task? */
+static bool hands_to_bucket(const hap_run *r, const hap_task *k) {
+  if (r->buckets == NULL || k->kind != HAP_TASK_COLLECTIVE || k->phase == HAP_PHASE_FWD ||
+      k->coll != HAP_COLL_ALL_REDUCE || k->sfb != HAP_SFB_NONE || k->span == HAP_SPAN_REPLICAS ||
+      r->p->steps[k->step].kind != HAP_STEP_SOURCE)
+    return false;
+  return !r->props[r->out[(size_t)k->step * HAP_MAX_OP_OUTPUTS]].zero_rows;
+}
+
 static hap_status comm_task(hap_run *r, const hap_task *k, hap_err *err) {
   bool skip = r->fault.kind == HAP_FAULT_SKIP_ALL_REDUCE && r->fault.tensor >= 0 &&
               synced_param(r, k) == r->fault.tensor;
@@ -1150,7 +1160,7 @@ static hap_status comm_task(hap_run *r, const hap_task *k, hap_err *err) {
       return HAP_ENOMEM;
     if (k->coll == HAP_COLL_ALL_REDUCE && r->props[p].zero_rows)
       return reduce_rows(r, p, err);
-    if (k->coll == HAP_COLL_ALL_REDUCE && r->buckets != NULL) /* summed at the first update */
+    if (hands_to_bucket(r, k)) /* summed at the first update */
       return hap_buckets_add(r->buckets, gp, hap_box_numel(&r->props[p].box), err);
     if (k->coll == HAP_COLL_ALL_REDUCE) /* replicated: sum the partial gradients in place */
       return sum_all(r, gp, gp, hap_box_numel(&r->props[p].box), false, err);
@@ -1767,6 +1777,20 @@ hap_run_steps hap_run_steps_taken(const hap_run *r) {
 
 int64_t hap_run_overlap_buckets(const hap_run *r) {
   return r->buckets != NULL ? hap_buckets_started(r->buckets) : -1;
+}
+
+bool hap_run_task_waits(const hap_run *r, int32_t t) {
+  if (t < 0 || t >= r->lw->n_tasks)
+    return false;
+  const hap_task *k = &r->lw->tasks[t];
+  if (k->kind == HAP_TASK_COLLECTIVE)
+    return !hands_to_bucket(r, k);
+  if (k->kind != HAP_TASK_UPDATE || r->buckets == NULL)
+    return false;
+  for (int32_t u = 0; u < t; u++) /* the first update completes the buckets */
+    if (r->lw->tasks[u].kind == HAP_TASK_UPDATE)
+      return false;
+  return true;
 }
 
 int32_t hap_run_task_runs(const hap_run *r, int32_t t, double *own_s) {

@@ -20,6 +20,11 @@ endif()
 add_test(NAME cli_trace_gaps COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_trace_gaps.sh
                                      ${PROJECT_SOURCE_DIR}/reports)
 set_tests_properties(cli_trace_gaps PROPERTIES LABELS cli TIMEOUT 60)
+# reports/rank-skew.py (hap-run --task-times: what ranks lose waiting for each other): a hand-made
+# file's known penalty, and malformed files refused in one line
+add_test(NAME cli_rank_skew COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_rank_skew.sh
+                                    ${PROJECT_SOURCE_DIR}/reports)
+set_tests_properties(cli_rank_skew PROPERTIES LABELS cli TIMEOUT 60)
 
 if(TARGET hap-profile)
   add_test(NAME cli_bad_clusters

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cli.h"
 #include "exec/devices.h"
 #include "hap_config.h"
 #include "harness/format.h"
@@ -75,20 +76,6 @@ static void json_ver(FILE *f, const char *formatted) {
     fputs("null", f);
   else
     json_str(f, formatted);
-}
-
-static void csv_field(FILE *f, const char *s) {
-  if (strpbrk(s, ",\"\n") == NULL) {
-    fputs(s, f);
-    return;
-  }
-  fputc('"', f);
-  for (const char *p = s; *p != '\0'; p++) {
-    if (*p == '"')
-      fputc('"', f);
-    fputc(*p, f);
-  }
-  fputc('"', f);
 }
 
 static const double GIB = 1024.0 * 1024.0 * 1024.0;
@@ -205,12 +192,12 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
       const hap_gpu_info *g = &gpus[i];
       printf("%d,", g->index);
-      csv_field(stdout, g->name);
+      hap_csv_field(stdout, g->name);
       printf(",%d.%d,%lld,%d,%s", g->cc_major, g->cc_minor, (long long)g->memory_bytes, g->sm_count,
              g->pci_bus_id);
       if (selftest) {
         putchar(',');
-        csv_field(stdout, test_msg[i]);
+        hap_csv_field(stdout, test_msg[i]);
       }
       putchar('\n');
     }

@@ -416,6 +416,10 @@ static hap_status plan_messages(const hap_plan *p, const hap_graph *g, int64_t *
   return st;
 }
 
+/* The fewest timed iterations a replay takes (hap-run's default --iters): a long iteration's rows
+ * then pool as many samples as the run they price averages. */
+#define REPLAY_MIN_ITERS 10
+
 /* --plan replayed (replay.h): what the kernel_rows hook of the measure configuration needs. */
 typedef struct replay_ctx {
   hap_plan *plan; /* owned, with its graph; NULL for a pipelined plan */
@@ -768,8 +772,10 @@ static int measure(int *argc, char ***argv, const measure_opts *o, const char *o
   cfg.n_kcases = n_kcases;
   rx.ps = &ps;
   rx.warmup = cfg.kernel_warmup > 0 ? cfg.kernel_warmup : 1;
-  rx.iters = cfg.kernel_reps;
-  rx.min_s = o->quick ? 0.5 : 2.0; /* samples spread over time: robust to a noisy neighbour */
+  /* as many timed iterations as hap-run's default run, however few the grid's reps; and samples
+   * spread over time: robust to a noisy neighbour */
+  rx.iters = cfg.kernel_reps > REPLAY_MIN_ITERS ? cfg.kernel_reps : REPLAY_MIN_ITERS;
+  rx.min_s = o->quick ? 0.5 : 2.0;
   rx.max_iters = o->quick ? 50 : 200;
   hap_replay_colls colls = {0};
   if ((rx.plan != NULL || (rx.pw != NULL && replaying(o))) && cfg.kernels) {

@@ -71,6 +71,11 @@ static void usage(FILE *f) {
           "  -n, --iters N          timed iterations (default 10)\n"
           "  -w, --warmup W         untimed iterations first (default 2)\n"
           "  -t, --trace FILE       Chrome trace: simulated and measured rows per rank\n"
+          "      --task-times FILE  every rank's task times in every iteration, warm-ups\n"
+          "                         included, as CSV (rank, iteration, timed, task, name, kind,\n"
+          "                         phase, waits, start_s, end_s; s from the rank's iteration\n"
+          "                         start; waits: the rank waits there for the others),\n"
+          "                         for analyses of the whole run (reports/rank-skew.py)\n"
           "      --report FILE      also write that trace as an HTML page (hap-report run:\n"
           "                         Gantt lanes per rank, task errors), when the run succeeds\n"
           "      --check            after each of the first 2 iterations compare the loss,\n"
@@ -102,7 +107,8 @@ static void usage(FILE *f) {
 
 typedef struct opts {
   const char *plan, *model, *cluster, *sim_cluster, *trace, *weights, *dump_grads;
-  const char *report; /* --report FILE: the trace as hap-report's run page */
+  const char *report;     /* --report FILE: the trace as hap-report's run page */
+  const char *task_times; /* --task-times FILE: every rank's task times, CSV */
   int iters, warmup, threads;
   bool check, quiet, cuda;
   uint64_t seed;
@@ -451,6 +457,7 @@ typedef struct under_test {
   hap_pipe_run *pipe;
   const hap_graph *g;  /* run: the graph (--dump-grads) */
   double *start, *end; /* run: [iterations][nt] task times; pipe: [iterations][nt] op times */
+  double *begin;       /* [iterations]: when each began on this rank's clock, s (may be NULL) */
   size_t nt;
   double staging; /* run: this rank's mean staging per timed iteration, s */
 } under_test;
@@ -492,6 +499,8 @@ static hap_status iterate(const opts *o, hap_comm *comm, under_test *u, hap_chec
     hap_watchdog_arm();
     HAP_TRY(comm->ops->barrier(comm, err));
     double t0 = hap_clock_s();
+    if (u->begin != NULL)
+      u->begin[i] = t0;
     hap_status st = u->pipe != NULL ? hap_pipe_run_iteration(u->pipe, err)
                                     : hap_run_iteration(u->run, u->start + (size_t)i * u->nt,
                                                         u->end + (size_t)i * u->nt, err);
@@ -534,6 +543,48 @@ static hap_status iterate(const opts *o, hap_comm *comm, under_test *u, hap_chec
     }
   }
   return HAP_OK;
+}
+
+/* --task-times: every rank's task times of every iteration, gathered onto rank 0 (collective)
+ * and written there as CSV (atomic), s from that rank's iteration start; a task that did not run
+ * in an iteration (start and end 0) has no line. `waits`: hap_run_task_waits. */
+static hap_status write_task_times(const opts *o, hap_comm *comm, const hap_lowered *lw,
+                                   const under_test *u, int total, hap_err *err) {
+  size_t n = u->nt * (size_t)total, size = (size_t)comm->size;
+  double *starts = calloc(n * size, sizeof *starts), *ends = calloc(n * size, sizeof *ends);
+  double *begins = calloc((size_t)total * size, sizeof *begins);
+  hap_status st = starts && ends && begins ? HAP_OK : hap_err_set(err, HAP_ENOMEM, "out of memory");
+  if (st == HAP_OK)
+    st = comm->ops->all_gather(comm, u->start, starts, (int64_t)(n * sizeof *starts), err);
+  if (st == HAP_OK)
+    st = comm->ops->all_gather(comm, u->end, ends, (int64_t)(n * sizeof *ends), err);
+  if (st == HAP_OK)
+    st = comm->ops->all_gather(comm, u->begin, begins, (int64_t)total * (int64_t)sizeof *begins,
+                               err);
+  hap_atomic_file af = {0};
+  if (st == HAP_OK && comm->rank == 0 &&
+      (st = hap_atomic_open(&af, o->task_times, err)) == HAP_OK) {
+    fputs("rank,iteration,timed,task,name,kind,phase,waits,start_s,end_s\n", af.f);
+    for (size_t r = 0; r < size; r++)
+      for (int i = 0; i < total; i++)
+        for (size_t t = 0; t < u->nt; t++) {
+          size_t k = r * n + (size_t)i * u->nt + t;
+          if (starts[k] == 0 && ends[k] == 0)
+            continue;
+          const hap_task *task = &lw->tasks[t];
+          double b = begins[r * (size_t)total + (size_t)i];
+          fprintf(af.f, "%zu,%d,%d,%zu,", r, i, i >= o->warmup, t);
+          hap_csv_field(af.f, task->name);
+          fprintf(af.f, ",%s,%s,%d,%.9f,%.9f\n", hap_task_kind_name(task->kind),
+                  hap_task_phase_name(task->phase), (int)hap_run_task_waits(u->run, (int32_t)t),
+                  starts[k] - b, ends[k] - b);
+        }
+    st = hap_atomic_commit(&af, err);
+  }
+  free(starts);
+  free(ends);
+  free(begins);
+  return st;
 }
 
 /* --check fails closed: fewer optimizer steps than it compares (fp16 skipping) is a failure. */
@@ -635,7 +686,8 @@ static int run(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster *c, hap_
   hap_cuda_kernels *ck = NULL;
   hap_checker *checker = NULL;
   hap_check_result *check_res = NULL;
-  double *start = NULL, *end = NULL, *all_start = NULL, *all_end = NULL, *iter_s = NULL;
+  double *start = NULL, *end = NULL, *begin = NULL, *all_start = NULL, *all_end = NULL;
+  double *iter_s = NULL;
   double *losses = NULL; /* every iteration's loss, warm-up included */
   double staging = 0;    /* this rank's mean staging per timed iteration, s */
   int rc = 1, me = comm->rank;
@@ -678,11 +730,12 @@ static int run(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster *c, hap_
             prog, fault);
   size_t nt = (size_t)lw->n_tasks;
   int total = o->warmup + o->iters;
-  start = malloc(nt * (size_t)total * sizeof *start);
-  end = malloc(nt * (size_t)total * sizeof *end);
+  start = calloc(nt * (size_t)total, sizeof *start); /* a task that does not run: 0, 0 */
+  end = calloc(nt * (size_t)total, sizeof *end);
+  begin = calloc((size_t)total, sizeof *begin);
   iter_s = malloc((size_t)total * sizeof *iter_s);
   losses = malloc((size_t)total * sizeof *losses);
-  if (!start || !end || !iter_s || !losses) {
+  if (!start || !end || !begin || !iter_s || !losses) {
     st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
     goto out;
   }
@@ -694,8 +747,10 @@ static int run(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster *c, hap_
     st = hap_err_set(&err, HAP_ENOMEM, "out of memory");
     goto out;
   }
-  under_test u = {.run = run, .g = g, .start = start, .end = end, .nt = nt};
+  under_test u = {.run = run, .g = g, .start = start, .end = end, .begin = begin, .nt = nt};
   if ((st = iterate(o, comm, &u, checker, check_res, iter_s, losses, &check_ok, &err)) != HAP_OK)
+    goto out;
+  if (o->task_times != NULL && (st = write_task_times(o, comm, lw, &u, total, &err)) != HAP_OK)
     goto out;
   staging = u.staging;
   /* the timed iteration closest to the median, from every rank, for the report and the trace */
@@ -738,6 +793,7 @@ out:
   hap_watchdog_set_phase_fn(task_phase, NULL); /* lw goes */
   free(start);
   free(end);
+  free(begin);
   free(all_start);
   free(all_end);
   free(iter_s);
@@ -1061,6 +1117,8 @@ static int start(opts *o, hap_comm *comm) {
     st = hap_atomic_probe(o->report, &err);
   if (st == HAP_OK && o->dump_grads != NULL && comm->rank == 0)
     st = hap_atomic_probe(o->dump_grads, &err);
+  if (st == HAP_OK && o->task_times != NULL && comm->rank == 0)
+    st = hap_atomic_probe(o->task_times, &err);
   hap_tensor_set *weights = NULL;
   hap_init_value *values = NULL;
   if (st == HAP_OK && (st = hap_model_load(o->model, &g, &err)) == HAP_OK &&
@@ -1072,6 +1130,11 @@ static int start(opts *o, hap_comm *comm) {
     st = hap_err_set(&err, HAP_EUNSUPPORTED,
                      "--dump-grads: %s is a pipelined plan; gradients are dumped from one-stage "
                      "plans only so far",
+                     o->plan);
+  if (st == HAP_OK && o->task_times != NULL && !hap_pipeline_is_flat(pl))
+    st = hap_err_set(&err, HAP_EUNSUPPORTED,
+                     "--task-times: %s is a pipelined plan; task times are written for one-stage "
+                     "plans only so far (its --trace has every op of the median iteration)",
                      o->plan);
   int rc = 1;
   if (said_by_first(comm, st, &err) || pl == NULL) {
@@ -1138,7 +1201,8 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
     OPT_REPORT,
     OPT_WEIGHTS,
     OPT_DUMP_GRADS,
-    OPT_OVERLAP
+    OPT_OVERLAP,
+    OPT_TASK_TIMES
   };
   static const struct option long_opts[] = {
       {"model", required_argument, NULL, 'm'},
@@ -1151,6 +1215,7 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
       {"warmup", required_argument, NULL, 'w'},
       {"trace", required_argument, NULL, 't'},
       {"report", required_argument, NULL, OPT_REPORT},
+      {"task-times", required_argument, NULL, OPT_TASK_TIMES},
       {"check", no_argument, NULL, OPT_CHECK},
       {"seed", required_argument, NULL, OPT_SEED},
       {"weights", required_argument, NULL, OPT_WEIGHTS},
@@ -1191,6 +1256,7 @@ static int parse_args(int argc, char **argv, int rank, opts *o) {
       break;
     case 't': o->trace = optarg; break;
     case OPT_REPORT: o->report = optarg; break;
+    case OPT_TASK_TIMES: o->task_times = optarg; break;
     case OPT_CHECK: o->check = true; break;
     case OPT_WEIGHTS: o->weights = optarg; break;
     case OPT_DUMP_GRADS: o->dump_grads = optarg; break;

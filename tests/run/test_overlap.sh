@@ -2,9 +2,9 @@
 # hap-run --overlap (gradient sums in buckets that overlap the backward pass, run/grad_buckets.h)
 # on 2 ranks: --check passes for hap and dp-ev plans of the zoo models with buckets far smaller than
 # the gradients (many per iteration) and with buckets larger than all of them; the bucket count is
-# reported; a gradient left out of the sum (HAP_FAULT=skip-all-reduce) still fails the check; a
-# plan it does not apply to (2 micro-batches) says so and runs blocking; a malformed size is a
-# usage error with one line.
+# reported, and --task-times marks where ranks wait; a gradient left out of the sum
+# (HAP_FAULT=skip-all-reduce) still fails the check; a plan it does not apply to (2 micro-batches)
+# says so and runs blocking; a malformed size is a usage error with one line.
 # Usage: test_overlap.sh HAP_SYNTH HAP_RUN [MODELS]
 set -u
 synth=$1 run=$2
@@ -29,6 +29,21 @@ done
 "${mpi[@]}" "$run" "$tmp/dp.json" -m "$mlp" -c cpu-2 -n 2 -w 1 --overlap 0.001 >"$tmp/out" 2>&1
 n=$(sed -n 's/^overlap     \([0-9]*\) gradient buckets per iteration of up to 0.001 MiB.*/\1/p' "$tmp/out")
 if [ -n "$n" ] && [ "$n" -gt 1 ]; then ok; else bad "no bucket count above 1 reported"; fi
+
+# --task-times under --overlap: a gradient handed to a bucket does not wait, the first update
+# (which completes the sums) does, and the other updates do not
+"${mpi[@]}" "$run" "$tmp/dp.json" -m "$mlp" -c cpu-2 -n 2 -w 1 --overlap 0.001 \
+  --task-times "$tmp/tt.csv" >"$tmp/out" 2>&1
+if python3 - "$tmp/tt.csv" <<'PY'; then ok; else bad "--task-times waits under --overlap"; fi
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1], newline="")))
+for rank in ("0", "1"):
+    one = [r for r in rows if r["rank"] == rank and r["iteration"] == "1"]
+    grads = [r["waits"] for r in one if r["kind"] == "collective"]
+    upds = [r["waits"] for r in one if r["kind"] == "update"]
+    assert len(grads) > 1 and set(grads) == {"0"}, grads
+    assert len(upds) > 1 and upds == ["1"] + ["0"] * (len(upds) - 1), upds
+PY
 
 HAP_FAULT=skip-all-reduce "${mpi[@]}" "$run" "$tmp/dp.json" -m "$mlp" -c cpu-2 --check -n 1 -w 1 \
   -q --overlap 0.001 >"$tmp/out" 2>&1

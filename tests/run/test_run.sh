@@ -56,6 +56,34 @@ expect trace-unwritable 1 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 -
   -t "$tmp/no/such/dir/t.json"
 check trace-unwritable-msg grep -q "rank 0: $tmp/no/such/dir/t.json: cannot create a temporary file next to it" "$tmp/err"
 check trace-unwritable-before-run bash -c "! grep -q '^iteration' '$tmp/out'"
+# --task-times: every rank's tasks in every iteration (warm-ups flagged), s from the rank's
+# iteration start, each rank's last task ending within the iteration hap-run reports; refused
+# before the run when it cannot be written
+expect task-times 0 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 -n 3 -w 1 -f json \
+  --task-times "$tmp/tt.csv"
+check task-times-file python3 - "$tmp/tt.csv" "$tmp/out" <<'PY'
+import csv, json, statistics, sys
+rows = list(csv.reader(open(sys.argv[1], newline="")))
+assert rows[0] == "rank,iteration,timed,task,name,kind,phase,waits,start_s,end_s".split(","), rows[0]
+by = {}
+for r in rows[1:]:
+    rank, it, timed, task = map(int, r[:4])
+    assert timed == (it >= 1), r
+    assert r[5] in ("compute", "local", "collective", "update") and r[6] in ("fwd", "bwd", "upd"), r
+    assert r[7] == ("1" if r[5] == "collective" else "0"), r  # no --overlap: collectives wait
+    s, e = float(r[8]), float(r[9])
+    assert 0 <= s <= e < 10, r
+    by.setdefault((rank, it), {})[task] = (r[4], e)
+assert sorted(by) == [(r, i) for r in (0, 1) for i in range(4)], sorted(by)
+assert len({tuple(sorted(v)) for v in by.values()}) == 1, "every rank runs the same tasks"
+last = statistics.mean(max(max(e for _, e in by[r, i].values()) for r in (0, 1)) for i in (1, 2, 3))
+meas = json.load(open(sys.argv[2]))["measured_mean_s"]
+assert 0.5 * meas <= last <= meas * (1 + 1e-6), (last, meas)
+PY
+check task-times-skew python3 "$(dirname "$0")/../../reports/rank-skew.py" "$tmp/tt.csv"
+expect task-times-unwritable 1 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 -n 1 -w 0 \
+  --task-times "$tmp/no/such/dir/tt.csv"
+check task-times-unwritable-msg grep -q "rank 0: $tmp/no/such/dir/tt.csv: cannot create a temporary file next to it" "$tmp/err"
 expect bad-iters 2 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 --iters x
 expect bad-backend 2 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 --backend nosuch
 check bad-backend-msg grep -q "unknown backend 'nosuch' (expected cpu or cuda)" "$tmp/err"
@@ -112,6 +140,10 @@ for pid, stage in zip(pids, (0, 1)):
     for a, b in zip(meas, meas[1:]):
         assert a["ts"] + a["dur"] <= b["ts"] + 1e-3, (a, b)
 PY
+expect pipelined-task-times 1 "${mpi[@]}" "$run" "$tmp/pipe.json" -m "$m" -c cpu-2 -n 1 -w 0 \
+  --task-times "$tmp/pipe-tt.csv"
+check pipelined-task-times-msg grep -q "pipe.json is a pipelined plan; task times are written for one-stage plans only so far" "$tmp/err"
+check pipelined-task-times-no-file [ ! -e "$tmp/pipe-tt.csv" ]
 expect pipelined-ranks 1 mpirun --oversubscribe -np 3 "$run" "$tmp/pipe.json" -m "$m" -c cpu-2 -n 1 -w 1
 check pipelined-ranks-msg grep -q "pipe.json: the pipelined plan is for 2 devices (2 stages on 2 groups) but 3 ranks are running (start it with mpirun -np 2)" "$tmp/err"
 check pipelined-ranks-once [ "$(grep -c '^hap-run:' "$tmp/err")" -eq 1 ]

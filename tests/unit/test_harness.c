@@ -1,7 +1,8 @@
 /* test_harness.c — what the tools' mains share (harness/) and the bounded option values of
- * base/cli.h: local rank from the launcher's environment, integer and number options, --format
- * selection, messages said once, the watchdog's lines (built, and written by a real handler in a
- * child process), Ctrl-C as a flag, and the lowest failing rank over a fake communicator. */
+ * base/cli.h (and its CSV fields): local rank from the launcher's environment, integer and number
+ * options, --format selection, messages said once, the watchdog's lines (built, and written by a
+ * real handler in a child process), Ctrl-C as a flag, and the lowest failing rank over a fake
+ * communicator. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -209,6 +210,26 @@ Test(cli_parse, double_bounds_and_junk) {
 }
 
 /* ---- format.h ----------------------------------------------------------------------------- */
+
+/* fields as RFC 4180 reads them: plain unless a comma, quote or line break needs quotes */
+static const char *csv_of(const char *field, char *buf, size_t len) {
+  memset(buf, 0, len); /* fmemopen leaves an untouched buffer as it was */
+  FILE *f = fmemopen(buf, len, "w");
+  cr_assert_not_null(f);
+  hap_csv_field(f, field);
+  fclose(f);
+  return buf;
+}
+
+Test(cli_csv, quoted_only_when_needed) {
+  char buf[64];
+  cr_expect_str_eq(csv_of("layers.0.fc1.fwd", buf, sizeof buf), "layers.0.fc1.fwd");
+  cr_expect_str_eq(csv_of("", buf, sizeof buf), "");
+  cr_expect_str_eq(csv_of("a,b", buf, sizeof buf), "\"a,b\"");
+  cr_expect_str_eq(csv_of("say \"hi\"", buf, sizeof buf), "\"say \"\"hi\"\"\"");
+  cr_expect_str_eq(csv_of("two\nlines", buf, sizeof buf), "\"two\nlines\"");
+  cr_expect_str_eq(csv_of("cr\r", buf, sizeof buf), "\"cr\r\"");
+}
 
 Test(format, select_among_offered) {
   hap_format f = HAP_FORMAT_CSV;

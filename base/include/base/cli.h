@@ -21,6 +21,10 @@ typedef enum hap_format {
 /* "table" | "csv" | "json" | "nccl-tests"; HAP_EINVAL otherwise. */
 hap_status hap_format_parse(const char *s, hap_format *out);
 
+/* One CSV field: `s` as it is, or in double quotes (inner quotes doubled) when it holds a comma,
+ * a quote or a line break (RFC 4180). */
+void hap_csv_field(FILE *f, const char *s);
+
 /* 136.21 M, 1.23 T: value scaled by powers of 1000 with 4 significant digits, then `unit`. */
 const char *hap_fmt_si(double v, const char *unit, char *buf, size_t len);
 /* 1.50 GiB: bytes scaled by powers of 1024. */

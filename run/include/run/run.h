@@ -169,6 +169,11 @@ hap_run_steps hap_run_steps_taken(const hap_run *r);
  * one it applies to). */
 int64_t hap_run_overlap_buckets(const hap_run *r);
 
+/* Is task t (a flat plan's) one where this rank waits for the others: a collective that completes
+ * inside the task (not a gradient handed to an overlapped bucket), or, with gradient buckets, the
+ * first update task (it completes their sums)? False for other tasks and ids out of range. */
+bool hap_run_task_waits(const hap_run *r, int32_t t);
+
 /* How often task t ran in the last iteration (its micro-batches), and in *own_s the time of
  * those runs without the recomputation that ran inside them (s; host clock, or the kernel
  * table's device time). start_s/end_s of hap_run_iteration hold the runs' sum with it. */
