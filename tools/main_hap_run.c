@@ -677,6 +677,19 @@ static hap_status open_sim_cluster(const opts *o, const hap_cluster *c, hap_clus
   return HAP_OK;
 }
 
+/* Collective: did a step (set-up, or rank 0's output) fail on any rank? The lowest failing rank
+ * says why (one line). */
+static bool said_by_first(hap_comm *comm, hap_status st, const hap_err *err) {
+  hap_err agreed = *err;
+  int32_t first = hap_harness_first_failure(comm, st, &agreed);
+  if (first >= comm->size)
+    return false;
+  if (comm->rank == first)
+    hap_report(prog, comm->rank, "%s", agreed.msg);
+  hap_watchdog_quiet(); /* a rank mpirun stops while it exits has nothing to add */
+  return true;
+}
+
 static int run(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster *c, hap_plan *plan) {
   hap_err err = {0};
   hap_lowered *lw = NULL;
@@ -750,7 +763,9 @@ static int run(const opts *o, hap_comm *comm, hap_graph *g, hap_cluster *c, hap_
   under_test u = {.run = run, .g = g, .start = start, .end = end, .begin = begin, .nt = nt};
   if ((st = iterate(o, comm, &u, checker, check_res, iter_s, losses, &check_ok, &err)) != HAP_OK)
     goto out;
-  if (o->task_times != NULL && (st = write_task_times(o, comm, lw, &u, total, &err)) != HAP_OK)
+  /* only rank 0 writes; every rank ends when it could not (said once, st stays HAP_OK) */
+  if (o->task_times != NULL &&
+      said_by_first(comm, write_task_times(o, comm, lw, &u, total, &err), &err))
     goto out;
   staging = u.staging;
   /* the timed iteration closest to the median, from every rank, for the report and the trace */
@@ -812,18 +827,6 @@ out:
 }
 
 /* ---- pipelined plans (run/pipeline_run.h) ------------------------------------------------- */
-
-/* Collective: did set-up fail on any rank? The lowest failing rank says why (one line). */
-static bool said_by_first(hap_comm *comm, hap_status st, const hap_err *err) {
-  hap_err agreed = *err;
-  int32_t first = hap_harness_first_failure(comm, st, &agreed);
-  if (first >= comm->size)
-    return false;
-  if (comm->rank == first)
-    hap_report(prog, comm->rank, "%s", agreed.msg);
-  hap_watchdog_quiet(); /* a rank mpirun stops while it exits has nothing to add */
-  return true;
-}
 
 static const hap_pipe_lowered *running_pw; /* the task_phase context of a pipelined run */
 static const hap_pipe_run *running_pr;
