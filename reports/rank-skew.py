@@ -67,9 +67,9 @@ def analyse(path, runs):
         fail("%s: rank %d has no tasks in timed iteration %d (expected every rank in every "
              "iteration)" % (path, missing[0][0], missing[0][1]))
     # the tasks where every rank waits for the others, in every iteration, in task order
-    colls = sorted(set.intersection(*(
+    meets = sorted(set.intersection(*(
         {t for t, v in runs[r, i].items() if v[3]} for r in ranks for i in iters)))
-    per_rank, segs = {}, [[[0.0] * len(iters) for _ in ranks] for _ in range(len(colls) + 1)]
+    per_rank, segs = {}, [[[0.0] * len(iters) for _ in ranks] for _ in range(len(meets) + 1)]
     iteration = [0.0] * len(iters)
     for ri, r in enumerate(ranks):
         busy = []
@@ -79,12 +79,12 @@ def analyse(path, runs):
             last = max(e for _, _, e, _ in tasks.values())
             iteration[ii] = max(iteration[ii], last)
             prev = 0.0  # the rank's iteration start
-            for c, t in enumerate(colls):
+            for c, t in enumerate(meets):
                 segs[c][ri][ii] = tasks[t][1] - prev
                 prev = tasks[t][2]
             segs[-1][ri][ii] = last - prev
         per_rank[r] = busy
-    slowest = [max(ranks, key=lambda r: per_rank[r][ii]) for ii in range(len(iters))]
+    busiest = [max(ranks, key=lambda r: per_rank[r][ii]) for ii in range(len(iters))]
     seg_rows = []
     for s in segs:
         mean_max = statistics.mean(max(s[ri][ii] for ri in range(len(ranks)))
@@ -94,11 +94,11 @@ def analyse(path, runs):
     return {
         "ranks": len(ranks),
         "timed_iterations": len(iters),
-        "waits": len(colls),
+        "waits": len(meets),
         "mean_iteration_s": statistics.mean(iteration),
         "per_rank": [{"rank": r, "busy_mean_s": statistics.mean(per_rank[r]),
                       "busy_min_s": min(per_rank[r]), "busy_max_s": max(per_rank[r]),
-                      "slowest_in": slowest.count(r)} for r in ranks],
+                      "slowest_in": busiest.count(r)} for r in ranks],
         "segments_mean_of_max_s": sum(x["mean_of_max_s"] for x in seg_rows),
         "segments_max_of_mean_s": sum(x["max_of_mean_s"] for x in seg_rows),
         "penalty_s": sum(x["mean_of_max_s"] - x["max_of_mean_s"] for x in seg_rows),
