@@ -14,74 +14,34 @@ not see.
 
 Usage: reports/rank-skew.py TASK_TIMES.csv [--json]
 """
-import csv
 import json
 import statistics
 import sys
 
-COLUMNS = ("rank", "iteration", "timed", "task", "name", "kind", "phase", "waits", "start_s",
-           "end_s")
+from task_times import every_rank_in_every_iteration, read_timed
 
-
-def fail(msg):
-    print("rank-skew.py: " + msg, file=sys.stderr)
-    sys.exit(1)
-
-
-def read(path):
-    """{(rank, iteration): {task: (kind, start_s, end_s)}} of the timed iterations."""
-    try:
-        f = open(path, newline="")
-    except OSError as e:
-        fail("%s: %s" % (path, e.strerror))
-    runs = {}
-    with f:
-        rows = csv.reader(f)
-        header = next(rows, None)
-        if header is None or tuple(header) != COLUMNS:
-            fail("%s: line 1: expected the header %s (hap-run --task-times), got %s"
-                 % (path, ",".join(COLUMNS), ",".join(header or ["nothing"])))
-        for line, row in enumerate(rows, start=2):
-            if len(row) != len(COLUMNS):
-                fail("%s: line %d: %d fields, expected %d" % (path, line, len(row), len(COLUMNS)))
-            try:
-                rank, it, timed, task, waits = (int(row[i]) for i in (0, 1, 2, 3, 7))
-                start, end = float(row[8]), float(row[9])
-            except ValueError:
-                fail("%s: line %d: rank, iteration, timed, task, waits: integers; start_s, end_s: "
-                     "numbers; got %s" % (path, line, ",".join(row)))
-            if not start <= end:
-                fail("%s: line %d: end_s %s before start_s %s" % (path, line, row[9], row[8]))
-            if timed:
-                runs.setdefault((rank, it), {})[task] = (row[5], start, end, waits == 1)
-    if not runs:
-        fail("%s: no timed iteration (expected lines with timed 1)" % path)
-    return runs
+SCRIPT = "rank-skew.py"
 
 
 def analyse(path, runs):
-    ranks = sorted({r for r, _ in runs})
-    iters = sorted({i for _, i in runs})
-    missing = [(r, i) for r in ranks for i in iters if (r, i) not in runs]
-    if missing:
-        fail("%s: rank %d has no tasks in timed iteration %d (expected every rank in every "
-             "iteration)" % (path, missing[0][0], missing[0][1]))
+    ranks, iters = every_rank_in_every_iteration(SCRIPT, path, runs)
     # the tasks where every rank waits for the others, in every iteration, in task order
     meets = sorted(set.intersection(*(
-        {t for t, v in runs[r, i].items() if v[3]} for r in ranks for i in iters)))
+        {t for t, v in runs[r, i].items() if v[4]} for r in ranks for i in iters)))
     per_rank, segs = {}, [[[0.0] * len(iters) for _ in ranks] for _ in range(len(meets) + 1)]
     iteration = [0.0] * len(iters)
     for ri, r in enumerate(ranks):
         busy = []
         for ii, i in enumerate(iters):
             tasks = runs[r, i]
-            busy.append(sum(e - s for k, s, e, w in tasks.values() if k != "collective" and not w))
-            last = max(e for _, _, e, _ in tasks.values())
+            busy.append(sum(e - s for _, k, s, e, w in tasks.values()
+                            if k != "collective" and not w))
+            last = max(v[3] for v in tasks.values())
             iteration[ii] = max(iteration[ii], last)
             prev = 0.0  # the rank's iteration start
             for c, t in enumerate(meets):
-                segs[c][ri][ii] = tasks[t][1] - prev
-                prev = tasks[t][2]
+                segs[c][ri][ii] = tasks[t][2] - prev
+                prev = tasks[t][3]
             segs[-1][ri][ii] = last - prev
         per_rank[r] = busy
     busiest = [max(ranks, key=lambda r: per_rank[r][ii]) for ii in range(len(iters))]
@@ -110,7 +70,7 @@ def main(argv):
     if len(args) != 1:
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
-    out = analyse(args[0], read(args[0]))
+    out = analyse(args[0], read_timed(SCRIPT, args[0]))
     if "--json" in argv:
         print(json.dumps(out, indent=1))
         return 0

@@ -25,6 +25,11 @@ set_tests_properties(cli_trace_gaps PROPERTIES LABELS cli TIMEOUT 60)
 add_test(NAME cli_rank_skew COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_rank_skew.sh
                                     ${PROJECT_SOURCE_DIR}/reports)
 set_tests_properties(cli_rank_skew PROPERTIES LABELS cli TIMEOUT 60)
+# reports/price-bias.py (hap-run --task-times: how far a replay's pricing statistic falls from the
+# mean): a hand-made file's known gaps, and malformed files refused in one line
+add_test(NAME cli_price_bias COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_price_bias.sh
+                                     ${PROJECT_SOURCE_DIR}/reports)
+set_tests_properties(cli_price_bias PROPERTIES LABELS cli TIMEOUT 60)
 
 if(TARGET hap-profile)
   add_test(NAME cli_bad_clusters

@@ -419,6 +419,9 @@ static hap_status plan_messages(const hap_plan *p, const hap_graph *g, int64_t *
 /* The fewest timed iterations a replay takes (hap-run's default --iters): a long iteration's rows
  * then pool as many samples as the run they price averages. */
 #define REPLAY_MIN_ITERS 10
+/* The fewest warm-ups (hap-run's default --warmup): a second iteration still ran up to 36 % slow
+ * (vit; bert-base 15-18 %), and the mean that prices a row would count it. */
+#define REPLAY_MIN_WARMUP 2
 
 /* --plan replayed (replay.h): what the kernel_rows hook of the measure configuration needs. */
 typedef struct replay_ctx {
@@ -771,7 +774,7 @@ static int measure(int *argc, char ***argv, const measure_opts *o, const char *o
   cfg.kcases = kcases;
   cfg.n_kcases = n_kcases;
   rx.ps = &ps;
-  rx.warmup = cfg.kernel_warmup > 0 ? cfg.kernel_warmup : 1;
+  rx.warmup = cfg.kernel_warmup > REPLAY_MIN_WARMUP ? cfg.kernel_warmup : REPLAY_MIN_WARMUP;
   /* as many timed iterations as hap-run's default run, however few the grid's reps; and samples
    * spread over time: robust to a noisy neighbour */
   rx.iters = cfg.kernel_reps > REPLAY_MIN_ITERS ? cfg.kernel_reps : REPLAY_MIN_ITERS;

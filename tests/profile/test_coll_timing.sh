@@ -2,8 +2,8 @@
 # hap-profile measure --coll-timing: with --plan (replayed) the default times the plan's
 # collectives in the replay, and the profile's all_reduce group "plan" holds them at the plan's
 # sizes; hap-run --sim-cluster on that profile then simulates every gradient all-reduce of the
-# plan at exactly one of those sizes' prices (the cluster model's points: the trimmed mean of the
-# size's samples, 5 % from each end, at least one, as store/fit.h hap_trimmed_mean), and every
+# plan at exactly one of those sizes' prices (the cluster model's points: the mean of the size's
+# samples, store/fit.h HAP_PRICE_TRIM), and every
 # size the group holds prices some task. Under precision=bf16 too, whose sums hap-run rounds
 # inside the task: the simulation adds no rounding pass to a time measured so. --coll-timing
 # sweep records "sweep" and writes no such group. With --price p50 the kernel rows have no mean_s
@@ -57,7 +57,7 @@ for how in default bf16 sweep p50; do
     continue
   fi
   if ! /usr/bin/python3 - "$tmp/$how.h5" "$tmp/$how.trace.json" "$how" <<'PY'; then
-import json, math, sys, h5py
+import json, sys, h5py
 path, trace, how = sys.argv[1:4]
 with h5py.File(path, "r") as f:
     got = f["env"].attrs["hap.coll_timing"]
@@ -80,12 +80,7 @@ with h5py.File(path, "r") as f:
     samples = plan["samples_s"][()]
     assert samples.shape[0] == len(sizes) and samples.shape[1] >= 5, \
         "samples %s for %d sizes" % (samples.shape, len(sizes))
-    def trimmed_mean(x):
-        x = sorted(float(v) for v in x)
-        cut = min(math.ceil(0.05 * len(x)), (len(x) - 1) // 2)
-        kept = x[cut:len(x) - cut]
-        return sum(kept) / len(kept)
-    price_us = [1e6 * (float(p) if how == "p50" else trimmed_mean(row))
+    price_us = [1e6 * (float(p) if how == "p50" else sum(map(float, row)) / len(row))
                 for p, row in zip(plan["p50_s"][()], samples)]
     assert sizes == sorted(set(sizes)) and all(s > 0 for s in sizes), sizes
 events = json.load(open(trace))

@@ -122,7 +122,7 @@ Test(replay, a_row_is_one_run_of_the_task_own_kernels) {
     cr_assert(rows[i].p50_s > 0.5 * CALL_US * 1e-6 && rows[i].p50_s <= CALL_US * 1e-6 * 1.0001,
               "row %d (%s %s): p50 %g s, expected one call of %g s", i, hap_op_name(rows[i].op),
               rows[i].backward ? "bwd" : "fwd", rows[i].p50_s, CALL_US * 1e-6);
-    /* the price: the samples' trimmed mean, one call too */
+    /* the price: the samples' mean, one call too */
     cr_assert(rows[i].mean_s > 0.5 * CALL_US * 1e-6 && rows[i].mean_s <= CALL_US * 1e-6 * 1.0001,
               "row %d: mean %g s, expected one call of %g s", i, rows[i].mean_s, CALL_US * 1e-6);
     /* one sample per task and iteration; tasks of one shape pool */

@@ -17,8 +17,8 @@
  * Contract: every rank of `world` calls it at once (the runner's start-up splits communicators
  * for 2-D plans); rank r replays device r (`world` has the plan's device count). Rows are pooled
  * over every task with the same key and every timed iteration: p50, p95, reps = samples, and the
- * price mean_s = their trimmed mean (store/fit.h hap_trimmed_mean: a sum of per-task medians
- * falls short of a mean iteration, since every task's times skew long).
+ * price mean_s = their mean (store/fit.h HAP_PRICE_TRIM: a sum of per-task medians, or of
+ * trimmed means, falls short of a mean iteration, since every task's times skew long).
  * `speed` is the emulated speed in (0, 1] (emulate.h), as hap-run pads compute tasks.
  * Ownership: *rows is malloc'd (free()); the plan and graph are borrowed. */
 #ifndef HAP_PROFILE_REPLAY_H
@@ -93,8 +93,8 @@ hap_status hap_replay_colls_to_profile(const hap_replay_colls *c, hap_profile *p
  * iteration (its micro-batches, hap_run_task_runs) without the recomputation that ran inside it:
  * the time of one run, which the simulator multiplies by the task's repeats and to which it adds
  * the recomputed forward task's own row (plan/lower.h repeats, recompute_of).
- * *update_Bps: the bytes/s of the replay's update tasks (their bytes over the trimmed mean of
- * the timed iterations' update times),
+ * *update_Bps: the bytes/s of the replay's update tasks (their bytes over the mean of the
+ * timed iterations' update times),
  * which run the plan's optimizer under its policy: their bytes as the simulator prices them
  * (plan/lower.h hap_lowered_priced_work: 12 per element for SGD in float32, hap_policy_update_bytes
  * otherwise) over their time, so that the simulator's bytes / bandwidth is the time measured here;

@@ -24,15 +24,19 @@ double hap_quantile_sorted(const double *sorted, int32_t n, double q);
  * HAP_EINVAL for n < 1. */
 hap_status hap_p50_p95(const double *x, int32_t n, double *p50_s, double *p95_s);
 
-/* Share of samples cut from each end by the replay's pricing statistic (hap_trimmed_mean). */
-#define HAP_PRICE_TRIM 0.05
+/* Share of samples cut from each end by the replay's pricing statistic (hap_trimmed_mean): none,
+ * the plain mean. A run's mean iteration counts every slow run of its tasks; cutting 5 % from each
+ * end (at least one sample) priced a replay's rows 1-3 % below their samples' mean, 3 % with
+ * VGG19's ten samples a row (reports/BENCHMARKS.md, "The price of a replayed row"). */
+#define HAP_PRICE_TRIM 0.0
 
 /* The mean of x[0..n) without its k smallest and k largest values, k = ceil(trim * n) but at most
  * (n - 1) / 2 (x is not modified; 0 <= trim < 0.5; n >= 1): with trim 0.05, one from each end of
- * 3 to 20 samples, two of 21 to 40, ... Unlike the median, its sum over a task list follows the
- * mean of the list's total, which is what an iteration's mean time adds up; the trimming keeps a
- * rare stall (a descheduled rank) from pricing a kernel. HAP_ENOMEM if the sorted copy fails,
- * HAP_EINVAL for n < 1 or trim outside [0, 0.5). */
+ * 3 to 20 samples, two of 21 to 40, ...; with trim 0 the plain mean. Unlike the median, an
+ * untrimmed mean summed over a task list is the mean of the list's total, which is what an
+ * iteration's mean time adds up; trimming resists a rare stall but, as times skew long, falls
+ * short of that mean. HAP_ENOMEM if the sorted copy fails, HAP_EINVAL for n < 1 or trim outside
+ * [0, 0.5). */
 hap_status hap_trimmed_mean(const double *x, int32_t n, double trim, double *mean);
 
 /* nccl-tests busbw = algbw * factor: all_reduce 2(n-1)/n; all_gather, reduce_scatter and

@@ -44,7 +44,8 @@ typedef struct hap_profile_kernel {
   char shape[HAP_PROFILE_SHAPE_MAX]; /* readable, e.g. "[256, 768] x [3072, 768]" */
   double p50_s, p95_s;               /* s */
   int32_t reps;                      /* timed runs behind the statistics */
-  double mean_s; /* a replayed row's price: the runs' trimmed mean (hap_trimmed_mean), s;
+  double mean_s; /* a replayed row's price: the runs' mean (fit.h HAP_PRICE_TRIM; earlier
+                    hap-profiles cut 5 % from each end), s;
                     0 = not recorded (hot-loop rows, files before 2.2): p50_s prices it */
 } hap_profile_kernel;
 
@@ -97,8 +98,8 @@ typedef struct hap_profile_coll {
  * (hap-profile --plan's replay, profile/replay.h): its sizes are the plan's, and hap_profile_to_
  * cluster makes each size and its price a point of the fit over the same devices (cluster.h),
  * which prices exactly those sizes. The price follows the environment entry
- * HAP_PROFILE_PRICE_ENV: "mean", the samples' trimmed mean (store/fit.h hap_trimmed_mean, as a
- * replayed kernel's mean_s), or "p50" (and for a profile without the entry, written before it). */
+ * HAP_PROFILE_PRICE_ENV: "mean", the samples' mean (store/fit.h HAP_PRICE_TRIM, as a replayed
+ * kernel's mean_s), or "p50" (and for a profile without the entry, written before it). */
 #define HAP_PROFILE_PLAN_GROUP "plan"
 #define HAP_PROFILE_PRICE_ENV  "hap.price"
 bool hap_profile_is_plan_group(const char *group);
