@@ -82,13 +82,11 @@ static void mha_dropout(const hap_kernel_call *c, const mha_dims *d, int64_t b, 
                   d->s, false);
 }
 
-/* y [rows, p] = x [rows, e] W^T + b (W [p, e], b [p]). */
+/* y [rows, p] = b + x [rows, e] W^T (W [p, e], b [p]). */
 static void project(const float *x, int64_t rows, int64_t e, int64_t p, const float *w,
                     const float *b, float *y) {
-  k_sgemm(false, true, rows, p, e, 1.0f, x, e, w, e, 0.0f, y, p);
-  for (int64_t i = 0; i < rows; i++)
-    for (int64_t j = 0; j < p; j++)
-      y[i * p + j] += b[j];
+  k_fill_rows(y, rows, p, b);
+  k_sgemm(false, true, rows, p, e, 1.0f, x, e, w, e, 1.0f, y, p);
 }
 
 hap_status k_mha_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_state *st,
@@ -96,7 +94,7 @@ hap_status k_mha_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_stat
   const hap_op_io *io = c->io;
   mha_dims d = mha_dims_of(c);
   void *buf = NULL;
-  HAP_TRY(k_state_begin(st, c->op, mha_state_floats(&d) * sizeof(float), &buf, err));
+  HAP_TRY(k_state_begin(st, c->op, mha_state_floats(&d) * sizeof(float), false, &buf, err));
   float *drop = d.drop > 0 ? k_calloc((size_t)(d.l * d.s), sizeof(float), err) : NULL;
   if (d.drop > 0 && drop == NULL) {
     k_state_end(st, buf);
@@ -128,13 +126,11 @@ hap_status k_mha_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_stat
               0.0f, s.ctx + b * d.l * d.p + h * d.hd, d.p);
     }
   float *y = out[0];
-  k_sgemm(false, true, d.n * d.l, d.e, d.p, 1.0f, s.ctx, d.p, c->in[MHA_W_OUT], d.p, 0.0f, y, d.e);
-  if (!k_once_zero(c, MHA_B_OUT)) {
-    const float *bo = c->in[MHA_B_OUT];
-    for (int64_t i = 0; i < d.n * d.l; i++)
-      for (int64_t j = 0; j < d.e; j++)
-        y[i * d.e + j] += bo[j];
-  }
+  bool bias = !k_once_zero(c, MHA_B_OUT);
+  if (bias)
+    k_fill_rows(y, d.n * d.l, d.e, c->in[MHA_B_OUT]);
+  k_sgemm(false, true, d.n * d.l, d.e, d.p, 1.0f, s.ctx, d.p, c->in[MHA_W_OUT], d.p,
+          bias ? 1.0f : 0.0f, y, d.e);
   free(drop);
   k_state_end(st, buf);
   return HAP_OK;
@@ -149,9 +145,10 @@ hap_status k_mha_bwd(const hap_kernel_call *c, const float *const *dout, float *
   HAP_TRY(k_state_for_backward(c, st, mha_state_floats(&d) * sizeof(float), &tmp, &data, err));
   mha_state s = mha_state_at(&d, data);
   int64_t nl = d.n * d.l, ns = d.n * d.s;
-  /* scratch: dctx [nl, p], dq [nl, p], dk, dv [ns, p], three [l, s] buffers */
+  /* scratch: dctx [nl, p], dq [nl, p], dk, dv [ns, p], three [l, s] buffers; every element is
+   * written before it is read (each (batch, head) writes its own block of dq, dk and dv once) */
   size_t n_scratch = (size_t)(2 * nl * d.p + 2 * ns * d.p + 3 * d.l * d.s);
-  float *scratch = k_calloc(n_scratch, sizeof(float), err);
+  float *scratch = k_malloc(n_scratch, sizeof(float), err);
   if (scratch == NULL) {
     hap_kernel_state_free(&tmp);
     return HAP_ENOMEM;
@@ -160,11 +157,16 @@ hap_status k_mha_bwd(const hap_kernel_call *c, const float *const *dout, float *
   float *ad = dv + ns * d.p, *da = ad + d.l * d.s, *ds = da + d.l * d.s;
   const float *g = dout[0], *w_in = c->in[MHA_W_IN], *w_out = c->in[MHA_W_OUT];
   if (io->in_grad[MHA_W_OUT]) /* dW_out [e, p] += g^T ctx */
-    k_sgemm(true, false, d.e, d.p, nl, 1.0f, g, d.e, s.ctx, d.p, 1.0f, din[MHA_W_OUT], d.p);
+    k_sgemm(true, false, d.e, d.p, nl, 1.0f, g, d.e, s.ctx, d.p, k_beta(c, MHA_W_OUT),
+            din[MHA_W_OUT], d.p);
   hap_status st_sum = HAP_OK;
+  if (io->in_grad[MHA_B_OUT])
+    k_clear_fresh(c, din, MHA_B_OUT, d.e);
   if (io->in_grad[MHA_B_OUT] && !k_once_zero(c, MHA_B_OUT))
     st_sum = k_add_col_sums(g, nl, d.e, din[MHA_B_OUT], err);
   k_sgemm(false, false, nl, d.p, d.e, 1.0f, g, d.e, w_out, d.p, 0.0f, dctx, d.p);
+  if (io->n_in > MHA_MASK && io->in_grad[MHA_MASK]) /* summed over (batch, head) below */
+    k_clear_fresh(c, din, MHA_MASK, k_numel(&io->in[MHA_MASK]));
   for (int64_t b = 0; b < d.n; b++)
     for (int64_t h = 0; h < d.h; h++) {
       const float *a = s.a + (b * d.h + h) * d.l * d.s;
@@ -174,9 +176,9 @@ hap_status k_mha_bwd(const hap_kernel_call *c, const float *const *dout, float *
         mha_dropout(c, &d, b, h, a, ad);
         adv = ad;
       }
-      /* d(dropped weights) [l, s] = dctx_h V_h^T; dV_h += dropped^T dctx_h */
+      /* d(dropped weights) [l, s] = dctx_h V_h^T; dV_h = dropped^T dctx_h */
       k_sgemm(false, true, d.l, d.s, d.hd, 1.0f, dctx + oq, d.p, s.v + ok, d.p, 0.0f, da, d.s);
-      k_sgemm(true, false, d.s, d.hd, d.l, 1.0f, adv, d.s, dctx + oq, d.p, 1.0f, dv + ok, d.p);
+      k_sgemm(true, false, d.s, d.hd, d.l, 1.0f, adv, d.s, dctx + oq, d.p, 0.0f, dv + ok, d.p);
       if (d.drop > 0) /* through the mask: kept weights were scaled, dropped ones are 0 */
         mha_dropout(c, &d, b, h, da, da);
       for (int64_t i = 0; i < d.l; i++) {
@@ -189,22 +191,27 @@ hap_status k_mha_bwd(const hap_kernel_call *c, const float *const *dout, float *
       if (io->n_in > MHA_MASK && io->in_grad[MHA_MASK])
         for (int64_t i = 0; i < d.l * d.s; i++)
           din[MHA_MASK][i] += ds[i];
-      k_sgemm(false, false, d.l, d.hd, d.s, (float)d.scale, ds, d.s, s.k + ok, d.p, 1.0f, dq + oq,
+      k_sgemm(false, false, d.l, d.hd, d.s, (float)d.scale, ds, d.s, s.k + ok, d.p, 0.0f, dq + oq,
               d.p);
-      k_sgemm(true, false, d.s, d.hd, d.l, (float)d.scale, ds, d.s, s.q + oq, d.p, 1.0f, dk + ok,
+      k_sgemm(true, false, d.s, d.hd, d.l, (float)d.scale, ds, d.s, s.q + oq, d.p, 0.0f, dk + ok,
               d.p);
     }
   const float *dproj[3] = {dq, dk, dv};
   int64_t rows[3] = {nl, ns, ns};
+  if (io->in_grad[MHA_B_IN])
+    k_clear_fresh(c, din, MHA_B_IN, 3 * d.p);
+  /* q, k and v in this order: when they share one gradient buffer (self-attention), q's fresh
+   * write comes first and k and v add to it (kernels.c's table) */
   for (int t = 0; t < 3; t++) {
     const float *wt = w_in + t * d.p * d.e;
     if (io->in_grad[MHA_W_IN]) /* dW_in[t] [p, e] += dproj^T x */
-      k_sgemm(true, false, d.p, d.e, rows[t], 1.0f, dproj[t], d.p, c->in[t], d.e, 1.0f,
-              din[MHA_W_IN] + t * d.p * d.e, d.e);
+      k_sgemm(true, false, d.p, d.e, rows[t], 1.0f, dproj[t], d.p, c->in[t], d.e,
+              k_beta(c, MHA_W_IN), din[MHA_W_IN] + t * d.p * d.e, d.e);
     if (io->in_grad[MHA_B_IN] && st_sum == HAP_OK)
       st_sum = k_add_col_sums(dproj[t], rows[t], d.p, din[MHA_B_IN] + t * d.p, err);
     if (io->in_grad[t]) /* dx [rows, e] += dproj W_in[t] */
-      k_sgemm(false, false, rows[t], d.e, d.p, 1.0f, dproj[t], d.p, wt, d.e, 1.0f, din[t], d.e);
+      k_sgemm(false, false, rows[t], d.e, d.p, 1.0f, dproj[t], d.p, wt, d.e, k_beta(c, t), din[t],
+              d.e);
   }
   free(scratch);
   hap_kernel_state_free(&tmp);
@@ -237,7 +244,7 @@ hap_status k_top2_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_sta
                       hap_err *err) {
   top2_dims d = top2_dims_of(c->io);
   void *buf = NULL;
-  HAP_TRY(k_state_begin(st, c->op, top2_state_bytes(&d), &buf, err));
+  HAP_TRY(k_state_begin(st, c->op, top2_state_bytes(&d), true, &buf, err));
   int64_t *choice = buf; /* [tokens][e1, e2, slot1, slot2] */
   float *prob = (float *)(choice + 4 * d.tokens);
   int64_t *count = k_calloc((size_t)d.e, sizeof(int64_t), err);

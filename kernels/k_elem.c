@@ -19,14 +19,22 @@ K_VECTOR_CLONES static void gelu_fwd(const float *x, float *y, int64_t n) {
     y[i] = 0.5f * x[i] * (1.0f + k_erff(x[i] * (float)INV_SQRT2));
 }
 
-/* dx += g (Phi(x) + x phi(x)) */
-K_VECTOR_CLONES static void gelu_bwd(const float *x, const float *g, float *dx, int64_t n) {
-  for (int64_t i = 0; i < n; i++) {
-    float v = x[i];
-    float d = 0.5f * (1.0f + k_erff(v * (float)INV_SQRT2)) +
-              v * (float)INV_SQRT_2PI * k_expf(-0.5f * v * v);
-    dx[i] += g[i] * d;
-  }
+/* Phi(x) + x phi(x) */
+static inline float gelu_slope(float v) {
+  return 0.5f * (1.0f + k_erff(v * (float)INV_SQRT2)) +
+         v * (float)INV_SQRT_2PI * k_expf(-0.5f * v * v);
+}
+
+/* dx += g (Phi(x) + x phi(x)); when fresh, dx = 0 + the same (two loops: a select inside one
+ * kept GCC from vectorising it, 10x slower) */
+K_VECTOR_CLONES static void gelu_bwd(const float *x, const float *g, float *dx, int64_t n,
+                                     bool fresh) {
+  if (fresh)
+    for (int64_t i = 0; i < n; i++)
+      dx[i] = 0.0f + g[i] * gelu_slope(x[i]);
+  else
+    for (int64_t i = 0; i < n; i++)
+      dx[i] += g[i] * gelu_slope(x[i]);
 }
 
 /* y = 1 / (1 + e^-x) (float32 exp: 0 below x = -89, 1 above) */
@@ -85,16 +93,27 @@ hap_status k_unary_bwd(const hap_kernel_call *c, const float *const *dout, float
   const float *x = c->in[0], *y = c->out[0], *g = dout[0];
   float *dx = din[0];
   int64_t n = k_numel(&c->io->in[0]);
+  bool fresh = k_fresh(c, 0);
+  if (g == NULL ||
+      (c->op != HAP_OP_RELU && c->op != HAP_OP_GELU)) /* these two store; the rest add */
+    k_clear_fresh(c, din, 0, n);
   if (g == NULL)
     return HAP_OK;
   switch (c->op) {
-  case HAP_OP_RELU:
-    for (int64_t i = 0; i < n; i++) { /* unconditional loads: if-converted, no branch */
-      float gi = g[i];
-      dx[i] += x[i] > 0 ? gi : 0.0f;
-    }
+  case HAP_OP_RELU: /* unconditional loads: if-converted, no branch; one loop per form, as
+                     * in gelu_bwd */
+    if (fresh)
+      for (int64_t i = 0; i < n; i++) {
+        float gi = g[i];
+        dx[i] = 0.0f + (x[i] > 0 ? gi : 0.0f);
+      }
+    else
+      for (int64_t i = 0; i < n; i++) {
+        float gi = g[i];
+        dx[i] += x[i] > 0 ? gi : 0.0f;
+      }
     break;
-  case HAP_OP_GELU: gelu_bwd(x, g, dx, n); break;
+  case HAP_OP_GELU: gelu_bwd(x, g, dx, n, fresh); break;
   case HAP_OP_SIGMOID:
     for (int64_t i = 0; i < n; i++)
       dx[i] += g[i] * y[i] * (1 - y[i]);
@@ -299,9 +318,17 @@ static double binary_term(hap_op op, bool of_a, double g, double a, double b) {
  * float32 operation with the same result as the double one rounded (sums and products of two
  * floats); division stays in double. */
 static void binary_grad_row(hap_op op, bool of_a, const float *g, const float *a, int64_t sa,
-                            const float *b, int64_t sb, float *dx, int64_t n) {
+                            const float *b, int64_t sb, float *dx, int64_t n, bool fresh) {
   const float *other = of_a ? b : a;
   int64_t so = of_a ? sb : sa;
+  if ((op == HAP_OP_ADD || (op == HAP_OP_SUB && of_a)) && fresh) {
+    for (int64_t j = 0; j < n; j++)
+      dx[j] = 0.0f + g[j];
+    return;
+  }
+  if (fresh) /* the rarer forms: the same sums from a zeroed row */
+    for (int64_t j = 0; j < n; j++)
+      dx[j] = 0.0f;
   if (op == HAP_OP_ADD || (op == HAP_OP_SUB && of_a)) {
     for (int64_t j = 0; j < n; j++)
       dx[j] += g[j];
@@ -328,6 +355,9 @@ hap_status k_binary_bwd(const hap_kernel_call *c, const float *const *dout, floa
   const float *g = dout[0];
   bool want[2] = {io->in_grad[0] && !k_once_zero(c, 0),
                   io->n_in > 1 && io->in_grad[1] && !k_once_zero(c, 1)};
+  for (int k = 0; k < io->n_in && k < 2; k++) /* no term to store (rank > 0 of a once operand) */
+    if (io->in_grad[k] && (g == NULL || !want[k]))
+      k_clear_fresh(c, din, k, k_numel(&io->in[k]));
   if (g == NULL || (!want[0] && !want[1]))
     return HAP_OK;
   k_operands v;
@@ -343,6 +373,8 @@ hap_status k_binary_bwd(const hap_kernel_call *c, const float *const *dout, floa
       free(acc[0]);
       return HAP_ENOMEM;
     }
+    if (want[k] && acc[k] == NULL && n_in[k] != n) /* an empty output: no row reaches it */
+      k_clear_fresh(c, din, k, n_in[k]);
   }
   k_rowit it;
   rowit_init(&it, o, v.sa, v.sb);
@@ -353,7 +385,7 @@ hap_status k_binary_bwd(const hap_kernel_call *c, const float *const *dout, floa
         continue;
       if (acc[k] == NULL) { /* same shape as the output: this row of it */
         binary_grad_row(c->op, k == 0, gr, ar, it.inner[0], br, it.inner[1], din[k] + r * it.len,
-                        it.len);
+                        it.len, k_fresh(c, k));
         continue;
       }
       double *ak = acc[k] + it.at[k];
@@ -363,8 +395,9 @@ hap_status k_binary_bwd(const hap_kernel_call *c, const float *const *dout, floa
     }
   }
   for (int k = 0; k < 2; k++) {
+    bool fresh = k_fresh(c, k);
     for (int64_t i = 0; acc[k] != NULL && i < n_in[k]; i++)
-      din[k][i] += (float)acc[k][i];
+      din[k][i] = (fresh ? 0.0f : din[k][i]) + (float)acc[k][i];
     free(acc[k]);
   }
   return HAP_OK;
@@ -673,8 +706,14 @@ hap_status k_layout_bwd(const hap_kernel_call *c, const float *const *dout, floa
   int64_t n = k_numel(o);
   const float *g = dout[0];
   float *dx = din[0];
+  bool fresh = k_fresh(c, 0);
   k_gather p;
   k_gather_plan(c, &p);
+  if (p.flat && fresh) {
+    for (int64_t f = 0; f < n; f++)
+      dx[f] = 0.0f + g[f];
+    return HAP_OK;
+  }
   if (p.flat) {
     for (int64_t f = 0; f < n; f++)
       dx[f] += g[f];
@@ -703,10 +742,11 @@ hap_status k_layout_bwd(const hap_kernel_call *c, const float *const *dout, floa
       const float *gr = g + it.at[0];
       int64_t s = it.inner[0];
       for (int64_t j = 0; j < it.len; j++)
-        dr[j] += gr[j * s];
+        dr[j] = (fresh ? 0.0f : dr[j]) + gr[j * s];
     }
     return HAP_OK;
   }
+  k_clear_fresh(c, din, 0, k_numel(&c->io->in[0])); /* a gather may not reach every element */
   k_rowit it;
   rowit_init(&it, o, p.st, NULL);
   for (int64_t r = 0; r < it.rows; r++, rowit_next(&it)) {
@@ -754,10 +794,15 @@ hap_status k_cls_append_bwd(const hap_kernel_call *c, const float *const *dout, 
   int64_t nb = x->dims[0], s = x->dims[1], h = x->dims[2], xo, tp;
   cls_rows(io, s, &xo, &tp);
   const float *g = dout[0];
+  bool fresh = k_fresh(c, 0);
   if (io->in_grad[0])
     for (int64_t b = 0; b < nb; b++)
-      for (int64_t i = 0; i < s * h; i++)
-        din[0][b * s * h + i] += g[(b * (s + 1) + xo) * h + i];
+      for (int64_t i = 0; i < s * h; i++) {
+        float *d = &din[0][b * s * h + i];
+        *d = (fresh ? 0.0f : *d) + g[(b * (s + 1) + xo) * h + i];
+      }
+  if (io->in_grad[1])
+    k_clear_fresh(c, din, 1, h);
   if (io->in_grad[1] && !k_once_zero(c, 1)) {
     double *acc = k_calloc((size_t)h, sizeof(double), err);
     if (acc == NULL)

@@ -36,13 +36,10 @@ hap_status k_linear_fwd(const hap_kernel_call *c, void *const *out, hap_kernel_s
   lin_dims d = k_linear_dims(c->io);
   const float *x = c->in[0], *w = c->in[1];
   float *y = out[0];
-  k_sgemm(false, true, d.m, d.n, d.k, 1.0f, x, d.k, w, d.k, 0.0f, y, d.n);
-  if (c->io->n_in > 2 && !k_once_zero(c, 2)) {
-    const float *b = c->in[2];
-    for (int64_t i = 0; i < d.m; i++)
-      for (int64_t j = 0; j < d.n; j++)
-        y[i * d.n + j] += b[j];
-  }
+  bool bias = c->io->n_in > 2 && !k_once_zero(c, 2);
+  if (bias) /* y starts as the bias rows and the GEMM adds x W^T: no pass of its own */
+    k_fill_rows(y, d.m, d.n, c->in[2]);
+  k_sgemm(false, true, d.m, d.n, d.k, 1.0f, x, d.k, w, d.k, bias ? 1.0f : 0.0f, y, d.n);
   return HAP_OK;
 }
 
@@ -53,11 +50,14 @@ hap_status k_linear_bwd(const hap_kernel_call *c, const float *const *dout, floa
   lin_dims d = k_linear_dims(io);
   const float *x = c->in[0], *w = c->in[1], *g = dout[0];
   if (io->in_grad[0]) /* dx [m, k] += g [m, n] W [n, k] */
-    k_sgemm(false, false, d.m, d.k, d.n, 1.0f, g, d.n, w, d.k, 1.0f, din[0], d.k);
+    k_sgemm(false, false, d.m, d.k, d.n, 1.0f, g, d.n, w, d.k, k_beta(c, 0), din[0], d.k);
   if (io->in_grad[1]) /* dW [n, k] += g^T [n, m] x [m, k] */
-    k_sgemm(true, false, d.n, d.k, d.m, 1.0f, g, d.n, x, d.k, 1.0f, din[1], d.k);
-  if (io->n_in > 2 && io->in_grad[2] && !k_once_zero(c, 2))
-    return k_add_col_sums(g, d.m, d.n, din[2], err);
+    k_sgemm(true, false, d.n, d.k, d.m, 1.0f, g, d.n, x, d.k, k_beta(c, 1), din[1], d.k);
+  if (io->n_in > 2 && io->in_grad[2]) {
+    k_clear_fresh(c, din, 2, d.n);
+    if (!k_once_zero(c, 2))
+      return k_add_col_sums(g, d.m, d.n, din[2], err);
+  }
   return HAP_OK;
 }
 

@@ -32,7 +32,7 @@ hap_status k_max_pool2d_fwd(const hap_kernel_call *c, void *const *out, hap_kern
   pool_dims d = max_pool_dims(c->io);
   int64_t n_out = k_numel(&c->io->out[0]);
   void *buf = NULL;
-  HAP_TRY(k_state_begin(st, c->op, (size_t)n_out * sizeof(int64_t), &buf, err));
+  HAP_TRY(k_state_begin(st, c->op, (size_t)n_out * sizeof(int64_t), true, &buf, err));
   int64_t *arg = buf;
   const float *x = c->in[0];
   float *y = out[0];
@@ -212,7 +212,7 @@ hap_status k_layer_norm_fwd(const hap_kernel_call *c, void *const *out, hap_kern
                             hap_err *err) {
   ln_dims d = k_ln_dims_of(c->io);
   void *buf = NULL;
-  HAP_TRY(k_state_begin(st, c->op, (size_t)(2 * d.rows) * sizeof(float), &buf, err));
+  HAP_TRY(k_state_begin(st, c->op, (size_t)(2 * d.rows) * sizeof(float), false, &buf, err));
   float *stats = buf; /* [rows] mean, then [rows] rstd */
   const float *x = c->in[0];
   const float *w = c->io->n_in > 1 ? c->in[1] : NULL, *b = c->io->n_in > 2 ? c->in[2] : NULL;
@@ -225,10 +225,10 @@ hap_status k_layer_norm_fwd(const hap_kernel_call *c, void *const *out, hap_kern
 }
 
 /* One row's backward: the weight and bias sums into acc_w, acc_b (double, per column) and, when
- * dx is given, dx += rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)). */
+ * dx is given, dx += rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)) (dx = ... when fresh). */
 K_VECTOR_CLONES static void ln_row_bwd(const float *xr, const float *gr, const float *w,
                                        double mean, double rstd, int64_t inner, double *acc_w,
-                                       double *acc_b, float *dx) {
+                                       double *acc_b, float *dx, bool fresh) {
   double p1[8] = {0, 0, 0, 0, 0, 0, 0, 0}, p2[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   double s1 = 0, s2 = 0; /* sum dxhat, sum dxhat * xhat */
   int64_t j = 0;
@@ -257,10 +257,14 @@ K_VECTOR_CLONES static void ln_row_bwd(const float *xr, const float *gr, const f
   }
   s1 /= (double)inner;
   s2 /= (double)inner;
-  for (j = 0; j < inner; j++) {
+  for (j = 0; j < inner; j++) { /* stored (from 0) or added: one loop each, no select inside */
     double xh = (xr[j] - mean) * rstd;
     double dxh = w ? (double)gr[j] * w[j] : gr[j];
-    dx[j] += (float)(rstd * (dxh - s1 - xh * s2));
+    float v = (float)(rstd * (dxh - s1 - xh * s2));
+    if (fresh)
+      dx[j] = 0.0f + v;
+    else
+      dx[j] += v;
   }
 }
 
@@ -281,12 +285,12 @@ hap_status k_layer_norm_bwd(const hap_kernel_call *c, const float *const *dout, 
   }
   for (int64_t r = 0; r < d.rows; r++)
     ln_row_bwd(x + r * d.inner, g + r * d.inner, w, stats[r], stats[d.rows + r], d.inner, acc,
-               acc + d.inner, io->in_grad[0] ? din[0] + r * d.inner : NULL);
+               acc + d.inner, io->in_grad[0] ? din[0] + r * d.inner : NULL, k_fresh(c, 0));
   for (int64_t j = 0; j < d.inner; j++) {
     if (want_w)
-      din[1][j] += (float)acc[j];
+      din[1][j] = (k_fresh(c, 1) ? 0.0f : din[1][j]) + (float)acc[j];
     if (want_b)
-      din[2][j] += (float)acc[d.inner + j];
+      din[2][j] = (k_fresh(c, 2) ? 0.0f : din[2][j]) + (float)acc[d.inner + j];
   }
   free(acc);
   hap_kernel_state_free(&tmp);

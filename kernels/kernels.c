@@ -171,9 +171,9 @@ void *k_malloc(size_t n, size_t size, hap_err *err) {
   return p;
 }
 
-hap_status k_state_begin(hap_kernel_state *st, hap_op op, size_t n_bytes, void **data,
+hap_status k_state_begin(hap_kernel_state *st, hap_op op, size_t n_bytes, bool zeroed, void **data,
                          hap_err *err) {
-  void *p = k_calloc(n_bytes, 1, err);
+  void *p = zeroed ? k_calloc(n_bytes, 1, err) : k_malloc(n_bytes, 1, err);
   if (p == NULL)
     return HAP_ENOMEM;
   if (st != NULL) {
@@ -209,8 +209,21 @@ void k_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, con
         c[i * ldc + j] = beta == 0 ? 0.0f : beta * c[i * ldc + j];
     return;
   }
+  if (beta == 0) { /* OpenBLAS clears C with a slower pass of its own before adding to it */
+    if (ldc == n)
+      memset(c, 0, (size_t)(m * n) * sizeof(float));
+    else
+      for (int64_t i = 0; i < m; i++)
+        memset(c + i * ldc, 0, (size_t)n * sizeof(float));
+    beta = 1;
+  }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m,
               (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+
+void k_fill_rows(float *y, int64_t m, int64_t n, const float *b) {
+  for (int64_t i = 0; i < m && n > 0; i++)
+    memcpy(y + i * n, b, (size_t)n * sizeof(float));
 }
 
 /* ---- dispatch -------------------------------------------------------------------------------- */
@@ -218,10 +231,14 @@ void k_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, con
 typedef struct k_entry {
   k_fwd_fn fwd;
   k_bwd_fn bwd;
+  /* bwd honours hap_kernel_call.fresh_din on every input: it writes all of a fresh din[i]
+   * (clearing it itself on paths that only add), and inputs sharing a buffer are written in
+   * index order (the lowest, fresh, first) */
+  bool fresh;
 } k_entry;
 
 static const k_entry table[HAP_OP_COUNT] = {
-    [HAP_OP_LINEAR] = {k_linear_fwd, k_linear_bwd},
+    [HAP_OP_LINEAR] = {k_linear_fwd, k_linear_bwd, true},
     [HAP_OP_MATMUL] = {k_matmul_fwd, k_matmul_bwd},
     [HAP_OP_BMM] = {k_matmul_fwd, k_matmul_bwd},
     [HAP_OP_EINSUM] = {k_einsum_fwd, k_einsum_bwd},
@@ -229,30 +246,30 @@ static const k_entry table[HAP_OP_COUNT] = {
     [HAP_OP_MAX_POOL2D] = {k_max_pool2d_fwd, k_max_pool2d_bwd},
     [HAP_OP_ADAPTIVE_AVG_POOL2D] = {k_avg_pool_fwd, k_avg_pool_bwd},
     [HAP_OP_EMBEDDING] = {k_embedding_fwd, k_embedding_bwd},
-    [HAP_OP_LAYER_NORM] = {k_layer_norm_fwd, k_layer_norm_bwd},
-    [HAP_OP_MULTI_HEAD_ATTENTION] = {k_mha_fwd, k_mha_bwd},
-    [HAP_OP_RELU] = {k_unary_fwd, k_unary_bwd},
-    [HAP_OP_GELU] = {k_unary_fwd, k_unary_bwd},
-    [HAP_OP_SIGMOID] = {k_unary_fwd, k_unary_bwd},
-    [HAP_OP_TANH] = {k_unary_fwd, k_unary_bwd},
-    [HAP_OP_RSQRT] = {k_unary_fwd, k_unary_bwd},
-    [HAP_OP_POW] = {k_unary_fwd, k_unary_bwd},
-    [HAP_OP_DROPOUT] = {k_unary_fwd, k_unary_bwd},
-    [HAP_OP_ADD] = {k_binary_fwd, k_binary_bwd},
-    [HAP_OP_SUB] = {k_binary_fwd, k_binary_bwd},
-    [HAP_OP_MUL] = {k_binary_fwd, k_binary_bwd},
-    [HAP_OP_DIV] = {k_binary_fwd, k_binary_bwd},
+    [HAP_OP_LAYER_NORM] = {k_layer_norm_fwd, k_layer_norm_bwd, true},
+    [HAP_OP_MULTI_HEAD_ATTENTION] = {k_mha_fwd, k_mha_bwd, true},
+    [HAP_OP_RELU] = {k_unary_fwd, k_unary_bwd, true},
+    [HAP_OP_GELU] = {k_unary_fwd, k_unary_bwd, true},
+    [HAP_OP_SIGMOID] = {k_unary_fwd, k_unary_bwd, true},
+    [HAP_OP_TANH] = {k_unary_fwd, k_unary_bwd, true},
+    [HAP_OP_RSQRT] = {k_unary_fwd, k_unary_bwd, true},
+    [HAP_OP_POW] = {k_unary_fwd, k_unary_bwd, true},
+    [HAP_OP_DROPOUT] = {k_unary_fwd, k_unary_bwd, true},
+    [HAP_OP_ADD] = {k_binary_fwd, k_binary_bwd, true},
+    [HAP_OP_SUB] = {k_binary_fwd, k_binary_bwd, true},
+    [HAP_OP_MUL] = {k_binary_fwd, k_binary_bwd, true},
+    [HAP_OP_DIV] = {k_binary_fwd, k_binary_bwd, true},
     [HAP_OP_SOFTMAX] = {k_softmax_fwd, k_softmax_bwd},
     [HAP_OP_LOG_SOFTMAX] = {k_softmax_fwd, k_softmax_bwd},
     [HAP_OP_SUM] = {k_reduce_fwd, k_reduce_bwd},
     [HAP_OP_MEAN] = {k_reduce_fwd, k_reduce_bwd},
-    [HAP_OP_RESHAPE] = {k_layout_fwd, k_layout_bwd},
-    [HAP_OP_FLATTEN] = {k_layout_fwd, k_layout_bwd},
-    [HAP_OP_TRANSPOSE] = {k_layout_fwd, k_layout_bwd},
-    [HAP_OP_PERMUTE] = {k_layout_fwd, k_layout_bwd},
-    [HAP_OP_NARROW] = {k_layout_fwd, k_layout_bwd},
-    [HAP_OP_CLS_APPEND] = {k_cls_append_fwd, k_cls_append_bwd},
-    [HAP_OP_CLS_SELECT] = {k_layout_fwd, k_layout_bwd},
+    [HAP_OP_RESHAPE] = {k_layout_fwd, k_layout_bwd, true},
+    [HAP_OP_FLATTEN] = {k_layout_fwd, k_layout_bwd, true},
+    [HAP_OP_TRANSPOSE] = {k_layout_fwd, k_layout_bwd, true},
+    [HAP_OP_PERMUTE] = {k_layout_fwd, k_layout_bwd, true},
+    [HAP_OP_NARROW] = {k_layout_fwd, k_layout_bwd, true},
+    [HAP_OP_CLS_APPEND] = {k_cls_append_fwd, k_cls_append_bwd, true},
+    [HAP_OP_CLS_SELECT] = {k_layout_fwd, k_layout_bwd, true},
     [HAP_OP_TOP2_GATING] = {k_top2_fwd, k_top2_bwd},
     [HAP_OP_NLL_LOSS] = {k_loss_fwd, k_loss_bwd},
     [HAP_OP_CROSS_ENTROPY] = {k_loss_fwd, k_loss_bwd},
@@ -455,7 +472,8 @@ static hap_status fault_op(hap_op *op, bool *on, hap_err *err) {
 }
 
 /* The op's backward into zeroed scratch gradients (inputs sharing a gradient buffer share one
- * scratch buffer), then din[i] += HAP_FAULT_SCALE x scratch: exactly the gradient scaled. */
+ * scratch buffer), then din[i] += HAP_FAULT_SCALE x scratch (= where din[i] is fresh): exactly
+ * the gradient scaled. */
 static hap_status backward_scaled(const hap_kernel_call *c, const float *const *dout,
                                   float *const *din, const hap_kernel_state *state, hap_err *err) {
   const hap_op_io *io = c->io;
@@ -474,16 +492,48 @@ static hap_status backward_scaled(const hap_kernel_call *c, const float *const *
       st = tmp[i] == NULL ? HAP_ENOMEM : HAP_OK;
     }
   }
+  hap_kernel_call into_tmp = *c; /* tmp is zeroed: add to it */
+  into_tmp.fresh_din = 0;
   if (st == HAP_OK)
-    st = table[c->op].bwd(c, dout, tmp, state, err);
+    st = table[c->op].bwd(&into_tmp, dout, tmp, state, err);
   for (int i = 0; i < io->n_in; i++) {
     if (!own[i])
       continue;
+    bool fresh = k_fresh(c, i);
     for (int64_t e = 0; st == HAP_OK && e < k_numel(&io->in[i]); e++)
-      din[i][e] += (float)(HAP_FAULT_SCALE * (double)tmp[i][e]);
+      din[i][e] = (fresh ? 0.0f : din[i][e]) + (float)(HAP_FAULT_SCALE * (double)tmp[i][e]);
     free(tmp[i]);
   }
   return st;
+}
+
+/* The fresh bits the op's backward is given (kernels.h): only on inputs that take a gradient,
+ * moved to the lowest of inputs sharing a buffer; `keep` false (an op that only adds, a call
+ * with nothing to do): none, and every fresh buffer is zeroed here instead. */
+static uint32_t settle_fresh(const hap_kernel_call *c, float *const *din, bool keep) {
+  const hap_op_io *io = c->io;
+  uint32_t bits = 0;
+  for (int i = 0; i < io->n_in && c->fresh_din != 0 && din != NULL; i++) {
+    if (!k_fresh(c, i) || !io->in_grad[i] || is_index_input(c->op, i) || din[i] == NULL)
+      continue;
+    int lowest = i;
+    for (int j = 0; j < i; j++)
+      if (io->in_grad[j] && !is_index_input(c->op, j) && din[j] == din[i]) {
+        lowest = j;
+        break;
+      }
+    if (bits >> lowest & 1u)
+      continue;
+    bits |= 1u << lowest;
+    if (!keep && k_numel(&io->in[i]) > 0)
+      memset(din[i], 0, (size_t)k_numel(&io->in[i]) * sizeof(float));
+  }
+  return keep ? bits : 0;
+}
+
+void k_clear_fresh(const hap_kernel_call *c, float *const *din, int input, int64_t n) {
+  if (k_fresh(c, input) && n > 0)
+    memset(din[input], 0, (size_t)n * sizeof(float));
 }
 
 hap_status hap_kernel_backward(const hap_kernel_call *c, const float *const *dout,
@@ -492,9 +542,11 @@ hap_status hap_kernel_backward(const hap_kernel_call *c, const float *const *dou
   hap_op faulty = HAP_OP_COUNT;
   HAP_TRY(fault_op(&faulty, &fault, err));
   HAP_TRY(hap_kernel_check_backward(c, dout, din, &needed, err));
+  hap_kernel_call call = *c;
+  call.fresh_din = settle_fresh(c, din, needed && table[c->op].fresh);
   if (!needed)
     return HAP_OK;
   if (fault && faulty == c->op)
-    return backward_scaled(c, dout, din, state, err);
-  return table[c->op].bwd(c, dout, din, state, err);
+    return backward_scaled(&call, dout, din, state, err);
+  return table[c->op].bwd(&call, dout, din, state, err);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "exec/blas_core.h"
 #include "kernels/kernels.h"
 #include "profile/fit_rel.h"
 
@@ -993,6 +994,11 @@ hap_status hap_measure_profile(hap_comm *world, hap_dev *dev, const hap_measure_
   if (st == HAP_OK && r.p != NULL) {
     /* the library and device details every rank reported, from rank 0's view */
     st = hap_profile_set_env(r.p, "hap.blas", r.recs[0].library, err);
+    if (st == HAP_OK && strncmp(r.recs[0].library, "OpenBLAS", 8) == 0) {
+      char core[160]; /* who chose the kernel set (exec/blas_core.h) */
+      hap_blas_core_describe(core, sizeof core);
+      st = hap_profile_set_env(r.p, "hap.blas_core", core, err);
+    }
     char v[32];
     snprintf(v, sizeof v, "%d", r.recs[0].threads);
     if (st == HAP_OK)

@@ -9,13 +9,19 @@
 # Without BASE_BUILD it prints the one build's times.
 # Needs /usr/bin/python3 with torch to import the models (scripts/setup-debian.sh --test);
 # without it says so and exits 0.
-# Usage: reports/bench-kernels.sh BUILD [BASE_BUILD [REPS [MODELS]]]  (MODELS: comma-separated)
+# ROUNDS (default 2) alternations of the two builds; each row is the fastest round's p50 (dev-2c
+# switches for seconds at a time between a fast and a slow mode, 2x apart for small kernels).
+# Usage: reports/bench-kernels.sh BUILD [BASE_BUILD [REPS [MODELS [ROUNDS]]]]  (MODELS:
+# comma-separated)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:?usage: reports/bench-kernels.sh BUILD [BASE_BUILD [REPS [MODELS]]]}
+build=${1:?usage: reports/bench-kernels.sh BUILD [BASE_BUILD [REPS [MODELS [ROUNDS]]]]}
 base=${2:-}
 reps=${3:-20}
 only=${4:-}
+rounds=${5:-2}
+[[ "$rounds" =~ ^[1-9]$ ]] ||
+  { echo "bench-kernels.sh: ROUNDS '$rounds': expected a whole number in 1..9" >&2; exit 2; }
 if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   echo "bench-kernels.sh: /usr/bin/python3 has no torch (scripts/setup-debian.sh --import): no models to time"
   exit 0
@@ -32,23 +38,25 @@ trap 'rm -rf "$tmp"' EXIT
 for c in "${vs_pytorch_cases[@]}"; do
   vs_pytorch_import "$c" "$only" "$build/bin/hap-import" "$tmp/cur.json" || continue
   mv "$tmp/cur.json" "$tmp/$name.json"
-  # before, after, before, after: each build's rows are the faster of its two runs (less noise
-  # from the machine's own swings), and both builds see the same minutes
-  for round in 1 2; do
+  # before, after, before, after, ...: each build's rows are the fastest of its ROUNDS runs
+  # (less noise from the machine's own swings), and both builds see the same minutes
+  for ((round = 1; round <= rounds; round++)); do
     if [ -n "$base" ]; then
-      "$base/bin/bench_kernels" "$tmp/$name.json" "$reps" >"$tmp/$name.before.$round"
+      "$base/bin/bench_kernels" "$tmp/$name.json" "$reps" >"$tmp/$name.before.$round" \
+        2>"$tmp/core.before" || { cat "$tmp/core.before" >&2; exit 1; }
     fi
-    "$build/bin/bench_kernels" "$tmp/$name.json" "$reps" >"$tmp/$name.after.$round"
+    "$build/bin/bench_kernels" "$tmp/$name.json" "$reps" >"$tmp/$name.after.$round" \
+      2>"$tmp/core.after" || { cat "$tmp/core.after" >&2; exit 1; }
   done
-  python3 - "$name" "$tmp" "${base:+yes}" <<'EOF'
+  python3 - "$name" "$tmp" "${base:+yes}" "$rounds" <<'EOF'
 import sys
 
-name, tmp, have_base = sys.argv[1], sys.argv[2], sys.argv[3] == "yes"
+name, tmp, have_base, rounds = sys.argv[1], sys.argv[2], sys.argv[3] == "yes", int(sys.argv[4])
 
 def rows(which):
     best = {}
     order = []
-    for rnd in (1, 2):
+    for rnd in range(1, rounds + 1):
         seen = {}  # one shape can be two cases (e.g. with and without an input gradient)
         for line in open(f"{tmp}/{name}.{which}.{rnd}"):
             op, d, count, p50, _p95, shape = line.rstrip("\n").split("\t")
@@ -64,6 +72,13 @@ def rows(which):
 order, after = rows("after")
 before = rows("before")[1] if have_base else {}
 print(f"\n#### {name}\n")
+for which in ("before", "after") if have_base else ("after",):
+    try:  # bench_kernels' own line naming OpenBLAS's kernel set (older builds print none)
+        core = open(f"{tmp}/core.{which}").read().strip().replace("bench_kernels: ", "")
+    except OSError:
+        core = ""
+    if core:
+        print(f"{which + ': ' if have_base else ''}{core}\n")
 if have_base:
     print("| op | dir | count | shapes | before us | after us | after / before |")
     print("|---|---|---:|---|---:|---:|---:|")

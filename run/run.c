@@ -160,7 +160,7 @@ static hap_status cpu_backward(void *ctx, const hap_kernel_call *c, const float 
   return hap_kernel_backward(c, dout, din, st, err);
 }
 
-const hap_run_kernels hap_run_kernels_cpu = {"cpu", NULL, cpu_forward, cpu_backward};
+const hap_run_kernels hap_run_kernels_cpu = {"cpu", NULL, cpu_forward, cpu_backward, true};
 
 static hap_status oom(hap_err *err) {
   return hap_err_set(err, HAP_ENOMEM, "hap-run: out of memory");
@@ -249,22 +249,30 @@ static void split_zero_rows(hap_run *r, const hap_step *s, rprop *p) {
   zero_rows_of(r, p, r->rank, &p->upd_lo, &p->upd_n);
 }
 
-/* The gradient buffer of a prop, zeroed on its first use in an iteration. */
-static float *grad_of(hap_run *r, int32_t id, hap_err *err) {
+/* The gradient buffer of a prop, zeroed on its first use in an iteration; with `fresh` non-NULL
+ * that first use leaves it as it is and sets *fresh instead (the caller's kernel stores the
+ * gradient there: hap_kernel_call.fresh_din). */
+static float *grad_for(hap_run *r, int32_t id, bool *fresh, hap_err *err) {
   rprop *p = &r->props[id];
   int64_t n = hap_box_numel(&p->box);
+  if (fresh != NULL)
+    *fresh = false;
   if (p->grad == NULL) {
     p->grad = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
     if (p->grad == NULL) {
       oom(err);
       return NULL;
     }
+  } else if (!p->grad_live && fresh != NULL) {
+    *fresh = true;
   } else if (!p->grad_live) {
     memset(p->grad, 0, (size_t)n * sizeof(float));
   }
   p->grad_live = true;
   return p->grad;
 }
+
+static float *grad_of(hap_run *r, int32_t id, hap_err *err) { return grad_for(r, id, NULL, err); }
 
 /* ---- building --------------------------------------------------------------------------- */
 
@@ -1014,9 +1022,15 @@ static hap_status compute(hap_run *r, const hap_task *k, int32_t t, bool backwar
     float *din[HAP_MAX_OP_INPUTS] = {0};
     for (int o = 0; o < node->n_outputs; o++)
       dout[o] = r->props[out[o]].grad_live ? r->props[out[o]].grad : NULL;
-    for (int i = 0; i < node->n_inputs && st == HAP_OK; i++)
-      if (w->io.in_grad[i] && (din[i] = grad_of(r, in[i], err)) == NULL)
+    for (int i = 0; i < node->n_inputs && st == HAP_OK; i++) {
+      bool fresh = false;
+      if (!w->io.in_grad[i])
+        continue;
+      din[i] = grad_for(r, in[i], r->k.fresh_din ? &fresh : NULL, err);
+      if (din[i] == NULL)
         st = HAP_ENOMEM;
+      call.fresh_din |= fresh ? 1u << i : 0u;
+    }
     if (st == HAP_OK)
       st = r->k.backward(r->k.ctx, &call, dout, din, &r->state[k->step], kernel_s, &staging, err);
   }

@@ -339,9 +339,10 @@ static void on_progress(void *arg, const char *phase, int32_t done, int32_t tota
 
 /* Environment worth keeping with the numbers: thread and MPI settings, versions, the machine. */
 static hap_status record_env(hap_profile *p, const measure_opts *o, int size, hap_err *err) {
-  static const char *const keys[] = {
-      "OPENBLAS_NUM_THREADS",         "OMP_NUM_THREADS", "OMPI_MCA_btl", "OMPI_MCA_pml",
-      "OMPI_MCA_mpi_yield_when_idle", "HAP_DATASETS"};
+  static const char *const keys[] = {"OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",
+                                     "OMP_NUM_THREADS",      "OMPI_MCA_btl",
+                                     "OMPI_MCA_pml",         "OMPI_MCA_mpi_yield_when_idle",
+                                     "HAP_DATASETS"};
   char buf[512];
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
     const char *v = getenv(keys[i]);

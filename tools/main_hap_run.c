@@ -12,6 +12,7 @@
 #include "base/cli.h"
 #include "base/fileio.h"
 #include "base/json_write.h"
+#include "exec/blas_core.h"
 #include "exec/clock.h"
 #include "exec/comm_mpi.h"
 #include "exec/device_cpu.h"
@@ -199,6 +200,27 @@ static void json_timing(hap_jw *w, const run_summary *r) {
   hap_jw_double(w, r->e);
 }
 
+/* "backend" and, on CPUs, the OpenBLAS kernel set the kernels ran (exec/blas_core.h). */
+static void json_backend(hap_jw *w, bool cuda) {
+  hap_jw_key(w, "backend");
+  hap_jw_str(w, cuda ? "cuda" : "cpu");
+  if (cuda)
+    return;
+  hap_jw_key(w, "blas_core");
+  hap_jw_str(w, hap_blas_core_name());
+  hap_jw_key(w, "blas_core_chosen_by");
+  hap_jw_str(w, hap_blas_core_chooser());
+}
+
+/* The text line of the same (CPU backend only). */
+static void print_blas(bool cuda) {
+  if (cuda)
+    return;
+  char core[160];
+  hap_blas_core_describe(core, sizeof core);
+  printf("blas        OpenBLAS core %s\n", core);
+}
+
 static void json_training(hap_jw *w, const run_summary *r) {
   char pol[160];
   hap_jw_key(w, "policy");
@@ -340,8 +362,7 @@ static void report(const opts *o, const hap_plan_sim *ps, const double *iter_s, 
     hap_jw_double(&w, isfinite(med_rel) ? med_rel : -1);
     hap_jw_key(&w, "tasks_compared");
     hap_jw_int(&w, nrel);
-    hap_jw_key(&w, "backend");
-    hap_jw_str(&w, o->cuda ? "cuda" : "cpu");
+    json_backend(&w, o->cuda);
     hap_jw_key(&w, "staging_s");
     hap_jw_double(&w, staging_s);
     hap_jw_key(&w, "overlap_buckets_per_iteration"); /* -1: off */
@@ -365,6 +386,7 @@ static void report(const opts *o, const hap_plan_sim *ps, const double *iter_s, 
       printf("overlap     off for this plan: --overlap applies to float32 plans of one "
              "micro-batch, without replicas or pipeline stages\n");
     print_training(&sum);
+    print_blas(o->cuda);
     if (isfinite(med_rel))
       printf("tasks       median |measured - simulated| / simulated over %d compute tasks >= "
              "20 us: %.1f%%\n",
@@ -866,8 +888,7 @@ static void report_pipeline(const opts *o, const hap_pipeline *pl, const hap_pip
     hap_jw_str(&w, hap_pipe_schedule_name(pl->schedule));
     hap_jw_key(&w, "micro_batches");
     hap_jw_int(&w, pl->policy.micro_batches);
-    hap_jw_key(&w, "backend");
-    hap_jw_str(&w, o->cuda ? "cuda" : "cpu");
+    json_backend(&w, o->cuda);
     hap_jw_key(&w, "measured_busy_s"); /* per rank, the last iteration's ops (tails excluded) */
     hap_jw_begin_array(&w);
     for (int32_t d = 0; d < ps->n_devices; d++)
@@ -896,6 +917,7 @@ static void report_pipeline(const opts *o, const hap_pipeline *pl, const hap_pip
     printf(" %.2f (%.2f)", 1e3 * busy_s[d], 1e3 * ps->busy_s[d]);
   printf("%s\n", ps->n_devices > 16 ? " ..." : "");
   print_training(&sum);
+  print_blas(o->cuda);
 }
 
 /* Rank 0: the simulated timeline of every device (hap_pipe_plan_sim's, task by task) and then

@@ -4,15 +4,16 @@
  * Each distinct (op, input shapes) of the graph's nodes is one case; backward computes the
  * gradients of the inputs that require one (hap_graph_validate's marks). Timing is
  * profile/kernel_times.h's hap_kcase_time (CLOCK_MONOTONIC, one call per sample, backward with
- * the zeroing of its gradient buffers). Prints one tab-separated line per case and direction:
- *   op  dir  count  p50_us  p95_us  shape
- * count = how many nodes of the graph apply it (their per-iteration time is count x p50).
- * reports/bench-kernels.sh compares two builds' lines. */
+ * its gradient buffers passed fresh, as hap-run passes a buffer's first writer). Prints one
+ * tab-separated line per case and direction: op  dir  count  p50_us  p95_us  shape count = how many
+ * nodes of the graph apply it (their per-iteration time is count x p50). reports/bench-kernels.sh
+ * compares two builds' lines. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cluster/cluster.h"
+#include "exec/blas_core.h"
 #include "model/graph_io.h"
 #include "profile/kernel_times.h"
 
@@ -52,6 +53,9 @@ static void print_row(const hap_profile_kernel *r, int32_t count) {
 }
 
 int main(int argc, char **argv) {
+  char core[160];
+  hap_blas_core_describe(core, sizeof core);
+  fprintf(stderr, "bench_kernels: OpenBLAS core %s\n", core);
   if (argc < 2 || argc > 4) {
     fprintf(stderr, "usage: bench_kernels GRAPH.json [REPS] [WARMUP]\n");
     return 2;

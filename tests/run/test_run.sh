@@ -213,6 +213,10 @@ for evs in lanes.values():
 PY
 expect json 0 "${mpi[@]}" "$run" "$tmp/plan.json" -m "$m" -c cpu-2 -n 2 -w 0 -f json
 check json-valid python3 -c "import json; d=json.load(open('$tmp/out')); assert d['simulated_s'] > 0 and d['measured_mean_s'] > 0"
+# the OpenBLAS kernel set the timings came from, and who chose it (exec/blas_core.h)
+check json-blas-core python3 -c "import json; d=json.load(open('$tmp/out'))
+assert d['blas_core'] not in ('', 'unknown')
+assert d['blas_core_chosen_by'] in ('library', 'OPENBLAS_CORETYPE')"
 
 # ZeRO storage (parameters stored sharded, gathered for use, gradients reduce-scattered): the
 # synthesizer rarely picks it, so turn a dp-cp plan's replicated parameters into ZeRO ones

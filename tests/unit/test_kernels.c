@@ -194,9 +194,44 @@ static void run_bwd(const kcase *c, const hap_op_io *io, const tens *in, const t
   }
   hap_kernel_call call = {
       .op = c->op, .io = io, .shard = sh, .seed = c->seed, .in = ip, .out = opp};
+#ifndef HAP_TEST_KX /* the kernel programs add only; the CPU kernels are the ones checked here */
+  /* Where every gradient buffer starts at zero, the same call again with each marked fresh
+   * (hap_kernel_call.fresh_din) and filled with NaN must store exactly those gradients: a kernel
+   * that leaves an element unwritten, or adds to what was there, shows here in every case,
+   * variant and split of this file. */
+  bool zero = true;
+  float *fp[HAP_MAX_OP_INPUTS] = {NULL};
+  for (int k = 0; k < io->n_in && zero; k++)
+    for (int64_t f = 0; dp[k] != NULL && f < din[k].n && zero; f++)
+      zero = dp[k][f] == 0.0f;
+  hap_kernel_call fresh = call;
+  for (int k = 0; k < io->n_in && zero; k++) {
+    if (dp[k] == NULL || din[k].dt != HAP_F32)
+      continue;
+    fp[k] = alloc(din[k].n, sizeof(float)); /* zeros where no gradient is asked (untouched) */
+    if (!io->in_grad[k])
+      continue;
+    for (int64_t f = 0; f < din[k].n; f++)
+      fp[k][f] = NAN;
+    fresh.fresh_din |= 1u << k;
+  }
+#endif
   hap_err e = {0};
   cr_assert_eq(hap_kernel_backward(&call, g, dp, st, &e), HAP_OK, "%s backward: %s",
                hap_op_name(c->op), e.msg);
+#ifndef HAP_TEST_KX
+  if (!zero)
+    return;
+  cr_assert_eq(hap_kernel_backward(&fresh, g, fp, st, &e), HAP_OK, "%s fresh backward: %s",
+               hap_op_name(c->op), e.msg);
+  for (int k = 0; k < io->n_in; k++) {
+    for (int64_t f = 0; fp[k] != NULL && f < din[k].n; f++) /* +0 and -0 alike */
+      cr_assert(fp[k][f] == dp[k][f] || (fp[k][f] != fp[k][f] && dp[k][f] != dp[k][f]),
+                "%s: input %d [%lld]: fresh gradient %.9g, added to zeros %.9g", hap_op_name(c->op),
+                k, (long long)f, fp[k][f], dp[k][f]);
+    free(fp[k]);
+  }
+#endif
 }
 
 static double max_abs(const tens *t) {
@@ -1241,7 +1276,63 @@ Test(kernels_conventions, backward_accumulates) {
     cr_assert_float_eq(dx[i], 4 * x[i], 1e-6);
 }
 
-#ifndef HAP_TEST_KX /* kernel programs keep no state */
+#ifndef HAP_TEST_KX /* kernel programs add only */
+Test(kernels_conventions, fresh_gradients_are_stored) {
+  /* x * x with one buffer for both gradients, full of NaN: marked fresh (on either input: the
+   * bit moves to the lowest), the call stores 2x; not marked, it adds to the NaN */
+  kcase c;
+  begin(&c, HAP_OP_MUL);
+  in_f(&c, SHAPE(3));
+  in_f(&c, SHAPE(3));
+  infer(&c);
+  float x[3] = {1, 2, 3}, y[3], g[3] = {1, 1, 1}, dx[3];
+  const void *ip[2] = {x, x}, *op[1] = {y};
+  void *yo[1] = {y};
+  const float *gp[1] = {g};
+  float *dp[2] = {dx, dx};
+  hap_kernel_call call = {.op = c.op, .io = &c.io, .in = ip, .out = op};
+  hap_err e = {0};
+  cr_assert_eq(hap_kernel_forward(&call, yo, NULL, &e), HAP_OK, "%s", e.msg);
+  for (uint32_t bits = 1; bits <= 3; bits++) {
+    for (int i = 0; i < 3; i++)
+      dx[i] = NAN;
+    call.fresh_din = bits;
+    cr_assert_eq(hap_kernel_backward(&call, gp, dp, NULL, &e), HAP_OK, "%s", e.msg);
+    for (int i = 0; i < 3; i++)
+      cr_assert_float_eq(dx[i], 2 * x[i], 1e-6, "fresh bits %u", bits);
+  }
+  call.fresh_din = 0;
+  dx[0] = NAN;
+  cr_assert_eq(hap_kernel_backward(&call, gp, dp, NULL, &e), HAP_OK, "%s", e.msg);
+  cr_assert(isnan(dx[0]), "without the bit the gradient is added to what was there");
+
+  /* an op whose kernel only adds (embedding's scatter): hap_kernel_backward zeroes the fresh
+   * buffer first; nothing to do (no output gradient): the fresh buffer ends as zeros */
+  begin(&c, HAP_OP_EMBEDDING);
+  in_i(&c, SHAPE(2), 3);
+  in_f(&c, SHAPE(3, 2));
+  infer(&c);
+  int64_t ids[2] = {2, 2};
+  float table[6] = {0}, emb[4], ge[4] = {1, 2, 3, 4}, dw[6];
+  const void *eip[2] = {ids, table}, *eop[1] = {emb};
+  void *eo[1] = {emb};
+  const float *egp[1] = {ge}, *none[1] = {NULL};
+  float *edp[2] = {NULL, dw};
+  hap_kernel_call ec = {.op = c.op, .io = &c.io, .in = eip, .out = eop, .fresh_din = 2};
+  cr_assert_eq(hap_kernel_forward(&ec, eo, NULL, &e), HAP_OK, "%s", e.msg);
+  for (int i = 0; i < 6; i++)
+    dw[i] = NAN;
+  cr_assert_eq(hap_kernel_backward(&ec, egp, edp, NULL, &e), HAP_OK, "%s", e.msg);
+  const float want[6] = {0, 0, 0, 0, 4, 6};
+  for (int i = 0; i < 6; i++)
+    cr_assert_float_eq(dw[i], want[i], 1e-6, "embedding row %d", i / 2);
+  for (int i = 0; i < 6; i++)
+    dw[i] = NAN;
+  cr_assert_eq(hap_kernel_backward(&ec, none, edp, NULL, &e), HAP_OK, "%s", e.msg);
+  for (int i = 0; i < 6; i++)
+    cr_assert_eq(dw[i], 0.0f);
+}
+
 Test(kernels_conventions, state_is_reused_and_replaced) {
   kcase c;
   begin(&c, HAP_OP_LAYER_NORM);

@@ -31,6 +31,16 @@ const hap_attr_value *k_attr(const hap_op_io *io, hap_op op, const char *name);
 bool k_flag(const hap_kernel_call *c, unsigned flag);
 /* Input i (in variant->once) is zero on this device: BIAS_ONCE and rank != 0. */
 bool k_once_zero(const hap_kernel_call *c, int input);
+/* Backward: din[input] is fresh (hap_kernel_call.fresh_din): store the gradient, do not add. */
+static inline bool k_fresh(const hap_kernel_call *c, int input) {
+  return (c->fresh_din >> input & 1u) != 0;
+}
+/* The GEMM beta that adds to din[input], or overwrites it when it is fresh. */
+static inline float k_beta(const hap_kernel_call *c, int input) {
+  return k_fresh(c, input) ? 0.0f : 1.0f;
+}
+/* Zero din[input] (n floats) when it is fresh: for a path that only adds to it. */
+void k_clear_fresh(const hap_kernel_call *c, float *const *din, int input, int64_t n);
 /* A one-input add/sub's scalar is zero on this device. */
 bool k_scalar_zero(const hap_kernel_call *c);
 
@@ -56,8 +66,10 @@ void *k_calloc(size_t n, size_t size, hap_err *err);
  * buffers: calloc would clear them on every call). */
 void *k_malloc(size_t n, size_t size, hap_err *err);
 /* The state buffer a forward fills: in st when given (replacing what it held), else a scratch
- * buffer the kernel releases with k_state_end. Zero-filled. */
-hap_status k_state_begin(hap_kernel_state *st, hap_op op, size_t n_bytes, void **data,
+ * buffer the kernel releases with k_state_end. Zero-filled when `zeroed`; otherwise the forward
+ * must write every byte (multi_head_attention's 5 MB state for a small ViT layer was cleared on
+ * every call). */
+hap_status k_state_begin(hap_kernel_state *st, hap_op op, size_t n_bytes, bool zeroed, void **data,
                          hap_err *err);
 void k_state_end(const hap_kernel_state *st, void *data);
 /* The state backward reads: `given` when it matches (op, n_bytes), else recomputed by running
@@ -66,9 +78,12 @@ hap_status k_state_for_backward(const hap_kernel_call *c, const hap_kernel_state
                                 size_t n_bytes, hap_kernel_state *tmp, void **data, hap_err *err);
 
 /* Row-major C[m, n] = alpha * op(A) op(B) + beta * C, op = transpose when ta / tb; leading dims
- * in elements. Handles empty m, n, k. */
+ * in elements. Handles empty m, n, k. beta 0 clears C with memset and adds (OpenBLAS 0.3.21's
+ * own clearing pass made [1040, 256] GEMMs 10-15 % slower and [65, 64] ones 30-60 %). */
 void k_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
              int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+/* Every row of y [m, n] set to b [n]: a bias that a GEMM with beta 1 then adds to. */
+void k_fill_rows(float *y, int64_t m, int64_t n, const float *b);
 
 /* ---- shapes of the kernels, shared with the GPU programs (kx/kx.c) --------------------- */
 

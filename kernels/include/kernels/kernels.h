@@ -82,6 +82,12 @@ typedef struct hap_kernel_call {
    * are the r-th block of dim 0 of the whole batch's); GLOBAL_MASK positions are shifted by r
    * whole blocks so that every replica draws the masks of its rows. 0 otherwise. */
   int32_t replica;
+  /* Backward: bit i set when din[i] holds no gradient yet and has not been zeroed (its first
+   * writer this iteration): the call leaves the gradient itself there instead of adding it.
+   * Ops whose kernels write such a buffer directly save the clearing and a read of it (GEMMs
+   * with beta 0, loops that store); for the others hap_kernel_backward clears it first. 0 (the
+   * default): every din[i] is added to. */
+  uint32_t fresh_din;
 } hap_kernel_call;
 
 /* Compute the outputs into out[0 .. io->n_out). `state` may be NULL. HAP_EINVAL for inconsistent
@@ -90,7 +96,9 @@ typedef struct hap_kernel_call {
 hap_status hap_kernel_forward(const hap_kernel_call *c, void *const *out, hap_kernel_state *state,
                               hap_err *err);
 
-/* din[i] += gradient of input i, for every i with io->in_grad[i]. `state` may be NULL.
+/* din[i] += gradient of input i, for every i with io->in_grad[i] (din[i] = gradient where
+ * c->fresh_din has bit i; inputs that share one gradient buffer: only the lowest of them may have
+ * it, and the buffer then ends as the sum of their gradients). `state` may be NULL.
  *
  * Fault injection, for tests only (tests/unit/test_kernel_faults.sh): when the environment
  * variable HAP_FAULT_KERNEL names an op ("multi_head_attention"), that op's backward adds

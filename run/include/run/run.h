@@ -44,6 +44,10 @@ typedef struct hap_run_kernels {
   hap_status (*backward)(void *ctx, const hap_kernel_call *c, const float *const *dout,
                          float *const *din, const hap_kernel_state *st, double *kernel_s,
                          double *staging_s, hap_err *err);
+  /* backward honours hap_kernel_call.fresh_din (a gradient buffer's first writer in an
+   * iteration stores instead of adding, so the runner need not zero it); false: every buffer
+   * is zeroed first */
+  bool fresh_din;
 } hap_run_kernels;
 
 /* The CPU kernels (kernels/) as a table: the default. */
