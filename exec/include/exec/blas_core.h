@@ -3,7 +3,7 @@
  * $OPENBLAS_CORETYPE names one (some machines set it because older OpenBLAS builds compute wrong
  * results with their newest kernels on some processors; hap keeps it). The same CPU runs sgemm
  * at very different rates under different cores (Haswell's AVX2 kernels at about half of
- * SkylakeX's AVX-512 ones on a Zen 5 core), so every timing hap reports names it. */
+ * SkylakeX's AVX-512 ones on dev-2c's AMD EPYC), so every timing hap reports names it. */
 #ifndef HAP_BLAS_CORE_H
 #define HAP_BLAS_CORE_H
 

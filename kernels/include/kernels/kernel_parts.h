@@ -79,7 +79,7 @@ hap_status k_state_for_backward(const hap_kernel_call *c, const hap_kernel_state
 
 /* Row-major C[m, n] = alpha * op(A) op(B) + beta * C, op = transpose when ta / tb; leading dims
  * in elements. Handles empty m, n, k. beta 0 clears C with memset and adds (OpenBLAS 0.3.21's
- * own clearing pass made [1040, 256] GEMMs 10-15 % slower and [65, 64] ones 30-60 %). */
+ * own clearing pass made [1040, 256] GEMMs 14-17 % slower and [65, 64] ones 20-60 %). */
 void k_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
              int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 /* Every row of y [m, n] set to b [n]: a bias that a GEMM with beta 1 then adds to. */
