@@ -1253,61 +1253,73 @@ Test(kernels_ops, losses) {
 /* ---- conventions ------------------------------------------------------------------------------
  */
 
+/* x * x over x = (1, 2, 3), forward run, with one gradient buffer dx for both inputs and an
+ * output gradient of ones: backward's gradient is 2x. Keep it in place (it points into itself). */
+typedef struct square_case {
+  kcase c;
+  float x[3], y[3], g[3], dx[3];
+  const void *ip[2], *op[1];
+  const float *gp[1];
+  float *dp[2];
+  hap_kernel_call call;
+} square_case;
+
+static void square_setup(square_case *s) {
+  begin(&s->c, HAP_OP_MUL);
+  in_f(&s->c, SHAPE(3));
+  in_f(&s->c, SHAPE(3));
+  infer(&s->c);
+  for (int i = 0; i < 3; i++) {
+    s->x[i] = (float)(i + 1);
+    s->g[i] = 1;
+    s->dx[i] = 0;
+  }
+  s->ip[0] = s->ip[1] = s->x;
+  s->op[0] = s->y;
+  s->gp[0] = s->g;
+  s->dp[0] = s->dp[1] = s->dx;
+  s->call = (hap_kernel_call){.op = s->c.op, .io = &s->c.io, .in = s->ip, .out = s->op};
+  void *yo[1] = {s->y};
+  hap_err e = {0};
+  cr_assert_eq(hap_kernel_forward(&s->call, yo, NULL, &e), HAP_OK, "%s", e.msg);
+}
+
 Test(kernels_conventions, backward_accumulates) {
   /* din += gradient: two calls give twice the gradient; x + x may share one buffer */
-  kcase c;
-  begin(&c, HAP_OP_MUL);
-  in_f(&c, SHAPE(3));
-  in_f(&c, SHAPE(3));
-  infer(&c);
-  float x[3] = {1, 2, 3}, y[3], g[3] = {1, 1, 1}, dx[3] = {0};
-  const void *ip[2] = {x, x}, *op[1] = {y};
-  void *yo[1] = {y};
-  const float *gp[1] = {g};
-  float *dp[2] = {dx, dx};
-  hap_kernel_call call = {.op = c.op, .io = &c.io, .in = ip, .out = op};
+  square_case s;
+  square_setup(&s);
   hap_err e = {0};
-  cr_assert_eq(hap_kernel_forward(&call, yo, NULL, &e), HAP_OK, "%s", e.msg);
-  cr_assert_eq(hap_kernel_backward(&call, gp, dp, NULL, &e), HAP_OK, "%s", e.msg);
+  cr_assert_eq(hap_kernel_backward(&s.call, s.gp, s.dp, NULL, &e), HAP_OK, "%s", e.msg);
   for (int i = 0; i < 3; i++) /* d(x^2)/dx = 2x */
-    cr_assert_float_eq(dx[i], 2 * x[i], 1e-6);
-  cr_assert_eq(hap_kernel_backward(&call, gp, dp, NULL, &e), HAP_OK, "%s", e.msg);
+    cr_assert_float_eq(s.dx[i], 2 * s.x[i], 1e-6);
+  cr_assert_eq(hap_kernel_backward(&s.call, s.gp, s.dp, NULL, &e), HAP_OK, "%s", e.msg);
   for (int i = 0; i < 3; i++)
-    cr_assert_float_eq(dx[i], 4 * x[i], 1e-6);
+    cr_assert_float_eq(s.dx[i], 4 * s.x[i], 1e-6);
 }
 
 #ifndef HAP_TEST_KX /* kernel programs add only */
 Test(kernels_conventions, fresh_gradients_are_stored) {
   /* x * x with one buffer for both gradients, full of NaN: marked fresh (on either input: the
    * bit moves to the lowest), the call stores 2x; not marked, it adds to the NaN */
-  kcase c;
-  begin(&c, HAP_OP_MUL);
-  in_f(&c, SHAPE(3));
-  in_f(&c, SHAPE(3));
-  infer(&c);
-  float x[3] = {1, 2, 3}, y[3], g[3] = {1, 1, 1}, dx[3];
-  const void *ip[2] = {x, x}, *op[1] = {y};
-  void *yo[1] = {y};
-  const float *gp[1] = {g};
-  float *dp[2] = {dx, dx};
-  hap_kernel_call call = {.op = c.op, .io = &c.io, .in = ip, .out = op};
+  square_case s;
+  square_setup(&s);
   hap_err e = {0};
-  cr_assert_eq(hap_kernel_forward(&call, yo, NULL, &e), HAP_OK, "%s", e.msg);
   for (uint32_t bits = 1; bits <= 3; bits++) {
     for (int i = 0; i < 3; i++)
-      dx[i] = NAN;
-    call.fresh_din = bits;
-    cr_assert_eq(hap_kernel_backward(&call, gp, dp, NULL, &e), HAP_OK, "%s", e.msg);
+      s.dx[i] = NAN;
+    s.call.fresh_din = bits;
+    cr_assert_eq(hap_kernel_backward(&s.call, s.gp, s.dp, NULL, &e), HAP_OK, "%s", e.msg);
     for (int i = 0; i < 3; i++)
-      cr_assert_float_eq(dx[i], 2 * x[i], 1e-6, "fresh bits %u", bits);
+      cr_assert_float_eq(s.dx[i], 2 * s.x[i], 1e-6, "fresh bits %u", bits);
   }
-  call.fresh_din = 0;
-  dx[0] = NAN;
-  cr_assert_eq(hap_kernel_backward(&call, gp, dp, NULL, &e), HAP_OK, "%s", e.msg);
-  cr_assert(isnan(dx[0]), "without the bit the gradient is added to what was there");
+  s.call.fresh_din = 0;
+  s.dx[0] = NAN;
+  cr_assert_eq(hap_kernel_backward(&s.call, s.gp, s.dp, NULL, &e), HAP_OK, "%s", e.msg);
+  cr_assert(isnan(s.dx[0]), "without the bit the gradient is added to what was there");
 
   /* an op whose kernel only adds (embedding's scatter): hap_kernel_backward zeroes the fresh
    * buffer first; nothing to do (no output gradient): the fresh buffer ends as zeros */
+  kcase c;
   begin(&c, HAP_OP_EMBEDDING);
   in_i(&c, SHAPE(2), 3);
   in_f(&c, SHAPE(3, 2));
